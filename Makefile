@@ -1,0 +1,46 @@
+# Anchorage — every target sets itself up: a virtualenv in .venv, the package and its dev tools,
+# and (as root, where apt-get exists) the system packages the sandbox and the tests use.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+SYSTEM_PACKAGES := bubblewrap prometheus poppler-utils iproute2
+
+.PHONY: demo test lint unit system venv clean
+
+## demo: run the demo campaign on the embedded default and print the leaderboard
+demo: venv system
+	$(BIN)/anchorage run examples/demo.yaml
+
+## test: lint (ruff, mypy strict, import-linter, CRD drift) and the whole test suite
+test: venv system lint unit
+
+lint: venv
+	$(BIN)/ruff check operator tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: venv system
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+## system: Debian packages for the sandbox (bubblewrap), Prometheus and figure rendering (poppler)
+system:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing system packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  else echo "note: missing system packages:$$missing (install them as root; tests that need them say so and skip)"; fi; \
+	fi
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache runs

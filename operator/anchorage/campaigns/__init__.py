@@ -1,0 +1,1 @@
+"""Campaigns: matrix planning, deterministic names, aggregation and the leaderboard (pure)."""

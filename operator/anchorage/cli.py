@@ -1,0 +1,60 @@
+"""The ``anchorage`` command.
+
+Each command group lives in its own module under ``anchorage.commands`` and exposes
+``register(app: typer.Typer) -> None``; this module only assembles them and turns
+:class:`anchorage.errors.AnchorageError` into a clear message and exit code 2.
+Command modules import their heavy dependencies inside the command functions, so
+``anchorage --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import typer
+
+from anchorage import __version__, commands
+from anchorage.errors import AnchorageError
+
+app = typer.Typer(
+    name="anchorage",
+    help="Verifiable evaluation campaigns for AI agents on mathematical-modelling tasks.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"anchorage {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """Verifiable evaluation campaigns for AI agents on mathematical-modelling tasks."""
+
+
+def _register_commands() -> None:
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        register = getattr(module, "register", None)
+        if callable(register):
+            register(app)
+
+
+_register_commands()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except AnchorageError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(2)

@@ -1,0 +1,1 @@
+"""Invariants: the six decidable forms, exact evaluation, gates, and named replay checks."""

@@ -1,0 +1,205 @@
+"""The three custom resources — Trial, VerificationCampaign, ScoringRun — as pydantic models.
+
+Defined once and used by both drivers: the local engine reads them from YAML files, the operator
+from the cluster, and ``crds/`` is generated from them. Field names are the camelCase names of the
+YAML; Python code uses the snake_case attributes. Unknown fields are errors (``extra="forbid"``),
+so a misspelt key is reported instead of silently ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+API_GROUP = "anchorage.dev"
+API_VERSION = "v1alpha1"
+API = f"{API_GROUP}/{API_VERSION}"
+
+AgentKind = Literal["oracle", "replay", "codex", "opencode", "claude-code", "command", "mock"]
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class AgentSpec(_Model):
+    """What runs inside the sandbox."""
+
+    kind: AgentKind = Field(description="oracle | replay | codex | opencode | claude-code | command | mock")
+    model: str | None = Field(default=None, description="Model name for model-backed agents (through the gateway).")
+    reasoning_effort: str | None = Field(default=None, description="Reasoning effort passed to the agent CLI, e.g. xhigh.")
+    command: list[str] | None = Field(
+        default=None, description="kind=command: the argv template; '{instruction}' is replaced by the prompt."
+    )
+    image: str | None = Field(default=None, description="Agent image (cluster driver); default: the task's image.")
+    artifact: str | None = Field(
+        default=None, description="kind=replay: URI or path of the committed artifact to replay (labelled a replay)."
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the agent (no secrets).")
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> AgentSpec:
+        if self.kind == "command" and not self.command:
+            raise ValueError("agent.kind 'command' needs agent.command, e.g. ['my-agent', '{instruction}']")
+        if self.kind == "replay" and not self.artifact:
+            raise ValueError("agent.kind 'replay' needs agent.artifact (a path or URI of the artifact to replay)")
+        if self.kind in ("codex", "opencode", "claude-code") and not self.model:
+            raise ValueError(f"agent.kind '{self.kind}' needs agent.model")
+        return self
+
+
+class Limits(_Model):
+    """Resource limits of one trial; each unset field comes from the task's task.toml."""
+
+    cpus: Annotated[float, Field(gt=0, le=64)] | None = Field(default=None, description="CPU cores.")
+    memory_mb: Annotated[int, Field(gt=0, le=262144)] | None = Field(
+        default=None, alias="memoryMB", description="Memory limit in MB."
+    )
+    storage_mb: Annotated[int, Field(gt=0, le=1048576)] | None = Field(
+        default=None, alias="storageMB", description="Ephemeral storage limit in MB."
+    )
+    gpus: Annotated[int, Field(ge=0, le=16)] | None = Field(default=None, description="GPUs (cluster only).")
+    agent_timeout_sec: Annotated[float, Field(gt=0, le=604800)] | None = Field(
+        default=None, description="Wall-clock limit of the agent in seconds."
+    )
+    pids: Annotated[int, Field(gt=0, le=65536)] | None = Field(default=None, description="Max processes.")
+    result_max_bytes: Annotated[int, Field(gt=0)] | None = Field(
+        default=None, description="Max total size of /root/results; larger results are recorded as oversized."
+    )
+
+
+class Verification(_Model):
+    """Which checks run after scoring."""
+
+    gates: bool = Field(default=True, description="Programmatic invariant gates (hard errors penalise the task).")
+    lean: bool = Field(default=False, description="Generate and check the Lean obligation layer.")
+    discrimination: bool = Field(default=False, description="Run the Lean discrimination suite.")
+
+
+class TrialSpec(_Model):
+    """One agent run on one task with one seed."""
+
+    task: str = Field(description="Task name (under tasks/ or the cluster's task source) or a path.")
+    agent: AgentSpec
+    seed: Annotated[int, Field(ge=0)] = Field(default=0, description="Seed index (0-based).")
+    entry: str | None = Field(default=None, description="Leaderboard entry name (set by campaigns).")
+    limits: Limits = Field(default_factory=Limits)
+    verification: Verification = Field(default_factory=Verification)
+    retries: Annotated[int, Field(ge=0, le=10)] = Field(
+        default=0, description="Retries of infrastructure failures only (never of a model's own failure)."
+    )
+
+
+class Entry(_Model):
+    """One leaderboard row: an agent + model configuration."""
+
+    name: str = Field(pattern=DNS_LABEL, max_length=40, description="Entry name (DNS label).")
+    agent: AgentSpec
+    cost_per_run_usd: Annotated[float, Field(ge=0)] | None = Field(
+        default=None, alias="costPerRunUSD", description="Third-party measured USD per run, used instead of metering."
+    )
+
+
+class Retries(_Model):
+    infrastructure: Annotated[int, Field(ge=0, le=10)] = Field(
+        default=0, description="Retries of infrastructure failures per trial."
+    )
+
+
+class TaskSelector(_Model):
+    match_labels: dict[str, str] = Field(default_factory=dict, description="Task keywords/labels to match.")
+    names: list[str] = Field(default_factory=list, description="Glob patterns of task names.")
+
+
+class CampaignSpec(_Model):
+    """A matrix of entries × tasks × seeds."""
+
+    tasks: list[str] = Field(default_factory=list, description="Task names or paths.")
+    task_selector: TaskSelector | None = Field(default=None, description="Select tasks instead of listing them.")
+    entries: list[Entry] = Field(min_length=1, description="The agents under evaluation.")
+    baseline: str | None = Field(default=None, description="Entry name whose score is the zero point of Robust BO-Eval.")
+    seeds: Annotated[int, Field(ge=1, le=100)] = Field(default=1, description="Seeds per (entry, task).")
+    parallelism: Annotated[int, Field(ge=1, le=1000)] = Field(default=1, description="Max trials running at once.")
+    retries: Retries = Field(default_factory=Retries)
+    limits: Limits = Field(default_factory=Limits, description="Overrides of every trial's limits.")
+    verification: Verification = Field(default_factory=Verification)
+    suspend: bool = Field(default=False, description="Stop launching new trials; running ones finish.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CampaignSpec:
+        if not self.tasks and self.task_selector is None:
+            raise ValueError("a campaign needs 'tasks' (a list of task names) or 'taskSelector'")
+        names = [e.name for e in self.entries]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"entry names must be unique; repeated: {', '.join(dupes)}")
+        if self.baseline is not None and self.baseline not in names:
+            raise ValueError(f"baseline '{self.baseline}' is not an entry name (entries: {', '.join(names)})")
+        return self
+
+
+class ArtifactRef(_Model):
+    uri: str = Field(description="file://, s3:// or a path of an artifact (or results folder).")
+    entry: str = Field(description="Entry the artifact belongs to.")
+    seed: Annotated[int, Field(ge=0)] = 0
+
+
+class ScoringRunSpec(_Model):
+    """Score artifacts of a task: a trial's, a campaign's, or external ones."""
+
+    task: str | None = Field(default=None, description="Task name or path (required with artifacts).")
+    artifacts: list[ArtifactRef] = Field(default_factory=list)
+    trial_ref: str | None = Field(default=None, description="Name of a Trial whose artifact is scored.")
+    campaign_ref: str | None = Field(default=None, description="Name of a campaign whose artifacts are rescored.")
+    baseline: str | None = Field(default=None, description="Baseline artifact or score record (URI).")
+    verification: Verification = Field(default_factory=Verification)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ScoringRunSpec:
+        sources = [bool(self.artifacts), self.trial_ref is not None, self.campaign_ref is not None]
+        if sum(sources) != 1:
+            raise ValueError("a ScoringRun needs exactly one of 'artifacts', 'trialRef' or 'campaignRef'")
+        if self.artifacts and not self.task:
+            raise ValueError("'artifacts' needs 'task'")
+        return self
+
+
+class Metadata(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(pattern=DNS_LABEL, max_length=63)
+    namespace: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class _Resource(_Model):
+    api_version: Literal["anchorage.dev/v1alpha1"] = API
+    metadata: Metadata
+    status: dict[str, Any] | None = None
+
+
+class Trial(_Resource):
+    kind: Literal["Trial"] = "Trial"
+    spec: TrialSpec
+
+
+class VerificationCampaign(_Resource):
+    kind: Literal["VerificationCampaign"] = "VerificationCampaign"
+    spec: CampaignSpec
+
+
+class ScoringRun(_Resource):
+    kind: Literal["ScoringRun"] = "ScoringRun"
+    spec: ScoringRunSpec
+
+
+Resource = Annotated[Trial | VerificationCampaign | ScoringRun, Field(discriminator="kind")]
+KINDS: dict[str, type[_Resource]] = {"Trial": Trial, "VerificationCampaign": VerificationCampaign, "ScoringRun": ScoringRun}
+PLURALS: dict[str, str] = {"Trial": "trials", "VerificationCampaign": "verificationcampaigns", "ScoringRun": "scoringruns"}
+SHORT_NAMES: dict[str, str] = {"Trial": "tr", "VerificationCampaign": "vc", "ScoringRun": "sr"}

@@ -1,0 +1,1 @@
+"""Reports: leaderboard tables, plots and the self-contained HTML report."""

@@ -1,0 +1,1 @@
+"""Harbor task directories: the task.toml model, loading, prompt assembly, artifact recovery."""

@@ -1,0 +1,1 @@
+"""Verification protocols: adversarial panel, consequence-based utility, ranking metrics, Lean audit."""

@@ -1,0 +1,29 @@
+"""Shared fixtures: where the repository, its tasks and the shared reference data are."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = Path(os.environ.get("ANCHORAGE_REFERENCE", REPO.parent / "shared" / "reference"))
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def tasks_dir() -> Path:
+    return REPO / "tasks"
+
+
+@pytest.fixture(scope="session")
+def reference_dir() -> Path:
+    """The public benchmark's data pack (../shared/reference beside the clone)."""
+    if not (REFERENCE / "tasks").is_dir():
+        pytest.skip(f"reference data not found at {REFERENCE} (set ANCHORAGE_REFERENCE)")
+    return REFERENCE
