@@ -179,7 +179,7 @@ class Metadata(BaseModel):
 
 
 class _Resource(_Model):
-    api_version: Literal["anchorage.dev/v1alpha1"] = API
+    api_version: Literal["anchorage.dev/v1alpha1"] = "anchorage.dev/v1alpha1"
     metadata: Metadata
     status: dict[str, Any] | None = None
 

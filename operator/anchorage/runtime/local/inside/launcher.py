@@ -1,0 +1,87 @@
+"""In-sandbox launcher: loopback TCP → gateway unix socket forwarder, then the agent.
+
+Run by the local sandbox runner as ``python3 launcher.py PORT SOCKET -- AGENT ARGV...`` inside the
+sandbox's private network namespace. It listens on ``127.0.0.1:PORT`` (the only address an agent can
+reach), relays every connection byte for byte to the gateway's unix socket bound into the sandbox,
+starts the agent once the listener is up, and exits with the agent's exit status (128 + signal
+number when the agent was killed by a signal). Standard library only: it runs with whatever
+interpreter the sandbox has, and never imports anchorage.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+_CHUNK = 65536
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while True:
+            data = src.recv(_CHUNK)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock, how in ((dst, socket.SHUT_WR), (src, socket.SHUT_RD)):
+            try:
+                sock.shutdown(how)
+            except OSError:
+                pass
+
+
+def _relay(client: socket.socket, gateway_path: str) -> None:
+    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        upstream.connect(gateway_path)
+    except OSError:
+        client.close()
+        upstream.close()
+        return
+    back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
+    back.start()
+    _pump(client, upstream)
+    back.join()
+    client.close()
+    upstream.close()
+
+
+def _serve(listener: socket.socket, gateway_path: str) -> None:
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError:
+            return
+        threading.Thread(target=_relay, args=(client, gateway_path), daemon=True).start()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 4 or argv[2] != "--":
+        sys.stderr.write("usage: launcher.py PORT SOCKET -- AGENT ARGV...\n")
+        return 2
+    port, gateway_path, agent = int(argv[0]), argv[1], argv[3:]
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(64)
+    threading.Thread(target=_serve, args=(listener, gateway_path), daemon=True).start()
+    try:
+        child = subprocess.Popen(agent)
+    except OSError as exc:
+        sys.stderr.write(f"anchorage: cannot start agent {agent[0]!r}: {exc}\n")
+        return 127
+    signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+    code = child.wait()
+    return 128 - code if code < 0 else code
+
+
+if __name__ == "__main__":
+    sys.stdout.flush()
+    os._exit(main(sys.argv[1:]))
