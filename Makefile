@@ -17,7 +17,7 @@ demo: venv system
 test: venv system lint unit
 
 lint: venv
-	$(BIN)/ruff check operator tests bench
+	$(BIN)/ruff check operator tests bench tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

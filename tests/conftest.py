@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["services"]  # moto and Prometheus fixtures (tests/services.py)
+
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = Path(os.environ.get("ANCHORAGE_REFERENCE", REPO.parent / "shared" / "reference"))
 

@@ -85,11 +85,11 @@ class TrialSpec(_Model):
     """One agent run on one task with one seed."""
 
     task: str = Field(description="Task name (under tasks/ or the cluster's task source) or a path.")
-    agent: AgentSpec
+    agent: AgentSpec = Field(description="What runs inside the sandbox.")
     seed: Annotated[int, Field(ge=0)] = Field(default=0, description="Seed index (0-based).")
     entry: str | None = Field(default=None, description="Leaderboard entry name (set by campaigns).")
-    limits: Limits = Field(default_factory=Limits)
-    verification: Verification = Field(default_factory=Verification)
+    limits: Limits = Field(default_factory=Limits, description="Resource limits; unset fields come from task.toml.")
+    verification: Verification = Field(default_factory=Verification, description="Checks run after scoring.")
     retries: Annotated[int, Field(ge=0, le=10)] = Field(
         default=0, description="Retries of infrastructure failures only (never of a model's own failure)."
     )
@@ -106,12 +106,16 @@ class Entry(_Model):
 
 
 class Retries(_Model):
+    """Retries of failed trials (infrastructure failures only)."""
+
     infrastructure: Annotated[int, Field(ge=0, le=10)] = Field(
         default=0, description="Retries of infrastructure failures per trial."
     )
 
 
 class TaskSelector(_Model):
+    """Selects tasks by label or name pattern instead of listing them."""
+
     match_labels: dict[str, str] = Field(default_factory=dict, description="Task keywords/labels to match.")
     names: list[str] = Field(default_factory=list, description="Glob patterns of task names.")
 
@@ -144,16 +148,18 @@ class CampaignSpec(_Model):
 
 
 class ArtifactRef(_Model):
+    """An external artifact to score (e.g. a third-party run)."""
+
     uri: str = Field(description="file://, s3:// or a path of an artifact (or results folder).")
     entry: str = Field(description="Entry the artifact belongs to.")
-    seed: Annotated[int, Field(ge=0)] = 0
+    seed: Annotated[int, Field(ge=0)] = Field(default=0, description="Seed of the run that produced it.")
 
 
 class ScoringRunSpec(_Model):
     """Score artifacts of a task: a trial's, a campaign's, or external ones."""
 
     task: str | None = Field(default=None, description="Task name or path (required with artifacts).")
-    artifacts: list[ArtifactRef] = Field(default_factory=list)
+    artifacts: list[ArtifactRef] = Field(default_factory=list, description="External artifacts to score.")
     trial_ref: str | None = Field(default=None, description="Name of a Trial whose artifact is scored.")
     campaign_ref: str | None = Field(default=None, description="Name of a campaign whose artifacts are rescored.")
     baseline: str | None = Field(default=None, description="Baseline artifact or score record (URI).")

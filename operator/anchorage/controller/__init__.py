@@ -1,1 +1,12 @@
-"""kopf handlers for Trial, ScoringRun and VerificationCampaign (thin: parse, call the core, write status)."""
+"""The kopf operator: ``kopf run -m anchorage.controller`` (or ``anchorage operator``).
+
+Importing this package registers every handler: ``settings`` (startup: storage prefixes, finalizer,
+peering, event level), ``trials`` (Trial → Job → ScoringRun), ``scoring`` (ScoringRun → verifier Job →
+scores) and ``campaigns`` (lazy Trials, aggregation, suspend/resume). Handlers are thin: they parse the
+spec into the pydantic models, call the pure builders of ``anchorage.runtime.kubejobs`` and the shared
+planning/aggregation code, and write status.
+"""
+
+from anchorage.controller import campaigns, scoring, settings, trials
+
+__all__ = ["campaigns", "scoring", "settings", "trials"]

@@ -16,18 +16,16 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from anchorage.errors import InputError
 
 
-@dataclass(frozen=True, slots=True)
-class Scaled:
-    """The exact decimal ``n / 10**k`` (``k >= 0``)."""
+class Scaled(NamedTuple):
+    """The exact decimal ``n / 10**k`` (``k >= 0``); normalised: no trailing zero digit when k > 0."""
 
     n: int
     k: int
@@ -36,7 +34,8 @@ class Scaled:
         """The integer ``self * 10**k``; ``k`` must be at least ``self.k``."""
         if k < self.k:
             raise ValueError(f"cannot express {self} with {k} decimal digits")
-        return self.n * 10 ** (k - self.k)
+        scaled: int = self.n * 10 ** (k - self.k)
+        return scaled
 
     def to_fraction(self) -> Fraction:
         return Fraction(self.n, 10**self.k)
@@ -45,7 +44,32 @@ class Scaled:
         return Decimal(self.n).scaleb(-self.k)
 
     def __str__(self) -> str:
-        return str(self.to_decimal())
+        if self.k == 0:
+            return str(self.n)
+        digits = str(abs(self.n)).rjust(self.k + 1, "0")
+        sign = "-" if self.n < 0 else ""
+        return f"{sign}{digits[:-self.k]}.{digits[-self.k:]}"
+
+
+def _normalise(n: int, k: int) -> Scaled:
+    """Drop trailing zero digits so 2.000 and 2 scale alike (fewer digits in the Lean text)."""
+    while k > 0 and n % 10 == 0:
+        n //= 10
+        k -= 1
+    return Scaled(n, k)
+
+
+def scaled_from_text(text: str) -> Scaled | None:
+    """A plain decimal literal (``-12.340``) as a scaled integer; None for other spellings."""
+    if "e" in text or "E" in text or "n" in text or "N" in text:
+        return None
+    point = text.find(".")
+    try:
+        if point < 0:
+            return Scaled(int(text), 0)
+        return _normalise(int(text[:point] + text[point + 1:]), len(text) - point - 1)
+    except ValueError:
+        return None
 
 
 def scaled_from_decimal(value: Decimal) -> Scaled | None:
@@ -62,12 +86,23 @@ def scaled_from_decimal(value: Decimal) -> Scaled | None:
     return _normalise(mantissa, -exponent)
 
 
-def _normalise(n: int, k: int) -> Scaled:
-    """Drop trailing zero digits so 2.000 and 2 scale alike (fewer digits in the Lean text)."""
-    while k > 0 and n % 10 == 0:
-        n //= 10
-        k -= 1
-    return Scaled(n, k)
+# powers of five -> exponent: a Decimal's reduced denominator 2^a 5^b gives the scale max(a, b)
+_LOG5 = {5**b: b for b in range(80)}
+
+
+def _scaled_from_ratio(value: Decimal) -> Scaled | None:
+    try:
+        n, d = value.as_integer_ratio()
+    except (ValueError, OverflowError):  # NaN, Infinity
+        return None
+    if d == 1:
+        return Scaled(n, 0)
+    twos = (d & -d).bit_length() - 1
+    fives = _LOG5.get(d >> twos)
+    if fives is None:
+        return scaled_from_decimal(value)
+    k = twos if twos > fives else fives
+    return Scaled(n * (10**k // d), k)
 
 
 def to_scaled(value: Any) -> Scaled | None:
@@ -75,18 +110,24 @@ def to_scaled(value: Any) -> Scaled | None:
 
     Booleans are not numbers here (JSON ``true`` is not 1).
     """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
+    kind = type(value)
+    if kind is Decimal:
+        return _scaled_from_ratio(value)
+    if kind is int:
         return Scaled(value, 0)
-    if isinstance(value, Decimal):
-        return scaled_from_decimal(value)
-    if isinstance(value, float):
+    if kind is float:
         if not math.isfinite(value):
             return None
-        return scaled_from_decimal(Decimal(repr(value)))
+        text = repr(value)
+        return scaled_from_text(text) or scaled_from_decimal(Decimal(text))
+    if isinstance(value, bool):
+        return None
     if isinstance(value, Scaled):
         return value
+    if isinstance(value, int):
+        return Scaled(int(value), 0)
+    if isinstance(value, Decimal):
+        return _scaled_from_ratio(value)
     return None
 
 
@@ -96,7 +137,7 @@ def to_fraction(value: Any) -> Fraction | None:
     return None if scaled is None else scaled.to_fraction()
 
 
-def loads_exact(text: str | bytes) -> Any:
+def loads_exact(text: str | bytes | bytearray) -> Any:
     """Parse JSON text keeping every decimal exactly (``Decimal``); NaN/Infinity stay floats."""
     return json.loads(text, parse_float=Decimal)
 

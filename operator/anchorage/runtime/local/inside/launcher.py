@@ -10,6 +10,7 @@ interpreter the sandbox has, and never imports anchorage.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -31,10 +32,8 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
         pass
     finally:
         for sock, how in ((dst, socket.SHUT_WR), (src, socket.SHUT_RD)):
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(how)
-            except OSError:
-                pass
 
 
 def _relay(client: socket.socket, gateway_path: str) -> None:
@@ -83,5 +82,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    status = main(sys.argv[1:])
     sys.stdout.flush()
-    os._exit(main(sys.argv[1:]))
+    sys.stderr.flush()
+    os._exit(status)  # do not wait for relay threads still attached to idle connections

@@ -1,0 +1,157 @@
+"""Benchmark: artifacts scored per second in-process vs one subprocess per artifact.
+
+Builds a mix of artifacts over the 18 benchmark tasks (the repo's ``tasks/`` when all of them carry a
+scoring configuration, else the reference data pack): each task's expected result plus perturbed
+copies (values moved by a few per cent, some fields turned into strings, NaN or removed). Then prints,
+measured side by side in one run:
+
+* in-process ``score_artifact`` (gates on, as the engine runs it) and gates off, with ``to_dict`` +
+  ``json.dumps`` of the record as the engine writes score.json;
+* one ``anchorage score --json`` subprocess per artifact (the least a verifier container per artifact
+  costs), on a sample of the same artifacts;
+
+and their ratio. Goal (issue 2): ≥ 5,000 artifacts/s in-process on one core, ≥ 100× the subprocess way.
+Run: ``.venv/bin/python bench/scoring.py [--variants 20] [--subprocess-sample 18]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "operator"))
+
+from anchorage.scoring import score_artifact  # noqa: E402
+from anchorage.scoring.scorer import compiled  # noqa: E402
+from anchorage.tasks import Task, load_task  # noqa: E402
+
+REFERENCE = Path(os.environ.get("ANCHORAGE_REFERENCE", REPO.parent / "shared" / "reference")) / "tasks"
+
+
+class Rates(NamedTuple):
+    wall: float   # artifacts per wall-clock second (affected by other load on the machine)
+    cpu: float    # artifacts per CPU second of the scoring process(es): the one-core figure
+
+
+def task_roots() -> tuple[list[Path], str]:
+    repo = sorted(p for p in (REPO / "tasks").glob("*") if (p / "tests" / "score_config.json").is_file()
+                  and (p / "tests" / "expected_result.json").is_file())
+    if len(repo) >= 18:
+        return repo, f"repo tasks/ ({len(repo)} tasks)"
+    return sorted(p for p in REFERENCE.iterdir() if p.is_dir()), f"reference pack ({REFERENCE})"
+
+
+def perturb(data: Any, paths: list[str], rng: random.Random) -> Any:
+    out = json.loads(json.dumps(data))
+    for path in paths:
+        keys = path.replace("[", ".").replace("]", "").split(".")
+        parent = out
+        try:
+            for key in keys[:-1]:
+                parent = parent[int(key)] if isinstance(parent, list) else parent[key]
+            last: Any = int(keys[-1]) if isinstance(parent, list) else keys[-1]
+            value = parent[last]
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+        roll = rng.random()
+        if roll < 0.05:
+            parent[last] = str(value)
+        elif roll < 0.08:
+            parent[last] = float("nan")
+        elif roll < 0.11 and isinstance(parent, dict):
+            del parent[last]
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            parent[last] = value * (1 + rng.gauss(0, 0.05))
+    return out
+
+
+def build_artifacts(roots: list[Path], variants: int, folder: Path) -> list[tuple[Task, Path]]:
+    rng = random.Random(0)
+    mix: list[tuple[Task, Path]] = []
+    for root in roots:
+        task = load_task(root)
+        paths = [m.path for m in compiled(task).config.metrics]
+        expected = json.loads(task.expected_result_path.read_text(encoding="utf-8"))
+        for i in range(variants):
+            data = expected if i == 0 else perturb(expected, paths, rng)
+            target = folder / task.slug / str(i) / task.artifact_name
+            target.parent.mkdir(parents=True)
+            target.write_text(json.dumps(data), encoding="utf-8")
+            mix.append((task, target))
+    rng.shuffle(mix)
+    return mix
+
+
+def in_process(mix: list[tuple[Task, Path]], *, gates: bool, serialise: bool, min_seconds: float) -> Rates:
+    """Artifacts/s by wall clock and by this process's CPU time (the one-core figure)."""
+    for task, path in mix[:50]:  # warm the per-task caches
+        score_artifact(task, path, gates=gates)
+    done, wall, cpu = 0, time.perf_counter(), time.process_time()
+    while True:
+        for task, path in mix:
+            record = score_artifact(task, path, gates=gates)
+            if serialise:
+                json.dumps(record.to_dict(), allow_nan=False)
+        done += len(mix)
+        elapsed = time.perf_counter() - wall
+        if elapsed >= min_seconds:
+            return Rates(done / elapsed, done / max(time.process_time() - cpu, 1e-9))
+
+
+def one_subprocess_each(sample: list[tuple[Task, Path]]) -> Rates:
+    """``anchorage score --json`` in a fresh interpreter per artifact; CPU = the children's user + sys."""
+    command = [sys.executable, "-c", "from anchorage.cli import main; main()", "score"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    for task, path in sample:
+        proc = subprocess.run([*command, "--task", str(task.root), str(path), "--json"], capture_output=True,
+                              text=True, check=False, env={**os.environ, "PYTHONPATH": str(REPO / "operator")})
+        if proc.returncode != 0:
+            raise SystemExit(f"subprocess scoring failed for {path}: {proc.stderr}")
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Rates(len(sample) / wall, len(sample) / max(cpu, 1e-9))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variants", type=int, default=20, help="artifacts per task (default 20)")
+    parser.add_argument("--subprocess-sample", type=int, default=18, help="artifacts scored by subprocess")
+    parser.add_argument("--seconds", type=float, default=2.0, help="minimum in-process timing per mode")
+    args = parser.parse_args()
+    roots, source = task_roots()
+    with tempfile.TemporaryDirectory(prefix="anchorage-bench-") as tmp:
+        mix = build_artifacts(roots, args.variants, Path(tmp))
+        print(f"tasks: {source}; artifacts in the mix: {len(mix)}")
+        gates_on = in_process(mix, gates=True, serialise=False, min_seconds=args.seconds)
+        gates_off = in_process(mix, gates=False, serialise=False, min_seconds=args.seconds)
+        with_json = in_process(mix, gates=True, serialise=True, min_seconds=args.seconds)
+        sample = mix[: args.subprocess_sample]
+        per_process = one_subprocess_each(sample)
+    rows = [("in-process, gates on", gates_on), ("in-process, gates off", gates_off),
+            ("in-process, gates on + JSON record", with_json),
+            (f"one subprocess per artifact ({len(sample)})", per_process)]
+    print(f"{'':38s} {'per wall s':>12s} {'per CPU s':>12s}")
+    for label, rates in rows:
+        print(f"{label:38s} {rates.wall:12.1f} {rates.cpu:12.1f}")
+    for label, rates in rows[:2]:
+        print(f"ratio {label} / subprocess: {rates.wall / per_process.wall:.0f}x wall, "
+              f"{rates.cpu / per_process.cpu:.0f}x CPU")
+    best = gates_on.cpu
+    print(f"goal >= 5000/s on one core (gates on, CPU): {'met' if best >= 5000 else 'NOT met'} ({best:.0f}); "
+          f"gates off: {'met' if gates_off.cpu >= 5000 else 'NOT met'} ({gates_off.cpu:.0f})")
+    print(f"goal >= 100x subprocess (gates on, CPU): {'met' if best / per_process.cpu >= 100 else 'NOT met'}")
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""From finished trials to the leaderboard (Table 7) and the per-task table — pure, shared by both drivers.
+
+Called by the local engine at the end of a run, by ``anchorage report`` and by the operator's campaign
+handler. Inputs are the trial records (``trial.json`` dicts, see :class:`TrialResult`); nothing is
+read from disk here.
+
+Decisions (also in docs/design-notes.md, "Local engine"):
+
+* **F** (the zero point of Robust BO-Eval) for a task is the *mean raw panel score of the baseline
+  entry over its scored seeds on that task*; without a baseline entry (or when all its trials on the
+  task failed for infrastructure reasons) it is the F the scorer took from the task's configuration.
+  Per-seed pairing would tie seed k of one entry to seed k of another for no reason.
+* BO-Eval is recomputed here from (raw, O, F) with the scorer's own formula; a missing, ungradable or
+  hard-gated artifact is −1 regardless of F. O-Eval does not depend on F and is taken as scored.
+* Per entry and seed, O-Eval and BO-Eval are averaged over the tasks; the leaderboard shows their
+  mean ± **sample** standard deviation (ddof = 1) over seeds (0 with a single seed).
+* ``Art.`` is the mean over seeds of the number of tasks with a gradable artifact; cost is the mean
+  over seeds of the summed trial costs.
+* ``InfrastructureFailed`` trials are never scored: they are counted apart per entry, and an entry
+  with such a hole is flagged ``incomplete`` (its means are over the cells that exist).
+* The per-task table holds, per task and entry, the mean over seeds; when no cell is missing its
+  column means equal the leaderboard means exactly (same numbers, summed in the other order).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from anchorage.scoring.rewards import bo_eval
+
+INFRA_PHASE = "InfrastructureFailed"
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """The part of a trial record the leaderboard needs."""
+
+    entry: str
+    task: str
+    seed: int
+    phase: str
+    reason: str | None
+    gradable: bool
+    raw: float
+    oracle_raw: float
+    config_baseline_raw: float
+    o_eval: float
+    hard_gate_failed: bool
+    cost_usd: float
+
+    @property
+    def scored(self) -> bool:
+        return self.phase != INFRA_PHASE
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> TrialResult:
+        score = record.get("score") or {}
+        return cls(
+            entry=str(record["entry"]), task=str(record["task"]), seed=int(record["seed"]),
+            phase=str(record["phase"]), reason=record.get("reason"),
+            gradable=bool(score.get("gradable", False)), raw=float(score.get("raw") or 0.0),
+            oracle_raw=float(score.get("oracle_raw") or 0.0),
+            config_baseline_raw=float(score.get("baseline_raw") or 0.0),
+            o_eval=float(score.get("o_eval") or 0.0), hard_gate_failed=bool(score.get("hard_gate_failed", False)),
+            cost_usd=float(record.get("cost_usd") or 0.0),
+        )
+
+
+@dataclass(frozen=True)
+class SeedScore:
+    seed: int
+    o_eval: float
+    bo_eval: float
+    artifacts: int
+    cost_usd: float
+    tasks: int
+
+
+@dataclass(frozen=True)
+class Row:
+    """One leaderboard entry."""
+
+    entry: str
+    seeds: int
+    tasks: int
+    artifacts_mean: float
+    o_eval_mean: float
+    o_eval_std: float
+    bo_eval_mean: float
+    bo_eval_std: float
+    cost_per_seed_usd: float
+    per_seed: list[SeedScore]
+    infrastructure_failed: int
+    incomplete: bool
+
+
+@dataclass(frozen=True)
+class Cell:
+    o_eval: float
+    bo_eval: float
+    seeds: int
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    rows: list[Row]
+    tasks: list[str]
+    per_task: dict[str, dict[str, Cell]]
+    baseline: str | None
+    f_by_task: dict[str, dict[str, Any]] = field(default_factory=dict)
+    std: str = "sample standard deviation over seeds (ddof=1); 0 with one seed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _std(values: list[float]) -> float:
+    # Sample std over seeds; a single seed has no spread to estimate, reported as 0.
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def baseline_f(results: list[TrialResult], baseline: str | None) -> dict[str, dict[str, Any]]:
+    """Per task: F and where it came from."""
+    by_task: dict[str, list[TrialResult]] = defaultdict(list)
+    for result in results:
+        if result.scored:
+            by_task[result.task].append(result)
+    out: dict[str, dict[str, Any]] = {}
+    for task, items in sorted(by_task.items()):
+        base = [r.raw for r in items if r.entry == baseline]
+        if base:
+            source = f"campaign baseline '{baseline}' (mean raw of {len(base)} seeds)"
+            out[task] = {"F": statistics.fmean(base), "source": source}
+        else:
+            out[task] = {"F": items[0].config_baseline_raw, "source": "task configuration (baseline_endpoint.panel_score)"}
+    return out
+
+
+def robust_bo(result: TrialResult, f_value: float) -> float:
+    """Robust BO-Eval of one trial against F (−1 for a missing/ungradable/hard-gated artifact)."""
+    if not result.gradable or result.hard_gate_failed:
+        return -1.0
+    value, _ = bo_eval(result.raw, result.oracle_raw, f_value)
+    return value
+
+
+def leaderboard(results: list[TrialResult], baseline: str | None) -> Leaderboard:
+    """Table 7 and the per-task table from the finished trials."""
+    f_by_task = baseline_f(results, baseline)
+    tasks = sorted({r.task for r in results})
+    entries = sorted({r.entry for r in results})
+    bo = {id(r): robust_bo(r, f_by_task[r.task]["F"]) for r in results if r.scored}
+    rows = [_row(entry, [r for r in results if r.entry == entry], bo, len(tasks)) for entry in entries]
+    rows.sort(key=lambda row: (-row.o_eval_mean, -row.bo_eval_mean, row.entry))
+    per_task = {task: _cells(task, results, bo) for task in tasks}
+    return Leaderboard(rows=rows, tasks=tasks, per_task=per_task, baseline=baseline, f_by_task=f_by_task)
+
+
+def _row(entry: str, mine: list[TrialResult], bo: dict[int, float], n_tasks: int) -> Row:
+    scored = [r for r in mine if r.scored]
+    seeds = sorted({r.seed for r in mine})
+    per_seed: list[SeedScore] = []
+    for seed in seeds:
+        cells = [r for r in scored if r.seed == seed]
+        if not cells:
+            continue
+        per_seed.append(SeedScore(
+            seed=seed, o_eval=statistics.fmean(r.o_eval for r in cells),
+            bo_eval=statistics.fmean(bo[id(r)] for r in cells),
+            artifacts=sum(1 for r in cells if r.gradable), cost_usd=math.fsum(r.cost_usd for r in cells),
+            tasks=len(cells),
+        ))
+    o_values, bo_values = [s.o_eval for s in per_seed], [s.bo_eval for s in per_seed]
+    infra = len(mine) - len(scored)
+    return Row(
+        entry=entry, seeds=len(per_seed), tasks=n_tasks,
+        artifacts_mean=statistics.fmean(s.artifacts for s in per_seed) if per_seed else 0.0,
+        o_eval_mean=statistics.fmean(o_values) if o_values else 0.0, o_eval_std=_std(o_values),
+        bo_eval_mean=statistics.fmean(bo_values) if bo_values else -1.0, bo_eval_std=_std(bo_values),
+        cost_per_seed_usd=statistics.fmean(s.cost_usd for s in per_seed) if per_seed else 0.0,
+        per_seed=per_seed, infrastructure_failed=infra,
+        incomplete=infra > 0 or any(s.tasks < n_tasks for s in per_seed),
+    )
+
+
+def _cells(task: str, results: list[TrialResult], bo: dict[int, float]) -> dict[str, Cell]:
+    cells: dict[str, Cell] = {}
+    for entry in sorted({r.entry for r in results}):
+        mine = [r for r in results if r.task == task and r.entry == entry and r.scored]
+        if mine:
+            cells[entry] = Cell(statistics.fmean(r.o_eval for r in mine), statistics.fmean(bo[id(r)] for r in mine), len(mine))
+    return cells

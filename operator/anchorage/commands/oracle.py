@@ -1,0 +1,52 @@
+"""``anchorage oracle TASK_DIR``: run a task's anchor reproduction in the sandbox and score it.
+
+Registered by :mod:`anchorage.cli`. A task whose anchor is only imported (no runnable
+``solution/solve.sh``) is said so plainly; nothing is run for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("oracle")(oracle)
+
+
+def oracle(
+    task_dir: str = typer.Argument(..., help="Task directory or task name."),
+    runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Where the trial folder is written."),
+    timeout: float | None = typer.Option(None, "--timeout", help="Agent timeout in seconds (default: task.toml)."),
+) -> None:
+    """Run TASK_DIR's solution/solve.sh in the sandbox, then score its artifact against the anchor."""
+    from anchorage.manifests import AgentSpec, Limits, Metadata, Trial, TrialSpec
+    from anchorage.runtime.local import sandbox
+    from anchorage.runtime.local.agents import anchor_is_imported
+    from anchorage.runtime.local.engine import run_with_retries
+    from anchorage.runtime.local.trials import LocalRuntime, TrialJob
+    from anchorage.tasks import load_task, resolve_task
+
+    task = load_task(resolve_task(task_dir))
+    if anchor_is_imported(task):
+        typer.echo(f"{task.slug}: the anchor is imported, not reproduced (task.toml [metadata] anchor = \"imported\"): "
+                   "there is no runnable reproduction to run. "
+                   f"Its committed expected result is {task.expected_result_path}; campaigns replay it, labelled "
+                   "'imported anchor'.")
+        raise typer.Exit(1)
+    trial = Trial(metadata=Metadata(name=f"oracle-{task.slug}"[:63].rstrip("-")),
+                  spec=TrialSpec(task=str(task.root), agent=AgentSpec(kind="oracle"),
+                                 limits=Limits(agent_timeout_sec=timeout)))
+    runtime = LocalRuntime(mechanism=sandbox.detect_mechanism(), base_dir=Path.cwd())
+    job = TrialJob(trial.metadata.name, task, trial.spec, "oracle")
+    record = run_with_retries(job, runs_dir / trial.metadata.name, runtime)
+    score = record.get("score") or {}
+    typer.echo(f"{task.slug}: {record['phase']} ({record['reason']}) in {record['durations']['total_sec']:.1f}s "
+               f"{record.get('message', '')}".rstrip())
+    if score:
+        typer.echo(f"  raw {score['raw']:.6f} (anchor panel {score['oracle_raw']:.6f})  O-Eval {score['o_eval']:.4f}"
+                   f"  gradable {score['gradable']}")
+    typer.echo(f"  folder: {runs_dir / trial.metadata.name}")
+    if record["phase"] != "Succeeded":
+        raise typer.Exit(1)

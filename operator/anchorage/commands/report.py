@@ -1,0 +1,24 @@
+"""``anchorage report RUN_DIR``: rebuild a campaign's leaderboard, plots and self-contained HTML report.
+
+Registered by :mod:`anchorage.cli`; reads only the run folder (``campaign.json`` and the trials'
+``trial.json``), so it works on a finished, interrupted or copied run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)
+
+
+def report(run_dir: Path = typer.Argument(..., help="A campaign's run folder (runs/<campaign>).")) -> None:
+    """Recompute the leaderboard from RUN_DIR's trial records and write leaderboard.*, plots/ and report.html."""
+    from anchorage.report.writing import rebuild
+
+    outputs = rebuild(run_dir)
+    for kind, path in sorted(outputs.items()):
+        typer.echo(f"{kind}: {path}")

@@ -1,0 +1,140 @@
+"""``anchorage run FILE.yaml``: run Trials and VerificationCampaigns on this machine (the local engine).
+
+Registered by :mod:`anchorage.cli`. Validates every document first (one message per problem, with
+file:line and the fix), starts the model gateway when an agent needs one, runs each campaign in the
+sandbox with progress, prints the leaderboard and writes the run folder's outputs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+UNSANDBOXED_WARNING = (
+    "WARNING: --unsandboxed: agents run as plain processes on this host with full network and file access. "
+    "Use only for agents you trust completely."
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+
+
+def run(
+    file: Path = typer.Argument(..., help="A Trial or VerificationCampaign manifest (multi-document YAML allowed)."),
+    runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Where run folders are kept (the run's state)."),
+    metrics_port: int | None = typer.Option(None, "--metrics-port", help="Serve Prometheus metrics on this port."),
+    gateway_config: Path | None = typer.Option(
+        None, "--gateway-config", help="Gateway upstreams for real models (models named mock* use the mock)."),
+    unsandboxed: bool = typer.Option(
+        False, "--unsandboxed", help="DANGEROUS: run agents without any sandbox (no isolation, no limits but time)."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG plots (faster)."),
+) -> None:
+    """Run every trial of FILE in the local sandbox, score it, and print the leaderboard.
+
+    Re-running the same command resumes: finished trials (trial.json with a terminal phase) are kept.
+    """
+    from anchorage.campaigns.documents import check_tasks, load_documents
+    from anchorage.manifests import Trial, VerificationCampaign
+    from anchorage.runtime.local import sandbox
+    from anchorage.tasks import resolve_task
+
+    documents = load_documents(file)
+    for document in documents:
+        check_tasks(document, resolve_task)
+    runnable = [d for d in documents if isinstance(d.resource, Trial | VerificationCampaign)]
+    if not runnable:
+        typer.echo("nothing to run: the file holds no Trial or VerificationCampaign (ScoringRun: use 'anchorage score')")
+        return
+    if unsandboxed:
+        typer.secho(UNSANDBOXED_WARNING, fg="red", bold=True, err=True)
+    mechanism = sandbox.detect_mechanism(unsandboxed=unsandboxed)
+    if metrics_port is not None:
+        _serve_metrics(metrics_port)
+    gateway = _gateway_if_needed([d.resource for d in runnable], gateway_config)
+    try:
+        for document in runnable:
+            _run_document(document.resource, runs_dir, mechanism, gateway, file.parent, not no_plots)
+    finally:
+        if gateway is not None:
+            gateway.stop()
+
+
+def _serve_metrics(port: int) -> None:
+    from prometheus_client import start_http_server
+
+    start_http_server(port)
+    typer.echo(f"metrics on http://127.0.0.1:{port}/metrics", err=True)
+
+
+def _needs_model(resource: Any) -> bool:
+    from anchorage.manifests import Trial
+    from anchorage.runtime.local.agents import MODEL_KINDS
+
+    agents = [resource.spec.agent] if isinstance(resource, Trial) else [e.agent for e in resource.spec.entries]
+    return any(a.kind in MODEL_KINDS or (a.kind == "command" and a.model) for a in agents)
+
+
+def _gateway_if_needed(resources: list[Any], config: Path | None) -> Any:
+    if not any(_needs_model(r) for r in resources):
+        return None
+    from anchorage.runtime.local.gatewaying import start_local_gateway
+
+    return start_local_gateway(config)
+
+
+def _run_document(resource: Any, runs_dir: Path, mechanism: Any, gateway: Any, base_dir: Path, plots: bool) -> None:
+    from anchorage.manifests import Trial
+    from anchorage.runtime.local.trials import LocalRuntime
+
+    runtime = LocalRuntime(mechanism=mechanism, base_dir=base_dir.resolve(),
+                           gateway=gateway.gateway if gateway is not None else None)
+    if isinstance(resource, Trial):
+        _run_trial(resource, runs_dir, runtime)
+    else:
+        _run_campaign(resource, runs_dir, runtime, plots)
+
+
+def _run_trial(trial: Any, runs_dir: Path, runtime: Any) -> None:
+    from anchorage.runtime.local.engine import run_single_trial
+
+    record = run_single_trial(trial, runs_dir, runtime)
+    score = record.get("score") or {}
+    typer.echo(f"trial {record['name']}: {record['phase']} ({record['reason']}) {record.get('message', '')}".rstrip())
+    if score:
+        typer.echo(f"  raw {score.get('raw'):.4f}  O-Eval {score.get('o_eval'):.4f}  BO-Eval {score.get('bo_eval'):+.4f}"
+                   f"  gradable {score.get('gradable')}")
+    typer.echo(f"  folder: {runs_dir / trial.metadata.name}")
+
+
+def _run_campaign(campaign: Any, runs_dir: Path, runtime: Any, plots: bool) -> None:
+    from anchorage.campaigns.planning import plan
+    from anchorage.report.progress import Progress
+    from anchorage.report.writing import write_outputs
+    from anchorage.runtime.local.engine import resolve_tasks, run_campaign
+
+    total = len(plan(campaign.metadata.name, campaign.spec, [t.slug for t in resolve_tasks(campaign.spec)]))
+    with Progress(total, title=campaign.metadata.name) as progress:
+        outcome = run_campaign(campaign, runs_dir, runtime, on_event=progress.event)
+    outputs = write_outputs(outcome.directory, campaign.metadata.name, outcome.board, outcome.records, with_plots=plots)
+    _print_board(outcome, outputs)
+
+
+def _print_board(outcome: Any, outputs: dict[str, Path]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from anchorage.report.tables import to_text
+
+    table = Table(title=f"Leaderboard — {outcome.directory.name}")
+    for column in ("entry", "Art.", "O-Eval (mean ± std)", "Robust BO-Eval (mean ± std)", "cost/seed"):
+        table.add_column(column, justify="left" if column == "entry" else "right")
+    for row in to_text(outcome.board):
+        table.add_row(*row)
+    console = Console(file=sys.stdout, width=120)
+    console.print(table)
+    console.print(f"{outcome.ran} trials run, {outcome.reused} resumed from {outcome.directory}")
+    console.print(f"report: {outputs['html']}  ·  leaderboard: {outputs['md']}")

@@ -1,0 +1,77 @@
+"""``anchorage score``: score one artifact (or results folder) against a task's metric panel.
+
+Registered by :mod:`anchorage.cli`. Prints the score record (``--json``) or a table, and can write a
+Harbor ``reward.json`` (``--reward-file``) so the scorer serves as a task's verifier. A bad artifact is
+a record (exit 0, ``gradable: false``); a bad task or baseline is an error (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("score")(score)
+
+
+def score(
+    artifact: Path = typer.Argument(..., help="The artifact JSON, or a results folder searched for "
+                                    "<slug>_result.json (near-miss names are recovered and recorded)."),
+    task: str = typer.Option(..., "--task", help="Task directory, or a task name looked up in ./tasks, "
+                             "the repo's tasks/ and $ANCHORAGE_TASKS."),
+    baseline: Path | None = typer.Option(None, "--baseline", help="Baseline entry's artifact or score record "
+                                         "(F of Robust BO-Eval); default: the configuration's baseline endpoint."),
+    as_json: bool = typer.Option(False, "--json", help="Print the full score record as JSON."),
+    reward_file: Path | None = typer.Option(None, "--reward-file", help="Also write a Harbor reward.json "
+                                            "(flat map of numbers: reward = O-Eval, raw, o_eval, bo_eval, ...)."),
+    no_gates: bool = typer.Option(False, "--no-gates", help="Skip the programmatic gates (no hard-gate penalty)."),
+) -> None:
+    """Score an artifact: raw panel R, O-Eval, Robust BO-Eval, per-metric rewards and gates."""
+    from anchorage.scoring import score_artifact
+
+    record = score_artifact(task, artifact, baseline=baseline, gates=not no_gates)
+    if reward_file is not None:
+        reward_file.parent.mkdir(parents=True, exist_ok=True)
+        reward_file.write_text(json.dumps(record.reward_map(), indent=2) + "\n", encoding="utf-8")
+    if as_json:
+        typer.echo(json.dumps(record.to_dict(), indent=2, ensure_ascii=False, allow_nan=False))
+    else:
+        _print_table(record.to_dict())
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "—" if value is None else str(value)
+
+
+def _print_table(rec: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)
+    table = Table(title=f"{rec['task']} — {rec['artifact']}")
+    for column in ("path", "value", "anchor", "baseline", "mode", "direction", "weight", "reward", "status"):
+        table.add_column(column)
+    for m in rec["metrics"]:
+        status = m["status"] + (f": {m['reason']}" if m["reason"] else "")
+        table.add_row(m["path"], _fmt(m["value"]), _fmt(m["anchor"]), _fmt(m["baseline_value"]),
+                      m["mode"].split("_")[0], m["direction"], _fmt(m["weight"]), _fmt(m["reward"]), status)
+    console.print(table)
+    for gate in rec["gates"]:
+        console.print(f"gate {gate['name']}: {gate['status']} ({gate['severity']}) {gate['message']}")
+    if rec["recovered_from"]:
+        console.print(f"[yellow]recovery:[/] {rec['recovery_note']}")
+    if rec["error"]:
+        console.print(f"[red]ungradable:[/] {rec['error']}")
+    if rec["penalty"]:
+        console.print(f"[red]penalty:[/] {rec['penalty']}")
+    console.print(f"raw R = {_fmt(rec['raw'])}   oracle O = {_fmt(rec['oracle_raw'])}   baseline F = "
+                  f"{_fmt(rec['baseline_raw'])} ({rec['baseline_source']})")
+    console.print(f"O-Eval = {_fmt(rec['o_eval'])}   Robust BO-Eval = {_fmt(rec['bo_eval'])} ({rec['bo_branch']})")

@@ -1,0 +1,166 @@
+"""Trial handlers: launch the Job of each attempt; when it ends, record the outcome and create the
+ScoringRun.
+
+Registered by importing ``anchorage.controller``. A Trial runs once; only an infrastructure failure
+is retried, and only ``spec.retries`` times (each attempt is a new Job ``<trial>-a<N>``). Names are
+deterministic, so a restarted operator that re-handles a Trial finds its Job instead of making a
+second one.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from anchorage.campaigns.names import dns_label, scoring_run_name
+from anchorage.controller import kube
+from anchorage.controller.settings import config
+from anchorage.errors import AnchorageError
+from anchorage.manifests import API_GROUP, API_VERSION, TrialSpec
+from anchorage.runtime import kubejobs
+from anchorage.runtime.kubepod import open_store
+from anchorage.runtime.kubestatus import Condition, now_rfc3339
+
+TERMINAL = ("Succeeded", "Failed", "InfrastructureFailed")
+
+
+def job_name(trial: str, attempt: int) -> str:
+    """The Job of attempt ``attempt`` of ``trial``."""
+    return dns_label(f"{trial}-a{attempt}")
+
+
+def condition(type_: str, status: str, reason: str, message: str = "", generation: int | None = None) -> dict[str, Any]:
+    """A metav1.Condition as a dict."""
+    return Condition(type=type_, status=status, reason=reason, message=message,  # type: ignore[arg-type]
+                     observed_generation=generation, last_transition_time=now_rfc3339()
+                     ).model_dump(by_alias=True, exclude_none=True)
+
+
+def _task_inputs(spec: TrialSpec) -> tuple[str, dict[str, float]]:
+    from anchorage.tasks import load_task, resolve_task
+
+    task = load_task(resolve_task(spec.task))
+    env = task.config.environment
+    defaults = {"cpus": float(env.cpus), "memory_mb": float(env.memory_mb), "storage_mb": float(env.storage_mb),
+                "gpus": float(env.gpus), "agent_timeout_sec": float(task.config.agent.timeout_sec)}
+    return task.instruction, defaults
+
+
+def _launch(body: kopf.Body, spec: TrialSpec, attempt: int) -> dict[str, Any]:
+    meta = body["metadata"]
+    campaign = (meta.get("labels") or {}).get(kubejobs.LABEL_CAMPAIGN)
+    instruction, defaults = _task_inputs(spec)
+    cfg = config()
+    job = kubejobs.trial_job(dict(body), spec, instruction=instruction, task_defaults=defaults, config=cfg,
+                             job_name=job_name(meta["name"], attempt), campaign=campaign)
+    kube.ensure_policies_once(job["metadata"]["namespace"], cfg)
+    kube.create_job(job)
+    return {"phase": "Running", "attempt": attempt, "jobName": job["metadata"]["name"], "startTime": now_rfc3339(),
+            "recordUri": f"{cfg.store_uri.rstrip('/')}/{kubejobs.trial_prefix(meta['namespace'], meta['name'], campaign)}",
+            "observedGeneration": meta.get("generation"),
+            "conditions": [condition("Ready", "False", "Running", "the agent is running", meta.get("generation"))]}
+
+
+@kopf.on.resume(API_GROUP, API_VERSION, "trials")
+@kopf.on.create(API_GROUP, API_VERSION, "trials")
+def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
+    """Start the trial's Job (idempotent: the Job's name is deterministic)."""
+    if status.get("phase") in TERMINAL or (status.get("phase") == "Running" and status.get("jobName")):
+        return
+    try:
+        spec = TrialSpec.model_validate(body["spec"])
+        patch["status"] = _launch(body, spec, int(status.get("attempt") or 0))
+    except (ValidationError, AnchorageError) as exc:
+        patch["status"] = {"phase": "InfrastructureFailed", "reason": "sandbox_error", "message": str(exc),
+                           "conditions": [condition("Ready", "False", "InvalidInput", str(exc)[:1000])]}
+        raise kopf.PermanentError(f"cannot launch: {exc}") from exc
+
+
+def _finished(job: kopf.Body) -> str | None:
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            return "Complete" if cond["type"] == "Complete" else str(cond.get("reason") or "Failed")
+    return None
+
+
+def _outcome(result: str, upload: dict[str, Any] | None) -> tuple[str, str, int | None]:
+    """(phase, reason, exit code) of a finished attempt."""
+    if result == "DeadlineExceeded":
+        return "Failed", "timeout", None
+    if upload is None:
+        return "InfrastructureFailed", "storage_error" if result == "Complete" else "sandbox_error", None
+    code = upload.get("exit_code")
+    if code is None:
+        return "InfrastructureFailed", "sandbox_error", None
+    if code == 0:
+        return ("Succeeded", "completed", 0) if upload.get("files") else ("Failed", "no_artifact", 0)
+    return "Failed", "oom" if code == 137 else "agent_error", int(code)
+
+
+def _read_upload(record_uri: str) -> dict[str, Any] | None:
+    cfg = config()
+    key = record_uri.removeprefix(cfg.store_uri.rstrip("/")).strip("/") + "/upload.json"
+    try:
+        data: dict[str, Any] = json.loads(open_store(cfg.store_uri).get_bytes(key))
+    except (OSError, KeyError, ValueError):
+        return None
+    return data
+
+
+def finish(trial: dict[str, Any], job: kopf.Body, result: str) -> None:
+    """Record the attempt's outcome; retry an infrastructure failure or create the ScoringRun."""
+    meta, status = trial["metadata"], trial.get("status") or {}
+    spec = TrialSpec.model_validate(trial["spec"])
+    phase, reason, code = _outcome(result, _read_upload(status.get("recordUri", "")))
+    attempt = int(status.get("attempt") or 0)
+    ns, name = meta["namespace"], meta["name"]
+    if phase == "InfrastructureFailed" and attempt < spec.retries:
+        kube.patch_status("trials", ns, name, _launch(kopf.Body(trial), spec, attempt + 1))
+        return
+    new: dict[str, Any] = {"phase": phase, "reason": reason, "exitCode": code, "completionTime": now_rfc3339(),
+                           "costUSD": 0.0,
+                           "conditions": [condition("Ready", "True" if phase == "Succeeded" else "False",
+                                                    phase, f"agent ended: {reason}", meta.get("generation"))]}
+    if phase != "InfrastructureFailed":
+        run = scoring_run_name(name)
+        verification = spec.verification.model_dump(by_alias=True)
+        kube.create_custom("scoringruns", kubejobs.child_scoring_run(trial, run, verification))
+        new["scoringRun"] = run
+    kube.patch_status("trials", ns, name, new)
+
+
+@kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "trial", **kubejobs.MANAGED_BY})
+def trial_job_event(type: str, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+    """A trial Job changed: when it has ended, finish its Trial (once: the Trial's status says so)."""
+    result = _finished(body) if type != "DELETED" else None
+    if result is None:
+        return
+    labels, annotations = body["metadata"].get("labels") or {}, body["metadata"].get("annotations") or {}
+    ns = annotations.get("anchorage.dev/trial-namespace", body["metadata"]["namespace"])
+    trial = kube.get_custom("trials", ns, labels[kubejobs.LABEL_TRIAL])
+    if trial is None:
+        return
+    status = trial.get("status") or {}
+    if status.get("phase") != "Running" or status.get("jobName") != body["metadata"]["name"]:
+        return
+    try:
+        finish(trial, body, result)
+    except kopf.TemporaryError as exc:
+        logger.warning(f"finishing trial {trial['metadata']['name']} failed, will retry on the next event: {exc}")
+
+
+@kopf.timer(API_GROUP, API_VERSION, "trials", interval=10, initial_delay=10, idle=5,
+            when=lambda status, **_: status.get("phase") == "Running")
+def watch_running(body: kopf.Body, status: kopf.Status, **_: Any) -> None:
+    """Safety net for lost Job events (only Running trials have this timer, so at most `parallelism`)."""
+    ns = config().trials_namespace or body["metadata"]["namespace"]
+    job = kube.get_job(ns, status.get("jobName") or "")
+    if job is None:
+        finish(dict(body), kopf.Body({}), "JobLost")
+        return
+    result = _finished(kopf.Body(job))
+    if result is not None:
+        finish(dict(body), kopf.Body(job), result)

@@ -1,0 +1,445 @@
+"""The HTTP side of the cluster fake: kmock's ``KubernetesEmulator`` with real API semantics.
+
+Started by ``devcluster.serving`` (``anchorage dev cluster``) and by the operator tests. kmock gives
+the HTTP server, request parsing, discovery (``/api``, ``/apis``, group/version resource lists from
+``self.resources``), Status-shaped errors, the request log (``self.requests`` for assertions) and its
+DSL: reactions declared with ``fake[...] << ...`` take precedence over the built-in behaviour here,
+which is registered as a fallback. The built-in behaviour (``ObjectStore``) adds resourceVersions,
+409 conflicts, status subresources, finalizers, owner GC, watch bookmarks and 410 Gone, CRD
+registration (``POST customresourcedefinitions`` makes the kind servable), schema validation of
+custom resources (the CRD's openAPIV3Schema with jsonschema, plus the pydantic models that carry
+the same cross-field rules as the CRD's CEL rules) and server-side Table printing for kubectl.
+
+Fault injection for tests: ``fake.faults.append(Fault(...))`` fails matching requests with a status
+code; ``await fake.drop_watches()`` cuts every watch stream; ``fake.expire(plural)`` compacts the
+event log so a stale resourceVersion gets 410 Gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import datetime as dt
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import attrs
+import jsonschema
+import kmock
+from kmock._internal import apps, enums, parsing, rendering
+from pydantic import ValidationError
+
+from anchorage import manifests
+from anchorage.devcluster.storage import ApiError, Event, Obj, ObjectStore, Resource, json_patch, merge_patch
+
+_kmock_parse_path = parsing.parse_path
+
+
+def _parse_path(path: str) -> parsing.ParsedPath:
+    """kmock 0.8 reads ``/api/v1/namespaces[/NAME[/status]]`` as a namespace prefix; it is the
+    Namespace resource itself. Everything else goes to kmock's parser."""
+    parts = path.strip("/").split("/")
+    core = parts[:2] == ["api", "v1"] and len(parts) >= 3 and parts[2] == "namespaces"
+    if core and len(parts) <= 5 and (len(parts) < 5 or parts[4] in ("status", "finalize")):
+        return parsing.ParsedPath("", "v1", "namespaces", None, parts[3] if len(parts) > 3 else None,
+                                  parts[4] if len(parts) > 4 else None)
+    return _kmock_parse_path(path)
+
+
+parsing.parse_path = _parse_path  # rendering.Request._parse looks it up on the module at call time
+
+CORE: list[tuple[str, str, str, str, bool, bool]] = [
+    # group, version, plural, kind, namespaced, status subresource
+    ("", "v1", "namespaces", "Namespace", False, True),
+    ("", "v1", "pods", "Pod", True, True),
+    ("", "v1", "events", "Event", True, False),
+    ("", "v1", "configmaps", "ConfigMap", True, False),
+    ("", "v1", "secrets", "Secret", True, False),
+    ("", "v1", "serviceaccounts", "ServiceAccount", True, False),
+    ("batch", "v1", "jobs", "Job", True, True),
+    ("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, False),
+    ("events.k8s.io", "v1", "events", "Event", True, False),
+    ("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False, True),
+    ("kopf.dev", "v1", "kopfpeerings", "KopfPeering", True, False),
+    ("kopf.dev", "v1", "clusterkopfpeerings", "ClusterKopfPeering", False, False),
+]
+SHORT = {"namespaces": ["ns"], "pods": ["po"], "configmaps": ["cm"], "serviceaccounts": ["sa"],
+         "networkpolicies": ["netpol"], "customresourcedefinitions": ["crd", "crds"], "events": ["ev"]}
+VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+
+
+@dataclass
+class Fault:
+    """Fail the next ``times`` requests whose method and path match with HTTP ``code``."""
+
+    code: int
+    method: str = ""
+    path: str = ""  # a regular expression searched in the request path
+    times: int = 1
+
+    def take(self, method: str, path: str) -> bool:
+        if self.times <= 0 or (self.method and self.method != method) or not re.search(self.path, path):
+            return False
+        self.times -= 1
+        return True
+
+
+def _age(stamp: str | None) -> str:
+    if not stamp:
+        return "<unknown>"
+    seconds = int((dt.datetime.now(dt.UTC) - dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def _jsonpath(obj: Obj, path: str) -> Any:
+    node: Any = obj
+    for part in path.strip(".").split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _label_match(selector: str) -> Callable[[Obj], bool]:
+    terms = [t.strip() for t in selector.split(",") if t.strip()]
+
+    def match(obj: Obj) -> bool:
+        labels = obj["metadata"].get("labels") or {}
+        for term in terms:
+            key, op, value = re.split(r"(!=|==|=)", term, maxsplit=1) if re.search("=", term) else (term, "", "")
+            if op in ("=", "==") and labels.get(key) != value:
+                return False
+            if op == "!=" and labels.get(key) == value:
+                return False
+            if not op and (key.lstrip("!") in labels) == key.startswith("!"):
+                return False
+        return True
+    return match
+
+
+def _field_match(selector: str) -> Callable[[Obj], bool]:
+    terms = [t.split("=", 1) for t in selector.split(",") if "=" in t]
+    return lambda obj: all(str(_jsonpath(obj, k.rstrip("="))) == v.lstrip("=") for k, v in terms)
+
+
+@attrs.define(kw_only=True)
+class FakeApiServer(kmock.KubernetesEmulator):
+    """The fake Kubernetes API server (see the module docstring)."""
+
+    store: ObjectStore = attrs.field(factory=ObjectStore)
+    faults: list[Fault] = attrs.field(factory=list)
+    bookmark_interval: float = 5.0
+    #: kind → pydantic model: custom resources are also validated with these (the CEL rules' twins)
+    models: dict[str, Any] = attrs.field(factory=lambda: dict(manifests.KINDS))
+    _schemas: dict[tuple[str, str], dict[str, Any]] = attrs.field(factory=dict)
+    _printer: dict[tuple[str, str], list[dict[str, Any]]] = attrs.field(factory=dict)
+    _streams: set[asyncio.Queue[Event | None]] = attrs.field(factory=set)
+
+    def __attrs_post_init__(self) -> None:
+        kmock.KubernetesScaffold.__attrs_post_init__(self)
+        (self ** -1e9)[self._is_object_request] << self._serve
+        (self ** -1e9)["get", re.compile(r"^/openapi/v3/.+")] << self._openapi_group_version
+        (self ** -1e9)["get /openapi/v3"] << self._openapi_root
+        for group, version, plural, kind, namespaced, status in CORE:
+            self._serve_kind(Resource(group, version, plural, kind, namespaced, status), SHORT.get(plural, []), [])
+        self.store.on_change.append(self._crd_hook)
+        self.store.create(self.store.resource("", "namespaces"), None, {"metadata": {"name": "default"}})
+
+    # The emulator's own object tracking is replaced by ObjectStore: skip KubernetesEmulator._handle.
+    async def _handle(self, request: rendering.Request) -> Any:
+        return await apps.RawHandler._handle(self, request)
+
+    # ----------------------------------------------------------------- discovery and CRDs
+    def _serve_kind(self, res: Resource, short: list[str], categories: list[str]) -> None:
+        res = self.store.add_resource(res)
+        key = kmock.resource(res.group, res.version, res.plural)
+        self.resources[key] = kmock.ResourceInfo(
+            kind=res.kind, singular=res.kind.lower(), namespaced=res.namespaced, verbs=VERBS,
+            shortnames=short, categories=categories, subresources=["status"] if res.status_subresource else [])
+
+    async def _serve_version(self, request: rendering.Request) -> Any:
+        listing = await super()._serve_version(request)
+        listing["groupVersion"] = listing["groupVersion"].lstrip("/")  # the core group is "v1", not "/v1"
+        for item in listing["resources"]:  # subresources carry no short names nor categories
+            if "/" in item["name"]:
+                item.update(shortNames=[], categories=[], verbs=["get", "patch", "update"])
+        return listing
+
+    # kubectl reads /openapi/v3 to learn that the server validates fields itself (fieldValidation);
+    # then it sends ?fieldValidation=Strict and leaves validation to us instead of needing schemas.
+    def _group_versions(self) -> dict[str, list[Resource]]:
+        versions: dict[str, list[Resource]] = {}
+        for res in self.store.resources.values():
+            prefix = f"apis/{res.group}/{res.version}" if res.group else f"api/{res.version}"
+            versions.setdefault(prefix, []).append(res)
+        return versions
+
+    async def _openapi_root(self, request: rendering.Request) -> Any:
+        return {"paths": {gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash=fake"} for gv in self._group_versions()}}
+
+    async def _openapi_group_version(self, request: rendering.Request) -> Any:
+        prefix = request.url.path.removeprefix("/openapi/v3/")
+        resources = self._group_versions().get(prefix)
+        if resources is None:
+            raise self._error(ApiError(404, "NotFound", f"no OpenAPI document for {prefix}"))
+        param = [{"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True}}]
+        paths, schemas = {}, {}
+        for res in resources:
+            scope = "/namespaces/{namespace}" if res.namespaced else ""
+            gvk = {"group": res.group, "version": res.version, "kind": res.kind}
+            paths[f"/{prefix}{scope}/{res.plural}/{{name}}"] = {
+                "patch": {"parameters": param, "responses": {}, "x-kubernetes-group-version-kind": gvk}}
+            schema = self._schemas.get((res.group, res.plural))
+            if schema:  # kubectl explain reads these
+                schemas[f"{res.group}.{res.version}.{res.kind}"] = {**schema, "x-kubernetes-group-version-kind": [gvk]}
+        return {"openapi": "3.0.0", "info": {"title": "anchorage fake", "version": "v0"}, "paths": paths,
+                "components": {"schemas": schemas}}
+
+    def _crd_hook(self, res: Resource, event: Event) -> None:
+        if res.plural != "customresourcedefinitions" or event.type == "DELETED":
+            return
+        self.register_crd(event.obj)
+
+    def register_crd(self, crd: Obj) -> None:
+        """Serve the kind a CRD defines, validating its objects with the CRD's schema."""
+        spec = crd["spec"]
+        names = spec["names"]
+        version = next(v for v in spec["versions"] if v.get("served", True))
+        res = Resource(spec["group"], version["name"], names["plural"], names["kind"],
+                       spec.get("scope", "Namespaced") == "Namespaced", "status" in version.get("subresources", {}))
+        self._serve_kind(res, names.get("shortNames", []), names.get("categories", []))
+        self._schemas[(res.group, res.plural)] = version.get("schema", {}).get("openAPIV3Schema", {})
+        self._printer[(res.group, res.plural)] = version.get("additionalPrinterColumns", [])
+
+    def load_crds(self, docs: list[Obj]) -> None:
+        """Register CRDs as if ``kubectl apply -f crds/`` had run."""
+        crds = self.store.resource("apiextensions.k8s.io", "customresourcedefinitions")
+        for doc in docs:
+            with contextlib.suppress(ApiError):
+                self.store.create(crds, None, doc)
+
+    # ----------------------------------------------------------------- fault injection
+    async def drop_watches(self) -> None:
+        """End every open watch stream (clients must reconnect)."""
+        for queue in list(self._streams):
+            queue.put_nowait(None)
+        await asyncio.sleep(0)
+
+    def expire(self, plural: str, group: str = manifests.API_GROUP) -> None:
+        """Compact the event log of a resource: watches resuming from an older version get 410."""
+        self.store.compact(self.store.resource(group, plural))
+
+    # ----------------------------------------------------------------- request routing
+    @staticmethod
+    def _is_object_request(request: rendering.Request) -> bool:
+        res = request.resource
+        return bool(res is not None and res.plural and res.version and res.group is not None)
+
+    async def _serve(self, request: rendering.Request) -> Any:
+        method = request.method.value.upper() if request.method else "GET"
+        for fault in self.faults:
+            if fault.take(method, request.url.path):
+                raise self._error(ApiError(fault.code, "InternalError" if fault.code >= 500 else "Conflict",
+                                           f"injected fault {fault.code}"))
+        try:
+            return await self._dispatch(request, method)
+        except ApiError as exc:
+            raise self._error(exc) from None
+
+    @staticmethod
+    def _error(exc: ApiError) -> kmock.KubernetesError:
+        # Raised, not returned: kmock renders it as a Status with its code. (A returned
+        # rendering.Response would overwrite the status of this fallback reaction for good.)
+        return kmock.KubernetesError(status=exc.code, reason=exc.reason, message=exc.message,
+                                     details=exc.details or {"kind": "", "name": ""})
+
+    async def _dispatch(self, request: rendering.Request, method: str) -> Any:
+        assert request.resource is not None
+        res = self.store.resource(request.resource.group or "", request.resource.plural or "")
+        ns, name, sub = request.namespace, request.name, request.subresource
+        if sub not in (None, "status"):
+            raise ApiError(404, "NotFound", f"subresource {sub} is not served by the fake")
+        if request.action == enums.action.WATCH:
+            return self._watch(request, res, ns)
+        if method == "GET":
+            return self._table(request, res, self._get(request, res, ns, name))
+        if method == "POST":
+            return self._create(request, res, ns)
+        if method == "DELETE":
+            return self._delete(request, res, ns, name)
+        if method in ("PUT", "PATCH") and name:
+            return self._write(request, res, ns, name, method, sub == "status")
+        raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on this path")
+
+    def _get(self, request: rendering.Request, res: Resource, ns: str | None, name: str | None) -> Obj:
+        if name:
+            return self.store.get(res, ns, name)
+        match_labels = _label_match(request.params.get("labelSelector", ""))
+        match_fields = _field_match(request.params.get("fieldSelector", ""))
+        items = [o for o in self.store.list(res, ns, lambda o: match_labels(o) and match_fields(o))]
+        return {"apiVersion": res.api_version, "kind": f"{res.kind}List",
+                "metadata": {"resourceVersion": str(self.store.rv)}, "items": items}
+
+    def _create(self, request: rendering.Request, res: Resource, ns: str | None) -> Obj:
+        body = request.data if isinstance(request.data, dict) else {}
+        ns = ns or body.get("metadata", {}).get("namespace") or (None if not res.namespaced else "default")
+        self._validate(res, body)
+        if request.params.get("dryRun"):
+            return body
+        return self.store.create(res, ns, body)
+
+    def _delete(self, request: rendering.Request, res: Resource, ns: str | None, name: str | None) -> Obj:
+        options = request.data if isinstance(request.data, dict) else {}
+        orphan = (options.get("propagationPolicy") or request.params.get("propagationPolicy")) == "Orphan"
+        if name:
+            return self.store.delete(res, ns, name, orphan=orphan)
+        for obj in list(self.store.list(res, ns, _label_match(request.params.get("labelSelector", "")))):
+            self.store.delete(res, obj["metadata"].get("namespace"), obj["metadata"]["name"], orphan=orphan)
+        return {"apiVersion": "v1", "kind": "Status", "status": "Success", "metadata": {}}
+
+    def _write(self, request: rendering.Request, res: Resource, ns: str | None, name: str, method: str,
+               status_only: bool) -> Obj:
+        current = self.store.get(res, ns, name)
+        body = request.data
+        expected: str | None
+        if method == "PUT":
+            new, expected = body, body.get("metadata", {}).get("resourceVersion")
+        else:
+            content_type = request.headers.get("Content-Type", "")
+            if "json-patch" in content_type:
+                new = json_patch(current, body if isinstance(body, list) else json.loads(request.text))
+            else:  # merge, strategic-merge (lists replaced: close enough for our objects) and apply
+                new = merge_patch(current, body)
+            expected = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+        if not status_only:
+            self._validate(res, new)
+        elif (res.group, res.plural) in self._schemas:
+            self._validate_status(res, new)
+        return self.store.update(res, ns, name, new, status_only=status_only, expected_rv=expected)
+
+    # ----------------------------------------------------------------- validation
+    def _validate(self, res: Resource, obj: Obj) -> None:
+        schema = self._schemas.get((res.group, res.plural))
+        if schema is None:
+            return
+        name = obj.get("metadata", {}).get("name", "")
+        causes = self._schema_causes(schema, {k: v for k, v in obj.items() if k != "status"})
+        model = self.models.get(res.kind) if res.group == manifests.API_GROUP else None
+        if model is not None:
+            seen = {c["field"] for c in causes}
+            causes += [c for c in self._model_causes(model, obj) if c["field"] not in seen]
+        if causes:
+            text = "; ".join(f"{c['field']}: {c['message']}" for c in causes)
+            raise ApiError(422, "Invalid", f'{res.kind}.{res.group} "{name}" is invalid: {text}',
+                           {"name": name, "group": res.group, "kind": res.kind, "causes": causes})
+
+    def _validate_status(self, res: Resource, obj: Obj) -> None:
+        schema = self._schemas[(res.group, res.plural)].get("properties", {}).get("status")
+        if schema and obj.get("status") is not None:
+            causes = self._schema_causes(schema, obj["status"], prefix="status")
+            if causes:
+                text = "; ".join(f"{c['field']}: {c['message']}" for c in causes)
+                raise ApiError(422, "Invalid", f"{res.kind}.{res.group} status is invalid: {text}",
+                               {"causes": causes})
+
+    @staticmethod
+    def _schema_causes(schema: dict[str, Any], obj: Obj, prefix: str = "") -> list[dict[str, str]]:
+        validator = jsonschema.Draft4Validator(schema)
+        causes = []
+        for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path)):
+            path = ".".join(str(p) for p in [*([prefix] if prefix else []), *error.absolute_path])
+            causes.append({"reason": "FieldValueInvalid", "field": path or "<root>",
+                           "message": f"Invalid value: {json.dumps(error.instance)[:80]}: {error.message}"})
+        return causes
+
+    @staticmethod
+    def _model_causes(model: Any, obj: Obj) -> list[dict[str, str]]:
+        try:
+            model.model_validate({k: v for k, v in obj.items() if k != "status"})
+        except ValidationError as exc:
+            causes = []
+            for err in exc.errors():
+                path = ".".join(str(p) for p in err["loc"])
+                reason = "FieldValueForbidden" if err["type"] == "extra_forbidden" else "FieldValueInvalid"
+                message = "field not declared in schema" if err["type"] == "extra_forbidden" else \
+                    err["msg"].removeprefix("Value error, ")
+                causes.append({"reason": reason, "field": path or "spec", "message": message})
+            return causes
+        return []
+
+    # ----------------------------------------------------------------- watches
+    async def _watch(self, request: rendering.Request, res: Resource, ns: str | None) -> AsyncIterator[Any]:
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        res.watchers.add(queue)
+        self._streams.add(queue)
+        try:
+            yield b""
+            match_labels = _label_match(request.params.get("labelSelector", ""))
+            rv = request.params.get("resourceVersion", "")
+            bookmarks = request.params.get("allowWatchBookmarks") == "true"
+            timeout = float(request.params.get("timeoutSeconds", "0") or 0) or None
+            try:
+                backlog = self._backlog(res, ns, rv, match_labels)
+            except ApiError as exc:
+                yield {"type": "ERROR", "object": exc.status()}
+                return
+            for event in backlog:
+                yield event
+            async for item in self._stream(queue, res, ns, match_labels, bookmarks, timeout):
+                yield item
+        finally:
+            res.watchers.discard(queue)
+            self._streams.discard(queue)
+
+    def _backlog(self, res: Resource, ns: str | None, rv: str, match: Callable[[Obj], bool]) -> list[Obj]:
+        if rv in ("", "0"):
+            return [{"type": "ADDED", "object": copy.deepcopy(o)} for o in self.store.list(res, ns, match)]
+        return [{"type": e.type, "object": e.obj} for e in self.store.events_since(res, int(rv))
+                if (ns is None or e.obj["metadata"].get("namespace") == ns) and match(e.obj)]
+
+    async def _stream(self, queue: asyncio.Queue[Event | None], res: Resource, ns: str | None,
+                      match: Callable[[Obj], bool], bookmarks: bool, timeout: float | None) -> AsyncIterator[Obj]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout if timeout else None
+        while deadline is None or loop.time() < deadline:
+            wait = self.bookmark_interval if deadline is None else min(self.bookmark_interval, deadline - loop.time())
+            try:
+                event = await asyncio.wait_for(queue.get(), timeout=max(wait, 0.01))
+            except TimeoutError:
+                if bookmarks:
+                    yield {"type": "BOOKMARK", "object": {"apiVersion": res.api_version, "kind": res.kind,
+                                                          "metadata": {"resourceVersion": str(self.store.rv)}}}
+                continue
+            if event is None:
+                return
+            if (ns is None or event.obj["metadata"].get("namespace") == ns) and match(event.obj):
+                yield {"type": event.type, "object": event.obj}
+
+    # ----------------------------------------------------------------- kubectl tables
+    def _table(self, request: rendering.Request, res: Resource, result: Obj) -> Obj:
+        if "as=Table" not in request.headers.get("Accept", ""):
+            return result
+        items = result["items"] if "items" in result else [result]
+        columns = [{"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}]
+        extra = self._printer.get((res.group, res.plural), [])
+        columns += [{"name": c["name"], "type": c["type"], "format": c.get("format", ""),
+                     "description": c.get("description", ""), "priority": c.get("priority", 0)} for c in extra]
+        if not extra:
+            columns.append({"name": "Age", "type": "string", "format": "", "description": "Age", "priority": 0})
+        rows = []
+        for obj in items:
+            cells: list[Any] = [obj["metadata"]["name"]]
+            for col in extra:
+                value = _jsonpath(obj, col["jsonPath"])
+                cells.append(_age(value) if col["type"] == "date" else value)
+            if not extra:
+                cells.append(_age(obj["metadata"].get("creationTimestamp")))
+            partial = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
+            rows.append({"cells": cells, "object": partial})
+        return {"kind": "Table", "apiVersion": "meta.k8s.io/v1",
+                "metadata": {"resourceVersion": str(self.store.rv)}, "columnDefinitions": columns, "rows": rows}

@@ -1,0 +1,306 @@
+"""The fake Job controller and kubelet of the cluster fake.
+
+Started by ``devcluster.serving``. For every Job written to the ``ObjectStore`` it creates one Pod
+(owned by the Job), runs the pod's containers on this machine and reports Pod and Job status as the
+kubelet and the Job controller would: init containers in order, native sidecars (init containers with
+``restartPolicy: Always``) beside the main containers and stopped with SIGTERM after them,
+``activeDeadlineSeconds`` (condition ``Failed``/``DeadlineExceeded``), ``ttlSecondsAfterFinished``
+and ``suspend``.
+
+Containers run under bubblewrap: the host's root directories read-only, each pod volume
+(``emptyDir``, ``configMap``, ``secret``) bound at its ``mountPath``, a private network namespace
+when the pod carries the label ``anchorage.dev/network: none``. **The container image is ignored**:
+commands run with this machine's programs, with the virtualenv of this Python first on ``PATH`` (so
+``python -m anchorage...`` works as it does in the operator image). CPU and memory limits are not
+enforced here. Without bubblewrap a pod fails with reason ``SandboxUnavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from anchorage.devcluster.storage import ApiError, Event, Obj, ObjectStore, Resource, now
+
+NO_NETWORK_LABEL = "anchorage.dev/network"
+_SKIP_ROOT = {"proc", "dev", "sys", "tmp", "run", "root"}
+
+
+@dataclass
+class PodRun:
+    """A pod being run: its working folder and the processes of its containers."""
+
+    ns: str
+    name: str
+    workdir: Path
+    procs: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass
+class ContainerResult:
+    """How a container ended."""
+
+    exit_code: int
+    reason: str
+
+
+class FakeKubelet:
+    """Runs Jobs' pods (see the module docstring)."""
+
+    def __init__(self, store: ObjectStore, *, writable: tuple[Path, ...] = (), grace: float = 5.0) -> None:
+        self.store = store
+        self.writable = writable
+        self.grace = grace
+        self.runs: dict[tuple[str, str], PodRun] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._root = Path(tempfile.mkdtemp(prefix="anchorage-kubelet-"))
+        self.bwrap = shutil.which("bwrap")
+
+    @property
+    def jobs(self) -> Resource:
+        return self.store.resource("batch", "jobs")
+
+    @property
+    def pods(self) -> Resource:
+        return self.store.resource("", "pods")
+
+    def start(self) -> None:
+        """Begin reacting to Job and Pod changes."""
+        self.store.on_change.append(self._on_change)
+
+    async def stop(self) -> None:
+        """Kill every running pod and stop reacting."""
+        with contextlib.suppress(ValueError):
+            self.store.on_change.remove(self._on_change)
+        for run in list(self.runs.values()):
+            self._kill(run)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _on_change(self, res: Resource, event: Event) -> None:
+        meta = event.obj["metadata"]
+        if res.plural == "jobs" and res.group == "batch":
+            fresh = event.type == "ADDED" or (event.type == "MODIFIED" and not event.obj.get("status"))
+            if fresh and not event.obj["spec"].get("suspend"):  # created, or resumed from suspend
+                self._spawn(self._start_job(event.obj))
+        elif res.plural == "pods" and res.group == "" and event.type == "DELETED":
+            run = self.runs.pop((meta.get("namespace"), meta["name"]), None)
+            if run is not None:
+                self._kill(run)
+
+    # ------------------------------------------------------------------ the Job controller
+    async def _start_job(self, job: Obj) -> None:
+        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        template = job["spec"]["template"]
+        pod = {
+            "metadata": {
+                "name": f"{name}-{job['metadata']['uid'][:5]}",
+                "labels": {**template.get("metadata", {}).get("labels", {}), "job-name": name,
+                           "batch.kubernetes.io/job-name": name, "controller-uid": job["metadata"]["uid"]},
+                "annotations": template.get("metadata", {}).get("annotations", {}),
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                                     "uid": job["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}],
+            },
+            "spec": template["spec"],
+        }
+        try:
+            created = self.store.create(self.pods, ns, pod)
+            self._patch_status(self.jobs, ns, name, {"startTime": now(), "active": 1})
+        except ApiError:
+            return
+        run = PodRun(ns, created["metadata"]["name"], self._root / f"{ns}-{created['metadata']['name']}")
+        self.runs[(ns, run.name)] = run
+        deadline = job["spec"].get("activeDeadlineSeconds")
+        await self._run_job(job, run, deadline)
+
+    async def _run_job(self, job: Obj, run: PodRun, deadline: float | None) -> None:
+        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        try:
+            phase, reason = await asyncio.wait_for(self._run_pod(run), timeout=deadline)
+        except TimeoutError:
+            self._kill(run)
+            self._pod_status(run, "Failed", reason="DeadlineExceeded")
+            phase, reason = "Failed", "DeadlineExceeded"
+        finally:
+            self.runs.pop((run.ns, run.name), None)
+        done = "Complete" if phase == "Succeeded" else "Failed"
+        condition = {"type": done, "status": "True", "lastProbeTime": now(), "lastTransitionTime": now(),
+                     "reason": reason if done == "Failed" else "", "message": ""}
+        counts = {"succeeded": 1} if done == "Complete" else {"failed": 1}
+        extra = {"completionTime": now()} if done == "Complete" else {}
+        try:
+            self._patch_status(self.jobs, ns, name, {"active": 0, **counts, **extra, "conditions": [condition]})
+        except ApiError:
+            return
+        ttl = job["spec"].get("ttlSecondsAfterFinished")
+        if ttl is not None:
+            await asyncio.sleep(ttl)
+            with contextlib.suppress(ApiError):
+                self.store.delete(self.jobs, ns, name)
+
+    def _patch_status(self, res: Resource, ns: str, name: str, status: dict[str, Any]) -> None:
+        obj = self.store.get(res, ns, name)
+        merged = {**obj, "status": {**(obj.get("status") or {}), **status}}
+        self.store.update(res, ns, name, merged, status_only=True)
+
+    # ------------------------------------------------------------------ the kubelet
+    def _pod_status(self, run: PodRun, phase: str, reason: str = "", statuses: list[Obj] | None = None) -> None:
+        status: dict[str, Any] = {"phase": phase}
+        if reason:
+            status["reason"] = reason
+        if statuses is not None:
+            status["containerStatuses"] = statuses
+        if phase == "Running":
+            status["startTime"] = now()
+        with contextlib.suppress(ApiError):
+            self._patch_status(self.pods, run.ns, run.name, status)
+
+    async def _run_pod(self, run: PodRun) -> tuple[str, str]:
+        pod = self.store.get(self.pods, run.ns, run.name)
+        spec = pod["spec"]
+        if self.bwrap is None:
+            self._pod_status(run, "Failed", reason="SandboxUnavailable")
+            return "Failed", "SandboxUnavailable"
+        mounts = self._prepare_volumes(run, pod)
+        no_net = (pod["metadata"].get("labels") or {}).get(NO_NETWORK_LABEL) == "none"
+        self._pod_status(run, "Running")
+        inits = [c for c in spec.get("initContainers", []) if c.get("restartPolicy") != "Always"]
+        sidecars = [c for c in spec.get("initContainers", []) if c.get("restartPolicy") == "Always"]
+        for container in inits:
+            result = await self._run_container(run, container, mounts, no_net)
+            if result.exit_code != 0:
+                self._pod_status(run, "Failed", reason="InitContainerFailed",
+                                 statuses=[self._terminated(container["name"], result)])
+                return "Failed", "BackoffLimitExceeded"
+        side_tasks = [asyncio.create_task(self._run_container(run, c, mounts, no_net)) for c in sidecars]
+        results = await asyncio.gather(*(self._run_container(run, c, mounts, no_net) for c in spec["containers"]))
+        # Sidecars get a moment to finish by themselves (ours upload then exit), then SIGTERM and grace.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(asyncio.gather(*side_tasks, return_exceptions=True)), self.grace)
+        for container in sidecars:
+            proc = run.procs.get(container["name"])
+            if proc is not None and proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*side_tasks, return_exceptions=True), timeout=self.grace)
+        self._kill(run)
+        statuses = [self._terminated(c["name"], r) for c, r in zip(spec["containers"], results, strict=True)]
+        ok = all(r.exit_code == 0 for r in results)
+        self._pod_status(run, "Succeeded" if ok else "Failed", statuses=statuses)
+        return ("Succeeded", "") if ok else ("Failed", "BackoffLimitExceeded")
+
+    @staticmethod
+    def _terminated(name: str, result: ContainerResult) -> Obj:
+        return {"name": name, "ready": False, "restartCount": 0, "image": "", "imageID": "",
+                "state": {"terminated": {"exitCode": result.exit_code, "reason": result.reason,
+                                         "startedAt": now(), "finishedAt": now()}}}
+
+    def _prepare_volumes(self, run: PodRun, pod: Obj) -> dict[str, Path]:
+        run.workdir.mkdir(parents=True, exist_ok=True)
+        folders: dict[str, Path] = {}
+        for volume in pod["spec"].get("volumes", []):
+            path = run.workdir / "volumes" / volume["name"]
+            path.mkdir(parents=True, exist_ok=True)
+            for kind, res in (("configMap", "configmaps"), ("secret", "secrets")):
+                if kind in volume:
+                    name = volume[kind].get("name") or volume[kind].get("secretName")
+                    self._write_items(path, res, run.ns, name, decode=kind == "secret")
+            folders[volume["name"]] = path
+        return folders
+
+    def _write_items(self, path: Path, plural: str, ns: str, name: str, *, decode: bool) -> None:
+        with contextlib.suppress(ApiError):
+            obj = self.store.get(self.store.resource("", plural), ns, name)
+            for key, value in (obj.get("data") or {}).items():
+                (path / key).write_bytes(base64.b64decode(value) if decode else value.encode())
+
+    def _env(self, run: PodRun, container: Obj) -> dict[str, str]:
+        env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
+               "HOSTNAME": run.name, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+        for source in container.get("envFrom", []):
+            for kind, plural in (("secretRef", "secrets"), ("configMapRef", "configmaps")):
+                if kind in source:
+                    with contextlib.suppress(ApiError):
+                        obj = self.store.get(self.store.resource("", plural), run.ns, source[kind]["name"])
+                        for key, value in (obj.get("data") or {}).items():
+                            env[key] = base64.b64decode(value).decode() if plural == "secrets" else value
+        for item in container.get("env", []):
+            env[item["name"]] = str(item.get("value", ""))
+        return {k: v for k, v in env.items() if v != "" or k != "PYTHONPATH"}
+
+    def _bwrap_argv(self, container: Obj, mounts: dict[str, Path], no_net: bool) -> list[str]:
+        assert self.bwrap is not None
+        argv = [self.bwrap, "--die-with-parent", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+                "--tmpfs", "/root"]
+        for entry in sorted(os.listdir("/")):
+            path = Path("/") / entry
+            if entry in _SKIP_ROOT:
+                continue
+            if path.is_symlink():
+                argv += ["--symlink", os.readlink(path), str(path)]
+            elif path.is_dir():
+                argv += ["--ro-bind", str(path), str(path)]
+        for prefix in sorted({sys.base_prefix, sys.prefix}):  # this Python, when it lives under /root
+            if Path(prefix).parts[1:2] and Path(prefix).parts[1] in _SKIP_ROOT:
+                argv += ["--ro-bind", prefix, prefix]
+        for mount in container.get("volumeMounts", []):
+            source = mounts[mount["name"]] / mount.get("subPath", "")
+            argv += ["--ro-bind" if mount.get("readOnly") else "--bind", str(source), mount["mountPath"]]
+        for path in self.writable:  # after the volumes: a volume at /tmp must not hide a store under /tmp
+            argv += ["--bind", str(path), str(path)]
+        if no_net:
+            argv.append("--unshare-net")
+        argv += ["--chdir", container.get("workingDir", "/")]
+        return argv
+
+    async def _run_container(self, run: PodRun, container: Obj, mounts: dict[str, Path], no_net: bool
+                             ) -> ContainerResult:
+        command = [*container.get("command", []), *container.get("args", [])]
+        if not command:
+            return ContainerResult(128, "ContainerCannotRun")
+        log = (run.workdir / f"{container['name']}.log").open("wb")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *self._bwrap_argv(container, mounts, no_net), "--", *command,
+                env=self._env(run, container), stdout=log, stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True)
+        except OSError:
+            log.close()
+            return ContainerResult(128, "ContainerCannotRun")
+        run.procs[container["name"]] = proc
+        try:
+            code = await proc.wait()
+        finally:
+            log.close()
+        if code < 0:
+            return ContainerResult(128 - code, "Error")
+        return ContainerResult(code, "Completed" if code == 0 else "Error")
+
+    @staticmethod
+    def _kill(run: PodRun) -> None:
+        for proc in run.procs.values():
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+
+    def logs(self, ns: str, pod: str, container: str) -> str:
+        """What a container printed (``kubectl logs`` is not served; tests read it here)."""
+        path = self._root / f"{ns}-{pod}" / f"{container}.log"
+        return path.read_text(errors="replace") if path.exists() else ""

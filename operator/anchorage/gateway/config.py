@@ -1,0 +1,116 @@
+"""The gateway's configuration: where it listens, which upstreams serve which models, retry budget.
+
+Built in code by the local engine (``GatewayConfig(upstreams=[...])``) or read from YAML by
+``anchorage gateway --config FILE`` (:meth:`GatewayConfig.load`). Provider keys are read from the
+environment variable an upstream names (``api_key_env``) — the config file never needs a key in it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from anchorage.errors import InputError
+
+
+class UpstreamConfig(BaseModel):
+    """One provider endpoint. ``base_url`` ends before the API path (``https://api.openai.com``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    base_url: str = Field(description="scheme://host[:port][/prefix]; the gateway appends /v1/...")
+    api: Literal["openai", "anthropic"] = "openai"
+    models: list[str] = Field(default_factory=lambda: ["*"], description="glob patterns of model ids")
+    api_key_env: str | None = Field(default=None, description="environment variable holding the key")
+    api_key: SecretStr | None = Field(default=None, description="inline key (prefer api_key_env)")
+    reasoning_in_output: bool = Field(
+        default=True,
+        description="False when the provider bills reasoning tokens outside its completion counter",
+    )
+    include_stream_usage: bool = Field(
+        default=True, description="add stream_options.include_usage to streamed chat requests"
+    )
+    timeout_seconds: float = Field(default=600.0, gt=0)
+
+    def serves(self, model: str) -> bool:
+        return any(fnmatch.fnmatchcase(model, pattern) for pattern in self.models)
+
+    def key(self) -> str | None:
+        """The provider key: inline, else from ``api_key_env`` (None: the upstream needs none)."""
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        if self.api_key_env is None:
+            return None
+        value = os.environ.get(self.api_key_env)
+        if not value:
+            raise InputError(
+                f"upstream {self.name!r}: environment variable {self.api_key_env} is empty",
+                hint=f"export {self.api_key_env}=<provider key> before starting the gateway",
+            )
+        return value
+
+
+class RetryConfig(BaseModel):
+    """Bounded retries of 429 / 5xx / connection errors (before any byte reached the client)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_attempts: int = Field(default=5, ge=1, description="attempts in all, the first one included")
+    max_total_seconds: float = Field(default=120.0, gt=0, description="give up when waiting would pass this")
+    base_delay_seconds: float = Field(default=0.5, ge=0, description="backoff without a hint: base·2^n")
+    max_delay_seconds: float = Field(default=30.0, ge=0, description="cap of one backoff without a hint")
+    retry_statuses: list[int] = Field(default_factory=lambda: [429, 500, 502, 503, 504, 529])
+
+
+class GatewayConfig(BaseModel):
+    """Everything :func:`anchorage.gateway.start_gateway` needs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str | None = Field(default="127.0.0.1", description="TCP host; None: no TCP listener")
+    port: int = Field(default=0, ge=0, le=65535, description="0 picks a free port")
+    unix_socket: Path | None = Field(default=None, description="also (or only) listen on this socket")
+    upstreams: list[UpstreamConfig] = Field(min_length=1)
+    prices: Path | None = Field(default=None, description="price snapshot; default: newest prices/*.yaml")
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    default_budget_usd: float | None = Field(default=None, gt=0)
+    default_rate_per_min: float | None = Field(default=None, gt=0)
+    token_secret_env: str | None = Field(
+        default=None, description="env var with the HMAC secret for trial tokens (default: random)"
+    )
+    admin_token_env: str | None = Field(
+        default=None, description="env var with the bearer token of the /admin/v1 API (off when unset)"
+    )
+    metrics_path: str | None = Field(default="/metrics", description="None: no /metrics route")
+    log_bodies: bool = Field(default=False, description="log prompts and replies (off: never logged)")
+
+    @model_validator(mode="after")
+    def _listens_somewhere(self) -> GatewayConfig:
+        if self.host is None and self.unix_socket is None:
+            raise ValueError("set host (TCP) or unix_socket: the gateway must listen somewhere")
+        names = [u.name for u in self.upstreams]
+        if len(set(names)) != len(names):
+            raise ValueError(f"upstream names must be unique, got {names}")
+        return self
+
+    @classmethod
+    def load(cls, path: str | Path) -> GatewayConfig:
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            return cls.model_validate(data)
+        except OSError as exc:
+            raise InputError(f"cannot read gateway config {path}: {exc.strerror}") from exc
+        except (yaml.YAMLError, ValidationError) as exc:
+            raise InputError(f"gateway config {path} is invalid:\n{exc}",
+                             hint="see docs/design-notes.md, section Gateway, for an example") from exc
+
+    def upstream_for(self, model: str, api: str) -> UpstreamConfig | None:
+        """The first upstream of the given API style whose patterns match ``model``."""
+        return next((u for u in self.upstreams if u.api == api and u.serves(model)), None)

@@ -1,0 +1,167 @@
+"""Per-trial bearer tokens, limits and usage ledger of the gateway (thread-safe, in memory).
+
+Used by the gateway's request handlers (authenticate, admit, record) and by the :class:`Gateway`
+handle the engine holds (issue, usage, revoke) from another thread. Tokens are HMAC-signed trial ids
+(``atk-<trial, base64url>.<signature>``): a token names exactly one trial and cannot be forged for
+another without the gateway's secret, so in a cluster the operator can mint tokens with the shared
+secret and a restarted gateway still accepts them. Revocation is kept in memory.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import hmac
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from anchorage.costs import PriceSnapshot, TokenCounts, Usage, cost_usd
+from anchorage.errors import InputError
+
+TOKEN_PREFIX = "atk-"
+RATE_WINDOW_SECONDS = 60.0
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def mint_token(secret: bytes, trial_id: str) -> str:
+    """The bearer token of ``trial_id`` under ``secret`` (deterministic)."""
+    signature = hmac.new(secret, trial_id.encode("utf-8"), hashlib.sha256).digest()[:24]
+    return f"{TOKEN_PREFIX}{_b64(trial_id.encode('utf-8'))}.{_b64(signature)}"
+
+
+def trial_of_token(secret: bytes, token: str) -> str | None:
+    """The trial a token was minted for, or None when it is malformed or its signature is wrong."""
+    if not token.startswith(TOKEN_PREFIX) or "." not in token:
+        return None
+    encoded, _, _sig = token[len(TOKEN_PREFIX):].partition(".")
+    try:
+        trial_id = _unb64(encoded).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return trial_id if hmac.compare_digest(mint_token(secret, trial_id), token) else None
+
+
+@dataclass
+class TrialAccount:
+    """One trial's limits, usage and recent request times."""
+
+    trial_id: str
+    entry: str | None = None
+    budget_usd: float | None = None
+    rate_per_min: float | None = None
+    usage: Usage = field(default_factory=Usage)
+    recent: deque[float] = field(default_factory=deque)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a request was not forwarded (rate or budget), with a retry hint in seconds."""
+
+    kind: str
+    message: str
+    retry_after: float | None = None
+
+
+class Ledger:
+    """All trials' accounts behind one lock."""
+
+    def __init__(self, secret: bytes, snapshot: PriceSnapshot | None, *,
+                 default_budget_usd: float | None = None, default_rate_per_min: float | None = None) -> None:
+        self._secret = secret
+        self._snapshot = snapshot
+        self._defaults = (default_budget_usd, default_rate_per_min)
+        self._lock = threading.Lock()
+        self._accounts: dict[str, TrialAccount] = {}
+        self._revoked: set[str] = set()
+
+    @property
+    def snapshot(self) -> PriceSnapshot | None:
+        return self._snapshot
+
+    def issue(self, trial_id: str, *, budget_usd: float | None = None, rate_per_min: float | None = None,
+              entry: str | None = None) -> str:
+        if not trial_id:
+            raise InputError("trial_id is empty", hint="pass the trial's name")
+        with self._lock:
+            self._revoked.discard(trial_id)
+            account = self._accounts.setdefault(trial_id, TrialAccount(trial_id))
+            account.budget_usd = budget_usd if budget_usd is not None else self._defaults[0]
+            account.rate_per_min = rate_per_min if rate_per_min is not None else self._defaults[1]
+            account.entry = entry if entry is not None else account.entry
+        return mint_token(self._secret, trial_id)
+
+    def revoke(self, trial_id: str) -> None:
+        with self._lock:
+            self._revoked.add(trial_id)
+
+    def authenticate(self, token: str) -> TrialAccount | None:
+        """The account a valid, unrevoked token belongs to (created with the defaults if new)."""
+        trial_id = trial_of_token(self._secret, token)
+        if trial_id is None:
+            return None
+        with self._lock:
+            if trial_id in self._revoked:
+                return None
+            if trial_id not in self._accounts:
+                self._accounts[trial_id] = TrialAccount(trial_id, None, *self._defaults)
+            return self._accounts[trial_id]
+
+    def admit(self, account: TrialAccount, now: float | None = None) -> Refusal | None:
+        """Count the request against the rate window, or say why it is refused."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            budget = account.budget_usd
+            if budget is not None and account.usage.cost_usd >= budget:
+                return Refusal("budget_exceeded", f"trial {account.trial_id} spent "
+                               f"${account.usage.cost_usd:.4f} of its ${budget:.4f} budget")
+            while account.recent and now - account.recent[0] >= RATE_WINDOW_SECONDS:
+                account.recent.popleft()
+            rate = account.rate_per_min
+            if rate is not None and len(account.recent) >= rate:
+                wait = RATE_WINDOW_SECONDS - (now - account.recent[0])
+                return Refusal("rate_limited", f"trial {account.trial_id} reached its limit of "
+                               f"{rate:g} requests per minute", retry_after=max(wait, 0.0))
+            account.recent.append(now)
+        return None
+
+    def record(self, account: TrialAccount, model: str, counts: TokenCounts | None, *,
+               retries: int = 0, error: bool = False) -> float | None:
+        """Add one request's outcome; returns its cost (None when the model is unpriced)."""
+        cost = self._cost(model, counts)
+        with self._lock:
+            per_model = account.usage.by_model.setdefault(model, Usage())
+            for usage in (account.usage, per_model):
+                usage.requests += 1
+                usage.retries += retries
+                usage.errors += int(error)
+                if counts is not None:
+                    usage.add_tokens(counts, cost)
+                if counts is not None and cost is None and model not in usage.unpriced_models:
+                    usage.unpriced_models.append(model)
+        return cost
+
+    def _cost(self, model: str, counts: TokenCounts | None) -> float | None:
+        if counts is None or self._snapshot is None or not self._snapshot.is_priced(model):
+            return None
+        return cost_usd(counts, model, self._snapshot)
+
+    def usage(self, trial_id: str) -> Usage:
+        """A copy of the trial's usage (empty when the trial never made a request)."""
+        with self._lock:
+            account = self._accounts.get(trial_id)
+            return copy.deepcopy(account.usage) if account else Usage()
+
+    def entry_of(self, trial_id: str) -> str | None:
+        with self._lock:
+            account = self._accounts.get(trial_id)
+            return account.entry if account else None

@@ -1,0 +1,191 @@
+"""Run an aiohttp application in a background thread with its own event loop; the Gateway handle.
+
+:func:`start_gateway` is what the local engine calls: it returns a :class:`Gateway` whose methods
+(``issue_token``, ``usage``, ``revoke``, ``stop``) are safe to call from the engine's thread.
+:class:`BackgroundServer` is shared with the mock upstream (``anchorage.gateway.mock``), tests and
+the benchmark and ``anchorage gateway`` (which waits in the foreground for a signal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+
+from aiohttp import web
+
+from anchorage import metrics
+from anchorage.costs import PriceSnapshot, Usage, default_snapshot_path
+from anchorage.errors import InfrastructureError, InputError
+from anchorage.gateway.config import GatewayConfig
+from anchorage.gateway.ledger import Ledger
+from anchorage.gateway.server import GatewayApp
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop when installed (faster sockets), else asyncio's; ``ANCHORAGE_EVENT_LOOP=asyncio``
+    forces the standard one."""
+    if os.environ.get("ANCHORAGE_EVENT_LOOP") == "asyncio":
+        return asyncio.new_event_loop()
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+class BackgroundServer:
+    """One aiohttp app served on TCP and/or a unix socket from a daemon thread."""
+
+    def __init__(self, app: web.Application, *, host: str | None = "127.0.0.1", port: int = 0,
+                 unix_socket: Path | None = None, name: str = "aiohttp") -> None:
+        self._app = app
+        self._host, self._port, self._unix_socket = host, port, unix_socket
+        self._loop = new_event_loop()
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
+        self.port: int | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def start(self, timeout: float = 30.0) -> BackgroundServer:
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(self._start(), self._loop)
+        try:
+            future.result(timeout)
+        except OSError as exc:
+            self.stop()
+            raise InfrastructureError(f"cannot listen on {self._where()}: {exc}",
+                                      hint="pick another port or socket path") from exc
+        return self
+
+    def _where(self) -> str:
+        tcp = f"{self._host}:{self._port}" if self._host is not None else ""
+        return " and ".join(x for x in (tcp, str(self._unix_socket or "")) if x)
+
+    async def _start(self) -> None:
+        await self._runner.setup()
+        if self._host is not None:
+            site = web.TCPSite(self._runner, self._host, self._port, backlog=1024)
+            await site.start()
+            self.port = int(self._runner.addresses[0][1])
+        if self._unix_socket is not None:
+            self._unix_socket.parent.mkdir(parents=True, exist_ok=True)
+            if self._unix_socket.is_socket():
+                self._unix_socket.unlink()
+            await web.UnixSite(self._runner, str(self._unix_socket)).start()
+
+    @property
+    def url(self) -> str | None:
+        if self._host is None or self.port is None:
+            return None
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"http://{host}:{self.port}"
+
+    def call(self, coro: object) -> Future[object]:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if not self._thread.is_alive():
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout)
+            if not self._loop.is_running():
+                self._loop.close()
+            if self._unix_socket is not None and self._unix_socket.is_socket():
+                self._unix_socket.unlink()
+
+
+class Gateway:
+    """Handle on a running gateway: tokens, usage ledger, addresses, stop."""
+
+    def __init__(self, config: GatewayConfig, ledger: Ledger, server: BackgroundServer) -> None:
+        self.config = config
+        self._ledger = ledger
+        self._server = server
+
+    @property
+    def url(self) -> str | None:
+        """``http://host:port`` (None when listening only on a unix socket). Clients use ``url + /v1``."""
+        return self._server.url
+
+    @property
+    def unix_socket(self) -> Path | None:
+        return self.config.unix_socket
+
+    @property
+    def snapshot(self) -> PriceSnapshot | None:
+        return self._ledger.snapshot
+
+    def issue_token(self, trial_id: str, *, budget_usd: float | None = None, rate_per_min: float | None = None,
+                    entry: str | None = None) -> str:
+        """A bearer token for ``trial_id``; every request made with it is billed to that trial.
+
+        ``entry`` (optional) labels the trial's tokens and cost in the Prometheus metrics.
+        """
+        return self._ledger.issue(trial_id, budget_usd=budget_usd, rate_per_min=rate_per_min, entry=entry)
+
+    def usage(self, trial_id: str) -> Usage:
+        """A copy of the trial's usage so far (``.to_dict()`` for the trial record)."""
+        return self._ledger.usage(trial_id)
+
+    def revoke(self, trial_id: str) -> None:
+        """Refuse the trial's token from now on (its usage stays readable)."""
+        self._ledger.revoke(trial_id)
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def __enter__(self) -> Gateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _secret(config: GatewayConfig) -> bytes:
+    if config.token_secret_env is None:
+        return secrets.token_bytes(32)
+    value = os.environ.get(config.token_secret_env)
+    if not value:
+        raise InputError(f"environment variable {config.token_secret_env} (token secret) is empty",
+                         hint="set it to the secret shared with the operator, or drop token_secret_env")
+    return value.encode("utf-8")
+
+
+def _admin_token(config: GatewayConfig) -> str | None:
+    if config.admin_token_env is None:
+        return None
+    value = os.environ.get(config.admin_token_env)
+    if not value:
+        raise InputError(f"environment variable {config.admin_token_env} (admin token) is empty",
+                         hint="set it, or drop admin_token_env to disable the admin API")
+    return value
+
+
+def build_app(config: GatewayConfig) -> tuple[web.Application, Ledger]:
+    """The gateway's aiohttp application and its ledger (keys are checked here, before listening)."""
+    for upstream in config.upstreams:
+        upstream.key()
+    snapshot = PriceSnapshot.load(config.prices or default_snapshot_path())
+    metrics.allow_models([*snapshot.models, *snapshot.aliases])
+    metrics.allow_models(m for u in config.upstreams for m in u.models if not any(c in m for c in "*?["))
+    ledger = Ledger(_secret(config), snapshot, default_budget_usd=config.default_budget_usd,
+                    default_rate_per_min=config.default_rate_per_min)
+    return GatewayApp(config, ledger, _admin_token(config)).build(), ledger
+
+
+def start_gateway(config: GatewayConfig) -> Gateway:
+    """Start the gateway in a background thread and return its handle (``stop()`` it when done)."""
+    app, ledger = build_app(config)
+    server = BackgroundServer(app, host=config.host, port=config.port, unix_socket=config.unix_socket,
+                              name="anchorage-gateway").start()
+    return Gateway(config, ledger, server)

@@ -1,0 +1,71 @@
+"""Leaderboard bars with error bars and the per-task heatmap, as PNG files (matplotlib, Agg).
+
+Called by :func:`anchorage.report.writing.write_outputs`; matplotlib is imported inside the
+functions so importing the report package stays cheap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from anchorage.campaigns.aggregation import Leaderboard
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def leaderboard_bars(board: Leaderboard, path: Path) -> Path:
+    """O-Eval and Robust BO-Eval per entry, mean with ± std error bars over seeds."""
+    plt = _pyplot()
+    entries = [r.entry for r in board.rows]
+    xs = list(range(len(entries)))
+    width = 0.38
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.4 * len(entries) + 2), 3.8))
+    ax.bar([x - width / 2 for x in xs], [r.o_eval_mean for r in board.rows], width,
+           yerr=[r.o_eval_std for r in board.rows], capsize=4, label="O-Eval")
+    ax.bar([x + width / 2 for x in xs], [r.bo_eval_mean for r in board.rows], width,
+           yerr=[r.bo_eval_std for r in board.rows], capsize=4, label="Robust BO-Eval")
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.set_xticks(xs, entries, rotation=20, ha="right")
+    ax.set_ylim(-1.05, 1.1)
+    ax.set_ylabel("score (mean ± std over seeds)")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def per_task_heatmap(board: Leaderboard, path: Path, metric: str = "o_eval") -> Path:
+    """Tasks × entries, colour = the metric's mean over seeds (blank where no scored trial)."""
+    plt = _pyplot()
+    import numpy as np
+
+    entries = [r.entry for r in board.rows]
+    grid = np.full((len(board.tasks), len(entries)), np.nan)
+    for i, task in enumerate(board.tasks):
+        for j, entry in enumerate(entries):
+            cell = board.per_task[task].get(entry)
+            if cell is not None:
+                grid[i, j] = getattr(cell, metric)
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(entries) + 3), max(2.5, 0.35 * len(board.tasks) + 1.5)))
+    low = -1.0 if metric == "bo_eval" else 0.0
+    image = ax.imshow(grid, cmap="viridis", vmin=low, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(len(entries)), entries, rotation=20, ha="right")
+    ax.set_yticks(range(len(board.tasks)), board.tasks, fontsize=7)
+    for i in range(grid.shape[0]):
+        for j in range(grid.shape[1]):
+            if not np.isnan(grid[i, j]):
+                ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7, color="white")
+    fig.colorbar(image, ax=ax, label=metric.replace("_", "-"))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

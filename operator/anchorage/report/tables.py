@@ -1,0 +1,74 @@
+"""Leaderboard and per-task tables as JSON, CSV and Markdown (and plain text for the terminal).
+
+Called by :func:`anchorage.report.writing.write_outputs` and the HTML report. Pure formatting of a
+:class:`anchorage.campaigns.aggregation.Leaderboard`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from anchorage.campaigns.aggregation import Leaderboard
+
+HEADER = ["rank", "entry", "Art.", "O-Eval", "O-Eval std", "BO-Eval", "BO-Eval std", "cost/seed USD", "seeds", "infra failed"]
+
+
+def rows(board: Leaderboard) -> list[list[str]]:
+    out: list[list[str]] = []
+    for rank, row in enumerate(board.rows, 1):
+        flag = " (incomplete)" if row.incomplete else ""
+        out.append([
+            str(rank), row.entry + flag, f"{row.artifacts_mean:.1f}/{row.tasks}",
+            f"{row.o_eval_mean:.4f}", f"{row.o_eval_std:.4f}", f"{row.bo_eval_mean:+.4f}", f"{row.bo_eval_std:.4f}",
+            f"{row.cost_per_seed_usd:.4f}", str(row.seeds), str(row.infrastructure_failed),
+        ])
+    return out
+
+
+def to_csv(board: Leaderboard) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(HEADER)
+    writer.writerows(rows(board))
+    return buffer.getvalue()
+
+
+def _md_table(header: list[str], body: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
+    return "\n".join(lines)
+
+
+def per_task_body(board: Leaderboard, metric: str) -> tuple[list[str], list[list[str]]]:
+    entries = [row.entry for row in board.rows]
+    body: list[list[str]] = []
+    for task in board.tasks:
+        cells = board.per_task[task]
+        body.append([task] + [f"{getattr(cells[e], metric):.4f}" if e in cells else "—" for e in entries])
+    return ["task", *entries], body
+
+
+def to_markdown(board: Leaderboard) -> str:
+    leader = [[r[1], r[2], f"{r[3]} ± {r[4]}", f"{r[5]} ± {r[6]}", r[7], r[8], r[9]] for r in rows(board)]
+    parts = ["# Leaderboard", "",
+             _md_table(["entry", "Art.", "O-Eval (mean ± std)", "Robust BO-Eval (mean ± std)", "cost/seed USD",
+                        "seeds", "infra failed"], leader), "",
+             f"Standard deviation: {board.std}. "
+             f"Baseline entry (F): {board.baseline or 'none (F from each task configuration)'}.",
+             ""]
+    for metric, title in (("o_eval", "O-Eval"), ("bo_eval", "Robust BO-Eval")):
+        header, body = per_task_body(board, metric)
+        means = ["column mean"] + [f"{_column_mean(board, e, metric):.4f}" for e in header[1:]]
+        parts += [f"## Per task: {title} (mean over seeds)", "", _md_table(header, [*body, means]), ""]
+    return "\n".join(parts)
+
+
+def _column_mean(board: Leaderboard, entry: str, metric: str) -> float:
+    values = [getattr(board.per_task[t][entry], metric) for t in board.tasks if entry in board.per_task[t]]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def to_text(board: Leaderboard) -> list[list[str]]:
+    """Rows for a terminal table: entry, Art., O-Eval ± std, BO-Eval ± std, cost."""
+    return [[r[1], r[2], f"{r[3]} ± {r[4]}", f"{r[5]} ± {r[6]}", f"${r[7]}"] for r in rows(board)]

@@ -1,0 +1,295 @@
+"""Pure builders of the Kubernetes objects the operator creates: trial Jobs, verifier Jobs,
+NetworkPolicies and child custom resources.
+
+Called by ``anchorage.controller`` (which only sends what these return) and by the tests, which
+validate every built manifest with ``kubernetes-validate``. No client calls here.
+
+A trial pod (one per Job, no retries, ``activeDeadlineSeconds`` = the agent timeout):
+
+* init container ``fetch-task`` (operator image) copies the task's ``environment/data`` (and, for
+  the oracle, ``solution/``) into the ``task`` volume, which the agent mounts read-only;
+* native sidecar ``upload`` (operator image) is the only container with the storage credentials: it
+  waits for the agent to finish, then uploads ``/root/results`` and ``/logs/agent`` to the trial's
+  folder in the artifact store;
+* container ``agent`` (the agent image) runs the agent command and writes its exit code where the
+  sidecar sees it. Requests equal limits; restricted pod security; no service-account token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from anchorage.errors import InputError
+from anchorage.manifests import API, AgentSpec, TrialSpec
+from anchorage.runtime.local.agents import SOLUTION_MOUNT, _cli_templates
+
+Manifest = dict[str, Any]
+MANAGED_BY = {"app.kubernetes.io/managed-by": "anchorage"}
+LABEL_TRIAL = "anchorage.dev/trial"
+LABEL_CAMPAIGN = "anchorage.dev/campaign"
+LABEL_SCORING = "anchorage.dev/scoring-run"
+LABEL_ROLE = "anchorage.dev/role"
+LABEL_NETWORK = "anchorage.dev/network"
+RUN_DIR = "/run/anchorage"
+DEFAULT_DEADLINE = 14400
+
+
+class OperatorConfig(BaseModel):
+    """How the operator builds pods (from the Helm values / ``anchorage operator`` flags)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    trials_namespace: str | None = Field(default=None, description="Namespace of Jobs; default: the CR's own.")
+    store_uri: str = Field(default="file:///var/lib/anchorage/runs", description="Root of the run folders.")
+    storage_secret: str | None = Field(default=None, description="Secret with S3 credentials (sidecar only).")
+    operator_image: str = Field(default="ghcr.io/anchorage/operator:0.1.0", description="Image with anchorage.")
+    agent_image: str = Field(default="ghcr.io/anchorage/agent-base:0.1.0", description="Default agent image.")
+    verifier_image: str = Field(default="ghcr.io/anchorage/verifier:0.1.0", description="Image of the scorer.")
+    gateway_url: str = Field(default="http://anchorage-gateway.anchorage.svc:8080/v1", description="Gateway URL.")
+    gateway_selector: dict[str, str] = Field(default_factory=lambda: {"app.kubernetes.io/name": "anchorage-gateway"},
+                                             description="Labels of the gateway pods (NetworkPolicy egress).")
+    gateway_namespace: str | None = Field(default=None, description="Namespace of the gateway pods.")
+    kueue_queue: str | None = Field(default=None, description="Kueue LocalQueue name (label on Jobs).")
+    ttl_seconds_after_finished: int = Field(default=3600, ge=0, description="Job TTL after it ends.")
+    verifier_deadline_sec: int = Field(default=180, gt=0, description="Verifier Job deadline.")
+    task_source: str | None = Field(default=None, description="ANCHORAGE_TASKS inside the operator image.")
+
+
+def owner_ref(obj: Manifest, *, controller: bool = True) -> Manifest:
+    """An ownerReference to ``obj`` (same namespace only: Kubernetes ignores cross-namespace owners)."""
+    return {"apiVersion": obj.get("apiVersion", API), "kind": obj["kind"], "name": obj["metadata"]["name"],
+            "uid": obj["metadata"]["uid"], "controller": controller, "blockOwnerDeletion": True}
+
+
+def trial_prefix(namespace: str, trial: str, campaign: str | None) -> str:
+    """The trial's folder under the store root (``<campaign>/<trial>``; lone trials under ``_trials/<ns>``)."""
+    return f"{campaign}/{trial}" if campaign else f"_trials/{namespace}/{trial}"
+
+
+def agent_command(agent: AgentSpec, instruction: str, *, task: str, seed: int) -> list[str]:
+    """The argv of the agent container for ``agent`` (the instruction is the positional prompt)."""
+    if agent.kind == "oracle":
+        return ["/bin/bash", f"{SOLUTION_MOUNT}/solve.sh"]
+    if agent.kind == "replay":
+        return ["true"]  # fetch-task already copied the replayed artifact into /root/results
+    if agent.kind == "command":
+        values = {"instruction": instruction, "task": task, "seed": str(seed), "model": agent.model or ""}
+        return [part.format_map(values) if "{" in part else part for part in agent.command or []]
+    if agent.kind == "mock":
+        raise InputError("agent kind 'mock' runs on the local engine only",
+                         hint="use kind 'command' with a mock-agent image on the cluster")
+    return _cli_templates(agent, instruction)
+
+
+def _resources(spec: TrialSpec, defaults: dict[str, float]) -> Manifest:
+    limits = spec.limits
+    cpus = limits.cpus or defaults.get("cpus", 2)
+    memory = limits.memory_mb or int(defaults.get("memory_mb", 8192))
+    storage = limits.storage_mb or int(defaults.get("storage_mb", 20480))
+    values: dict[str, str] = {"cpu": f"{int(cpus * 1000)}m", "memory": f"{memory}Mi", "ephemeral-storage": f"{storage}Mi"}
+    gpus = limits.gpus if limits.gpus is not None else int(defaults.get("gpus", 0))
+    if gpus:
+        values["nvidia.com/gpu"] = str(gpus)
+    return {"requests": dict(values), "limits": dict(values)}
+
+
+def _restricted(read_only_root: bool = True) -> Manifest:
+    return {"runAsNonRoot": True, "runAsUser": 65532, "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": read_only_root, "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _pod_security() -> Manifest:
+    return {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _storage_env(config: OperatorConfig, dest: str) -> tuple[list[Manifest], list[Manifest]]:
+    env = [{"name": "ANCHORAGE_STORE", "value": config.store_uri}, {"name": "ANCHORAGE_DEST", "value": dest}]
+    env_from = [{"secretRef": {"name": config.storage_secret}}] if config.storage_secret else []
+    return env, env_from
+
+
+def _sidecar(config: OperatorConfig, dest: str, paths: dict[str, str], marker: str = "upload.json") -> Manifest:
+    env, env_from = _storage_env(config, dest)
+    args = ["upload", "--wait", RUN_DIR, "--marker", marker]
+    for name, path in paths.items():
+        args += ["--put", f"{name}={path}"]
+    return {
+        "name": "upload", "image": config.operator_image, "restartPolicy": "Always",
+        "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": args,
+        "env": env, "envFrom": env_from, "securityContext": _restricted(),
+        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "50m", "memory": "128Mi"}},
+        "volumeMounts": [{"name": "results", "mountPath": "/root/results", "readOnly": True},
+                         {"name": "logs", "mountPath": "/logs/agent", "readOnly": True},
+                         {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}],
+    }
+
+
+def trial_job(trial: Manifest, spec: TrialSpec, *, instruction: str, task_defaults: dict[str, float],
+              config: OperatorConfig, job_name: str, campaign: str | None) -> Manifest:
+    """The Job running one attempt of a Trial."""
+    ns = config.trials_namespace or trial["metadata"]["namespace"]
+    name = trial["metadata"]["name"]
+    dest = trial_prefix(trial["metadata"]["namespace"], name, campaign)
+    argv = agent_command(spec.agent, instruction, task=spec.task, seed=spec.seed)
+    wrapped = ["/bin/sh", "-c", f'"$@"; rc=$?; echo $rc > {RUN_DIR}/exit-code; exit $rc', "agent", *argv]
+    fetch_args = ["fetch-task", "--task", spec.task, "--dest", "/task"]
+    if spec.agent.kind == "oracle":
+        fetch_args.append("--solution")
+    if spec.agent.kind == "replay":
+        fetch_args += ["--replay", spec.agent.artifact or "", "--results", "/root/results"]
+    task_env = [{"name": "ANCHORAGE_TASKS", "value": config.task_source}] if config.task_source else []
+    agent_mounts = [{"name": "task", "mountPath": "/root/data", "subPath": "data", "readOnly": True},
+                    {"name": "results", "mountPath": "/root/results"}, {"name": "logs", "mountPath": "/logs/agent"},
+                    {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
+    if spec.agent.kind == "oracle":
+        agent_mounts.append({"name": "task", "mountPath": SOLUTION_MOUNT, "subPath": "solution", "readOnly": True})
+    env = [{"name": k, "value": v} for k, v in sorted(spec.agent.env.items())]
+    env += [{"name": "ANCHORAGE_SEED", "value": str(spec.seed)}, {"name": "MPLBACKEND", "value": "Agg"}]
+    if spec.agent.kind not in ("oracle", "replay"):
+        env.append({"name": "OPENAI_BASE_URL", "value": config.gateway_url})
+    labels = {**MANAGED_BY, LABEL_TRIAL: name, LABEL_ROLE: "trial"}
+    if campaign:
+        labels[LABEL_CAMPAIGN] = campaign
+    job_labels = dict(labels)
+    if config.kueue_queue:
+        job_labels["kueue.x-k8s.io/queue-name"] = config.kueue_queue
+    pod_spec = {
+        "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
+        "securityContext": _pod_security(),
+        "initContainers": [
+            {"name": "fetch-task", "image": config.operator_image,
+             "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": fetch_args, "env": task_env,
+             "securityContext": _restricted(),
+             "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "100m", "memory": "256Mi"}},
+             "volumeMounts": [{"name": "task", "mountPath": "/task"}, {"name": "results", "mountPath": "/root/results"},
+                              {"name": "tmp", "mountPath": "/tmp"}]},
+            _sidecar(config, dest, {"artifacts": "/root/results", "agent": "/logs/agent"}),
+        ],
+        "containers": [{
+            "name": "agent", "image": spec.agent.image or config.agent_image, "command": wrapped, "env": env,
+            "workingDir": "/root", "resources": _resources(spec, task_defaults),
+            "securityContext": _restricted(read_only_root=False), "volumeMounts": agent_mounts,
+        }],
+        "volumes": [{"name": v, "emptyDir": {}} for v in ("task", "results", "logs", "run", "tmp")],
+    }
+    deadline = int(spec.limits.agent_timeout_sec or task_defaults.get("agent_timeout_sec", DEFAULT_DEADLINE))
+    metadata: Manifest = {"name": job_name, "namespace": ns, "labels": job_labels,
+                          "annotations": {"anchorage.dev/trial-namespace": trial["metadata"]["namespace"]}}
+    if ns == trial["metadata"]["namespace"]:
+        metadata["ownerReferences"] = [owner_ref(trial)]
+    return {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
+        "spec": {"backoffLimit": 0, "activeDeadlineSeconds": deadline,
+                 "ttlSecondsAfterFinished": config.ttl_seconds_after_finished,
+                 "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
+    }
+
+
+def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], out: str,
+                 config: OperatorConfig, baseline: str | None, gates: bool) -> Manifest:
+    """The Job scoring a ScoringRun's artifacts with the Anchorage scorer: no network, 180 s deadline.
+
+    ``artifacts`` are ``{"uri", "entry", "seed", "out"}``: read from the store by an init container,
+    scored by ``score`` (no credentials, no network), records uploaded by the sidecar.
+    """
+    ns = config.trials_namespace or run["metadata"]["namespace"]
+    name = run["metadata"]["name"]
+    fetch = ["fetch-artifacts", "--dest", "/scratch/in"]
+    score = ["score", "--task", task, "--src", "/scratch/in", "--out", "/scratch/out"]
+    for i, art in enumerate(artifacts):
+        fetch += ["--artifact", f"{i}={art['uri']}"]
+        score += ["--item", f"{i}={art['out']}"]
+    if baseline:
+        score += ["--baseline", baseline]
+    if not gates:
+        score.append("--no-gates")
+    env, env_from = _storage_env(config, out)
+    task_env = [{"name": "ANCHORAGE_TASKS", "value": config.task_source}] if config.task_source else []
+    mounts = [{"name": "work", "mountPath": "/scratch"}, {"name": "tmp", "mountPath": "/tmp"}]
+    small = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "500m", "memory": "1Gi"}}
+    sidecar = _sidecar(config, out, {"": "/scratch/out"}, marker="verifier-upload.json")
+    sidecar["volumeMounts"] = [{"name": "work", "mountPath": "/scratch", "readOnly": True},
+                               {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
+    labels = {**MANAGED_BY, LABEL_SCORING: name, LABEL_ROLE: "verifier", LABEL_NETWORK: "none"}
+    pod_spec = {
+        "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
+        "securityContext": _pod_security(),
+        "initContainers": [
+            {"name": "fetch-artifacts", "image": config.operator_image,
+             "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": fetch, "env": env, "envFrom": env_from,
+             "securityContext": _restricted(), "resources": small, "volumeMounts": mounts},
+            sidecar,
+        ],
+        "containers": [{
+            "name": "score", "image": config.verifier_image,
+            "command": ["/bin/sh", "-c", f'"$@"; rc=$?; echo $rc > {RUN_DIR}/exit-code; exit $rc', "score",
+                        "python", "-m", "anchorage.runtime.kubepod", *score],
+            "env": task_env, "securityContext": _restricted(), "resources": small,
+            "volumeMounts": [*mounts, {"name": "run", "mountPath": RUN_DIR}],
+        }],
+        "volumes": [{"name": v, "emptyDir": {}} for v in ("work", "run", "tmp")],
+    }
+    metadata: Manifest = {"name": f"{name}-verify", "namespace": ns, "labels": labels,
+                          "annotations": {"anchorage.dev/scoring-run-namespace": run["metadata"]["namespace"]}}
+    if ns == run["metadata"]["namespace"]:
+        metadata["ownerReferences"] = [owner_ref(run)]
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
+            "spec": {"backoffLimit": 0, "activeDeadlineSeconds": config.verifier_deadline_sec,
+                     "ttlSecondsAfterFinished": config.ttl_seconds_after_finished,
+                     "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
+
+
+def network_policies(namespace: str, config: OperatorConfig) -> list[Manifest]:
+    """Default-deny egress for trial pods except DNS and the gateway; verifier pods get nothing.
+
+    The upload sidecar shares the pod's network: in clusters whose store is in-cluster (MinIO),
+    add its pods to the allowed egress with an extra policy; S3 outside the cluster needs an
+    egress gateway or a CIDR rule, which is cluster-specific and left to the Helm values.
+    """
+    gateway_peer: Manifest = {"podSelector": {"matchLabels": dict(config.gateway_selector)}}
+    if config.gateway_namespace:
+        gateway_peer["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": config.gateway_namespace}}
+    dns_peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+    meta = {"namespace": namespace, "labels": dict(MANAGED_BY)}
+    trial = {"matchLabels": {**MANAGED_BY, LABEL_ROLE: "trial"}}
+    return [
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+         "metadata": {"name": "anchorage-trials-default-deny", **meta},
+         "spec": {"podSelector": trial, "policyTypes": ["Ingress", "Egress"], "ingress": [], "egress": []}},
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+         "metadata": {"name": "anchorage-trials-dns-and-gateway", **meta},
+         "spec": {"podSelector": trial, "policyTypes": ["Egress"], "egress": [
+             {"to": [dns_peer], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+             {"to": [gateway_peer]}]}},
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+         "metadata": {"name": "anchorage-verifiers-deny-all", **meta},
+         "spec": {"podSelector": {"matchLabels": {**MANAGED_BY, LABEL_ROLE: "verifier"}},
+                  "policyTypes": ["Ingress", "Egress"], "ingress": [], "egress": []}},
+    ]
+
+
+def child_trial(campaign: Manifest, name: str, spec: TrialSpec) -> Manifest:
+    """A campaign's Trial, owned by the campaign (deleting the campaign deletes it)."""
+    body = spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return {"apiVersion": API, "kind": "Trial",
+            "metadata": {"name": name, "namespace": campaign["metadata"]["namespace"],
+                         "labels": {**MANAGED_BY, LABEL_CAMPAIGN: campaign["metadata"]["name"]},
+                         "ownerReferences": [owner_ref(campaign)]},
+            "spec": body}
+
+
+def child_scoring_run(trial: Manifest, name: str, verification: dict[str, Any]) -> Manifest:
+    """The ScoringRun of a finished Trial, owned by it."""
+    labels = {**MANAGED_BY, LABEL_TRIAL: trial["metadata"]["name"]}
+    campaign = (trial["metadata"].get("labels") or {}).get(LABEL_CAMPAIGN)
+    if campaign:
+        labels[LABEL_CAMPAIGN] = campaign
+    return {"apiVersion": API, "kind": "ScoringRun",
+            "metadata": {"name": name, "namespace": trial["metadata"]["namespace"], "labels": labels,
+                         "ownerReferences": [owner_ref(trial)]},
+            "spec": {"trialRef": trial["metadata"]["name"], "verification": verification}}

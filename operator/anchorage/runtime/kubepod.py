@@ -1,0 +1,209 @@
+"""The programs that run inside the operator's pods: ``python -m anchorage.runtime.kubepod CMD``.
+
+Containers built by ``anchorage.runtime.kubejobs`` call it; nothing else does.
+
+* ``fetch-task``   (trial init container): copy the task's data (and the oracle's solution) to a volume;
+* ``upload``       (native sidecar, the only container with storage credentials): wait until the main
+  container wrote its exit code (or SIGTERM, which the kubelet sends once the main container ended),
+  upload the given folders, write ``upload.json`` last, exit;
+* ``fetch-artifacts`` (verifier init container): copy artifacts from the store into the pod;
+* ``score``        (verifier container, no network, no credentials): the Anchorage scorer.
+
+The store is ``anchorage.store.open_store`` when that package provides it; until then a ``file://``
+fallback (clearly limited to local folders) is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+
+from anchorage.errors import AnchorageError, InputError
+
+
+class Store(Protocol):
+    """The part of ``anchorage.store.ArtifactStore`` used here and by the controller."""
+
+    def put_bytes(self, key: str, data: bytes) -> Any: ...
+    def get_bytes(self, key: str) -> bytes: ...
+    def exists(self, key: str) -> bool: ...
+
+
+class _FolderStore:
+    """file:// fallback used until ``anchorage.store`` lands: keys are paths under the root."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        path = self.root / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+
+    def get_bytes(self, key: str) -> bytes:
+        return (self.root / key).read_bytes()
+
+    def exists(self, key: str) -> bool:
+        return (self.root / key).exists()
+
+    def list(self, prefix: str) -> list[str]:
+        base = self.root / prefix
+        return sorted(str(p.relative_to(self.root)) for p in base.rglob("*") if p.is_file()) if base.is_dir() else []
+
+
+def open_store(uri: str) -> Store:
+    """The artifact store at ``uri`` (``anchorage.store.open_store`` when available)."""
+    try:
+        from anchorage.store import open_store as real_open  # type: ignore[attr-defined]
+    except ImportError:
+        real_open = None
+    if real_open is not None:
+        store: Store = real_open(uri)
+        return store
+    if not uri.startswith("file://"):
+        raise InputError(f"store URI {uri!r} needs anchorage.store (only file:// works without it)",
+                         hint="use --store file:///path, or install a version of anchorage with anchorage.store")
+    return _FolderStore(Path(uri.removeprefix("file://")))
+
+
+def _copytree(src: Path, dest: Path) -> None:
+    if src.is_dir():
+        shutil.copytree(src, dest, dirs_exist_ok=True)
+
+
+def fetch_task(args: argparse.Namespace) -> None:
+    """Copy the task's data (and solution, for the oracle) into ``--dest``."""
+    from anchorage.tasks import load_task, resolve_task
+
+    task = load_task(resolve_task(args.task))
+    dest = Path(args.dest)
+    _copytree(task.data_dir, dest / "data")
+    (dest / "data").mkdir(parents=True, exist_ok=True)
+    if args.solution:
+        _copytree(task.solution_dir, dest / "solution")
+    if args.replay:
+        source = args.replay.removeprefix("file://")
+        data = Path(source).read_bytes() if Path(source).exists() else \
+            open_store(os.environ["ANCHORAGE_STORE"]).get_bytes(source)
+        Path(args.results, task.artifact_name).write_bytes(data)
+
+
+def _wait_for(run_dir: Path) -> None:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    while not stop.is_set() and not (run_dir / "exit-code").exists():
+        stop.wait(0.2)
+
+
+def upload(args: argparse.Namespace) -> None:
+    """Sidecar: wait for the main container, upload folders, then write ``upload.json`` last."""
+    run_dir = Path(args.wait)
+    _wait_for(run_dir)
+    store = open_store(os.environ["ANCHORAGE_STORE"])
+    dest = os.environ["ANCHORAGE_DEST"].strip("/")
+    files = 0
+    for item in args.put:
+        name, _, folder = item.partition("=")
+        root = Path(folder)
+        for path in sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []:
+            key = "/".join(part for part in (dest, name, str(path.relative_to(root))) if part)
+            store.put_bytes(key, path.read_bytes())
+            files += 1
+    code_file = run_dir / "exit-code"
+    exit_code = int(code_file.read_text().strip() or -1) if code_file.exists() else None
+    store.put_bytes(f"{dest}/{args.marker}", json.dumps({"exit_code": exit_code, "files": files}).encode())
+    # Exiting now is safe for a native sidecar: the main container has already ended.
+
+
+def fetch_artifacts(args: argparse.Namespace) -> None:
+    """Copy ``i=URI`` artifacts (store keys, file:// or paths) into ``--dest/i/``."""
+    store = open_store(os.environ["ANCHORAGE_STORE"])
+    for item in args.artifact:
+        index, _, uri = item.partition("=")
+        target = Path(args.dest, index)
+        target.mkdir(parents=True, exist_ok=True)
+        local = Path(uri.removeprefix("file://"))
+        if uri.startswith("file://") or local.is_absolute():
+            if local.is_dir():
+                _copytree(local, target)
+            elif local.exists():
+                shutil.copy(local, target / local.name)
+            continue
+        prefix = uri.strip("/")
+        keys = [k for k in getattr(store, "list", lambda _p: [])(prefix) if k.startswith(prefix + "/")]
+        for key in keys or [prefix]:  # a folder of results, else one object
+            relative = key[len(prefix) + 1:] if keys else prefix.rsplit("/", 1)[-1]
+            try:
+                data = store.get_bytes(key)
+            except (OSError, KeyError):
+                continue  # missing artifact: the scorer records it as ungradable
+            (target / relative).parent.mkdir(parents=True, exist_ok=True)
+            (target / relative).write_bytes(data)
+
+
+def score(args: argparse.Namespace) -> None:
+    """Score every ``i=OUT`` item of ``--src`` and write ``--out/OUT/score.json``."""
+    from anchorage.scoring import score_artifact
+    from anchorage.tasks import load_task, resolve_task
+
+    task = load_task(resolve_task(args.task))
+    for item in args.item:
+        index, _, out = item.partition("=")
+        record = score_artifact(task, Path(args.src, index), baseline=args.baseline, gates=args.gates)
+        target = Path(args.out, out)
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "score.json").write_text(json.dumps(record.to_dict(), indent=1, default=str))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m anchorage.runtime.kubepod", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("fetch-task", help="copy task data into a volume")
+    p.add_argument("--task", required=True)
+    p.add_argument("--dest", required=True)
+    p.add_argument("--solution", action="store_true")
+    p.add_argument("--replay")
+    p.add_argument("--results", default="/root/results")
+    p.set_defaults(fn=fetch_task)
+    p = sub.add_parser("upload", help="sidecar: upload folders after the main container")
+    p.add_argument("--wait", required=True)
+    p.add_argument("--put", action="append", default=[])
+    p.add_argument("--marker", default="upload.json", help="name of the completion marker written last")
+    p.set_defaults(fn=upload)
+    p = sub.add_parser("fetch-artifacts", help="copy artifacts from the store")
+    p.add_argument("--dest", required=True)
+    p.add_argument("--artifact", action="append", default=[])
+    p.set_defaults(fn=fetch_artifacts)
+    p = sub.add_parser("score", help="score artifacts with the Anchorage scorer")
+    p.add_argument("--task", required=True)
+    p.add_argument("--src", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--item", action="append", default=[])
+    p.add_argument("--baseline")
+    p.add_argument("--no-gates", dest="gates", action="store_false")
+    p.set_defaults(fn=score)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the pod programs."""
+    args = _parser().parse_args(argv)
+    try:
+        args.fn(args)
+    except AnchorageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

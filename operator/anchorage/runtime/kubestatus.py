@@ -1,0 +1,141 @@
+"""The ``status`` of the three custom resources, as pydantic models.
+
+The operator writes these (``controller``), ``crds/`` publishes their schema (``kubecrds``) and
+``kubectl get`` shows some of their fields as printer columns. Conditions follow the shape of
+``metav1.Condition`` so generic tooling (``kubectl wait --for=condition=...``) works.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+TrialPhase = Literal["Pending", "Running", "Succeeded", "Failed", "InfrastructureFailed"]
+TrialReason = Literal[
+    "completed", "agent_error", "timeout", "oom", "oversized_result", "no_artifact",
+    "sandbox_error", "gateway_error", "storage_error",
+]
+RunPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
+CampaignPhase = Literal["Pending", "Running", "Suspended", "Succeeded", "Failed"]
+
+
+class _Status(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+def now_rfc3339() -> str:
+    """The current UTC time as Kubernetes writes timestamps (seconds precision, ``Z``)."""
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Condition(_Status):
+    """One observation of the resource's state (the shape of metav1.Condition)."""
+
+    type: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9]*$", max_length=316,
+                      description="Condition type in CamelCase, e.g. Ready, Scored, Suspended.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="metadata.generation the condition was set for.")
+    last_transition_time: str = Field(
+        json_schema_extra={"format": "date-time"}, description="When the status last changed (RFC 3339).")
+    reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024,
+                        description="Machine-readable CamelCase reason of the last transition.")
+    message: str = Field(max_length=32768, description="Human-readable details; empty when nothing to add.")
+
+
+class Usage(_Status):
+    """Tokens counted by the model gateway for one trial."""
+
+    input_tokens: int = Field(default=0, ge=0, description="Prompt tokens.")
+    cached_input_tokens: int = Field(default=0, ge=0, description="Prompt tokens served from the provider's cache.")
+    output_tokens: int = Field(default=0, ge=0, description="Completion tokens (reasoning included when billed so).")
+    reasoning_tokens: int = Field(default=0, ge=0, description="Reasoning tokens reported by the provider.")
+
+
+class TrialStatus(_Status):
+    """Where a Trial is and what it produced."""
+
+    phase: TrialPhase = Field(default="Pending",
+                              description="Pending, Running, Succeeded, Failed or InfrastructureFailed.")
+    reason: TrialReason | None = Field(default=None, description="Why the trial ended (see docs/design-notes.md).")
+    message: str | None = Field(default=None, description="Human-readable detail of the last transition.")
+    attempt: int = Field(default=0, ge=0, description="Infrastructure retries used so far (0 = first run).")
+    job_name: str | None = Field(default=None, description="Name of the Job running the current attempt.")
+    start_time: str | None = Field(default=None, description="When the agent started (RFC 3339).")
+    completion_time: str | None = Field(default=None, description="When the agent ended (RFC 3339).")
+    exit_code: int | None = Field(default=None, description="Exit code of the agent container.")
+    record_uri: str | None = Field(default=None, description="URI of the trial's folder in the artifact store.")
+    scoring_run: str | None = Field(default=None, description="Name of the ScoringRun that scores this trial.")
+    raw: float | None = Field(default=None, description="Panel score R of the artifact.")
+    o_eval: float | None = Field(default=None, description="O-Eval = clamp(R / oracle, 0, 1).")
+    bo_eval: float | None = Field(default=None, description="Robust BO-Eval (−1 for a missing or ungradable artifact).")
+    gradable: bool | None = Field(default=None, description="Whether a gradable artifact was found.")
+    cost_usd: float | None = Field(default=None, alias="costUSD", description="Cost in USD (tokens × price snapshot).")
+    usage: Usage | None = Field(default=None, description="Tokens counted by the gateway.")
+    observed_generation: int | None = Field(default=None, description="metadata.generation last acted on.")
+    conditions: list[Condition] = Field(default_factory=list, description="Ready and Scored conditions.")
+
+
+class ScoreSummary(_Status):
+    """Headline numbers of one scored artifact; the full record is at ``recordUri``."""
+
+    entry: str | None = Field(default=None, description="Entry the artifact belongs to.")
+    seed: int | None = Field(default=None, ge=0, description="Seed of the artifact.")
+    artifact: str | None = Field(default=None, description="URI of the scored artifact.")
+    raw: float | None = Field(default=None, description="Panel score R.")
+    o_eval: float | None = Field(default=None, description="O-Eval.")
+    bo_eval: float | None = Field(default=None, description="Robust BO-Eval.")
+    gradable: bool = Field(default=False, description="Whether the artifact was gradable.")
+    record_uri: str | None = Field(default=None, description="URI of the full score record (score.json).")
+
+
+class ScoringRunStatus(_Status):
+    """Progress and headline results of a ScoringRun."""
+
+    phase: RunPhase = Field(default="Pending", description="Pending, Running, Succeeded or Failed.")
+    message: str | None = Field(default=None, description="Human-readable detail of the last transition.")
+    job_name: str | None = Field(default=None, description="Name of the verifier Job.")
+    o_eval: float | None = Field(default=None, description="O-Eval of the first (usually only) artifact.")
+    bo_eval: float | None = Field(default=None, description="Robust BO-Eval of the first artifact.")
+    raw: float | None = Field(default=None, description="Panel score R of the first artifact.")
+    record_uri: str | None = Field(default=None, description="URI of the full score record(s).")
+    scores: list[ScoreSummary] = Field(default_factory=list, description="One summary per scored artifact.")
+    observed_generation: int | None = Field(default=None, description="metadata.generation last acted on.")
+    conditions: list[Condition] = Field(default_factory=list, description="The Ready condition.")
+
+
+class LeaderboardRow(_Status):
+    """One entry of the compact leaderboard (the full report is in the store)."""
+
+    entry: str = Field(description="Entry name.")
+    o_eval: float | None = Field(default=None, description="Mean over seeds of the per-seed task-mean O-Eval.")
+    o_eval_std: float | None = Field(default=None, description="Standard deviation of O-Eval over seeds.")
+    bo_eval: float | None = Field(default=None, description="Mean over seeds of Robust BO-Eval.")
+    bo_eval_std: float | None = Field(default=None, description="Standard deviation of Robust BO-Eval over seeds.")
+    artifacts: str | None = Field(default=None, description="Tasks with a gradable artifact, e.g. '5/6'.")
+    cost_usd: float | None = Field(default=None, alias="costUSD", description="Mean cost per seed in USD.")
+
+
+class CampaignStatus(_Status):
+    """Progress, compact leaderboard and cost of a VerificationCampaign."""
+
+    phase: CampaignPhase = Field(default="Pending",
+                                 description="Pending, Running, Suspended, Succeeded or Failed.")
+    message: str | None = Field(default=None, description="Human-readable detail of the last transition.")
+    total: int = Field(default=0, ge=0, description="Trials in the matrix (entries × tasks × seeds).")
+    created: int = Field(default=0, ge=0, description="Trials created so far.")
+    running: int = Field(default=0, ge=0, description="Trials created and not finished.")
+    finished: int = Field(default=0, ge=0, description="Trials in a terminal phase.")
+    scored: int = Field(default=0, ge=0, description="Trials with a score.")
+    infrastructure_failed: int = Field(default=0, ge=0, description="Trials that ended InfrastructureFailed.")
+    progress: str | None = Field(default=None, description="scored/total, e.g. '12/18'.")
+    best_entry: str | None = Field(default=None, description="Entry with the best mean O-Eval so far.")
+    best_o_eval: float | None = Field(default=None, description="Mean O-Eval of the best entry.")
+    cost_usd: float | None = Field(default=None, alias="costUSD", description="Total cost in USD so far.")
+    leaderboard: list[LeaderboardRow] = Field(default_factory=list, description="Compact leaderboard, best first.")
+    report_uri: str | None = Field(default=None, description="URI of the full report in the artifact store.")
+    observed_generation: int | None = Field(default=None, description="metadata.generation last acted on.")
+    conditions: list[Condition] = Field(default_factory=list, description="Ready and Suspended conditions.")

@@ -1,0 +1,51 @@
+"""Start the model gateway for a local run: the deterministic mock upstream, plus any configured ones.
+
+Called by ``anchorage run`` when an entry needs a model. The gateway listens only on a unix socket
+(bound into each sandbox); models named ``mock*`` are served by the in-process mock upstream
+(labelled as a mock in every response); other models go to the upstreams of ``--gateway-config``,
+and without one they fail with the gateway's error — never silently answered by the mock.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class LocalGateway:
+    gateway: Any
+    mock_server: Any
+    folder: Path
+
+    def stop(self) -> None:
+        self.gateway.stop()
+        self.mock_server.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_local_gateway(config_path: Path | None = None) -> LocalGateway:
+    """Mock upstream + gateway on a fresh unix socket; ``stop()`` both when done."""
+    from anchorage.gateway.config import GatewayConfig
+    from anchorage.gateway.mock import MockUpstream
+    from anchorage.gateway.running import BackgroundServer, start_gateway
+
+    mock_server = BackgroundServer(MockUpstream().app(), name="mock-upstream").start()
+    folder = Path(tempfile.mkdtemp(prefix="anchorage-gw-"))
+    data: dict[str, Any] = {"upstreams": []}
+    if config_path is not None:
+        data = GatewayConfig.load(config_path).model_dump(mode="python")
+        data["upstreams"] = [dict(u, api_key=u["api_key"].get_secret_value() if u.get("api_key") else None)
+                             for u in data["upstreams"]]
+    data["upstreams"] = [{"name": "anchorage-mock", "base_url": mock_server.url, "models": ["mock*"]}, *data["upstreams"]]
+    data.update(host=None, port=0, unix_socket=folder / "gateway.sock")
+    try:
+        gateway = start_gateway(GatewayConfig.model_validate(data))
+    except Exception:
+        mock_server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return LocalGateway(gateway, mock_server, folder)

@@ -1,0 +1,345 @@
+"""Scoring one artifact against one task: the entry point every driver uses.
+
+``score_artifact(task, artifact_path_or_results_dir, *, baseline=None, gates=True) -> ScoreRecord``
+is called by ``anchorage score``, the local engine, the operator's ScoringRun handler and the
+benchmark. It never raises on a bad *artifact* (too large, not JSON, not an object, too deep, NaN,
+strings ...): each becomes a record with ``gradable: false`` (BO-Eval −1) or per-metric reasons. It
+raises :class:`~anchorage.errors.InputError` only for a bad *task* or *baseline* (missing or invalid
+score_config.json, unreadable baseline file) — those are the caller's to fix.
+
+Per task, the compiled configuration and the oracle panel O (the task's ``tests/expected_result.json``
+scored with the same configuration) are cached, keyed by the files' mtime and size, so thousands of
+artifacts per second can be scored in one process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from anchorage.errors import AnchorageError, InfrastructureError, InputError
+from anchorage.invariants.results import GateResult
+from anchorage.scoring.config import Metric, ScoreConfig, parse_score_config
+from anchorage.scoring.records import MetricResult, ScoreRecord
+from anchorage.scoring.rewards import bo_eval, domain_violation, metric_reward, o_eval, panel
+from anchorage.scoring.values import lookup, summarise, to_number
+from anchorage.tasks import Task, load_task, locate_artifact, resolve_task
+
+MAX_ARTIFACT_BYTES = 20 * 1024 * 1024
+"""Artifacts larger than this (20 MiB) are not read: the record says ``too large``, gradable false."""
+
+BaselineArg = float | int | str | os.PathLike[str] | ScoreRecord | None
+GateChecker = Callable[[Path, Any], list[GateResult]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    config: ScoreConfig
+    oracle_raw: float
+    oracle_source: str
+
+
+_CACHE: dict[str, tuple[tuple[int, ...], _Compiled]] = {}
+_TASKS: dict[str, tuple[int, Task]] = {}
+
+
+class ArtifactError(Exception):
+    """Internal: why an artifact could not be read (becomes the record's ``error``)."""
+
+
+# --- reading -------------------------------------------------------------------------------------------
+
+def read_json_file(path: Path, limit: int = MAX_ARTIFACT_BYTES) -> Any:
+    """Parse a JSON file, checking its size *before* reading; raise :class:`ArtifactError` saying why not.
+
+    The size comes from ``stat`` (FIFOs and devices are refused before they are opened, so nothing
+    blocks), and the read itself is capped at ``limit + 1`` bytes in case the file grows meanwhile.
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError as exc:
+        raise ArtifactError(f"{path} does not exist") from exc
+    except OSError as exc:
+        raise ArtifactError(f"cannot stat {path}: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(info.st_mode):
+        raise ArtifactError(f"{path} is not a regular file")
+    if info.st_size > limit:
+        raise ArtifactError(f"artifact is too large: {info.st_size} bytes > limit {limit} bytes")
+    try:
+        with path.open("rb") as handle:
+            blob = handle.read(info.st_size + 1)  # not read(limit): that would allocate 20 MiB each time
+            if len(blob) > info.st_size:          # the file grew since stat: read on, still capped
+                blob += handle.read(limit + 1 - len(blob))
+    except OSError as exc:
+        raise ArtifactError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if len(blob) > limit:
+        raise ArtifactError(f"artifact is too large: more than {limit} bytes")
+    return parse_json_bytes(blob)
+
+
+def parse_json_bytes(blob: bytes) -> Any:
+    try:
+        text = blob.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ArtifactError(f"artifact is not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
+    try:
+        return json.loads(text)
+    except RecursionError as exc:
+        raise ArtifactError("artifact JSON is nested too deeply to parse (more than ~1000 levels)") from exc
+    except ValueError as exc:  # JSONDecodeError, and int strings longer than Python's digit limit
+        raise ArtifactError(f"artifact is not valid JSON: {exc}") from exc
+
+
+# --- per-task cache --------------------------------------------------------------------------------------
+
+def _stamp(*paths: Path) -> tuple[int, ...]:
+    out: list[int] = []
+    for path in paths:
+        try:
+            info = os.stat(path)
+            out += [info.st_mtime_ns, info.st_size]
+        except OSError:
+            out += [-1, -1]
+    return tuple(out)
+
+
+def load_score_config(path: Path) -> ScoreConfig:
+    """Read and compile a score_config.json; :class:`InputError` when it is missing or invalid."""
+    if not path.is_file():
+        raise InputError(f"scoring configuration {path} is missing",
+                         hint="every scored task needs tests/score_config.json (see docs/design-notes.md)")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path} is not valid JSON: {exc}", hint="fix the JSON syntax") from exc
+    return parse_score_config(raw, str(path))
+
+
+def compiled(task: Task) -> _Compiled:
+    key = str(task.score_config_path)
+    stamp = _stamp(task.score_config_path, task.expected_result_path)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    config = load_score_config(task.score_config_path)
+    oracle_raw, source = _oracle_panel(task, config)
+    entry = _Compiled(config, oracle_raw, source)
+    _CACHE[key] = (stamp, entry)
+    return entry
+
+
+def _oracle_panel(task: Task, config: ScoreConfig) -> tuple[float, str]:
+    try:
+        data = read_json_file(task.expected_result_path)
+    except ArtifactError as exc:
+        fallback = config.outstanding_panel_score
+        value = 1.0 if fallback is None else fallback
+        return value, f"config:outstanding_endpoint ({exc}); expected_result not usable"
+    if not isinstance(data, dict):
+        return 0.0, "expected_result.json is not a JSON object"
+    results = [score_metric(m, data) for m in config.metrics]
+    return panel([(r.weight, r.reward or 0.0) for r in results]), "expected_result.json"
+
+
+def as_task(task: Task | str | os.PathLike[str]) -> Task:
+    """A :class:`Task` from a Task, a task directory or a task name (loaded tasks are cached)."""
+    if isinstance(task, Task):
+        return task
+    root = resolve_task(task)
+    stamp = _stamp(root / "task.toml")[0]
+    hit = _TASKS.get(str(root))
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    loaded = load_task(root)
+    _TASKS[str(root)] = (stamp, loaded)
+    return loaded
+
+
+# --- metrics ---------------------------------------------------------------------------------------------
+
+def score_metric(metric: Metric, data: Any) -> MetricResult:
+    """Read and score one metric of a parsed artifact (see values.py for the value rule)."""
+    value, missing = lookup(data, metric.tokens)
+    if metric.excluded_reason is not None:
+        return _result(metric, summarise(value), None, None, "excluded", metric.excluded_reason)
+    if missing is not None:
+        return _result(metric, None, None, 0.0, "missing", missing)
+    number, why_not, note = to_number(value)
+    if number is None:
+        return _result(metric, summarise(value), None, 0.0, "non_numeric", why_not or "")
+    violation = domain_violation(metric.domain, number)
+    if violation is not None:
+        return _result(metric, summarise(value), number, 0.0, "domain_violation", violation)
+    if metric.endpoint_error is not None:
+        return _result(metric, summarise(value), number, 0.0, "endpoint_invalid", metric.endpoint_error)
+    return _result(metric, summarise(value), number, metric_reward(metric, number), "scored", note or "")
+
+
+def _result(metric: Metric, value: Any, number: float | None, reward: float | None, status: str,
+            reason: str) -> MetricResult:
+    return MetricResult(
+        path=metric.path, value=value, number=number, reward=reward, status=status, reason=reason,
+        mode=metric.mode, direction=metric.direction, normalization_direction=metric.normalization_direction,
+        anchor=metric.anchor, oracle_value=metric.oracle_value, baseline_value=metric.baseline_value,
+        outstanding_value=metric.outstanding_value, rel_scale=metric.rel_scale, abs_scale=metric.abs_scale,
+        weight=metric.weight, configured_weight=metric.configured_weight, domain=metric.domain,
+        unit=metric.unit, band=metric.band,
+    )
+
+
+# --- gates -----------------------------------------------------------------------------------------------
+
+def _gate_checker() -> GateChecker | None:
+    """``anchorage.invariants.gates.check`` when that module exists, else None (no gates)."""
+    try:
+        module = importlib.import_module("anchorage.invariants.gates")
+    except ModuleNotFoundError as exc:
+        if exc.name in ("anchorage.invariants.gates", "anchorage.invariants"):
+            return None
+        raise _broken_gates(exc) from exc
+    except Exception as exc:  # a broken checker must not silently drop the hard-gate penalty
+        raise _broken_gates(exc) from exc
+    check: GateChecker = module.check
+    return check
+
+
+def _broken_gates(exc: BaseException) -> InfrastructureError:
+    return InfrastructureError(f"the gate checker anchorage.invariants.gates cannot be imported: "
+                               f"{type(exc).__name__}: {exc}",
+                               hint="fix that module, or score without gates (gates=False / --no-gates)")
+
+
+def run_gates(task: Task, data: Any) -> list[GateResult]:
+    """The task's gate results; a crash of the checker is recorded as a warning, never a hard error."""
+    checker = _gate_checker()
+    if checker is None:
+        return []
+    try:
+        return list(checker(task.root, data))
+    except AnchorageError:
+        raise
+    except Exception as exc:
+        return [GateResult(name="gates", form="error", paths=(), status="missing", severity="warning",
+                           message=f"the gate checker failed on this artifact: {type(exc).__name__}: {exc}")]
+
+
+# --- baseline --------------------------------------------------------------------------------------------
+
+def resolve_baseline(task: Task, baseline: BaselineArg, config: ScoreConfig) -> tuple[float, str]:
+    """F and where it came from (``baseline_source``)."""
+    if baseline is None:
+        if config.baseline_panel_score is None:
+            return 0.0, "default: the configuration has no baseline_endpoint (0.0)"
+        return config.baseline_panel_score, f"config:{config.baseline_panel_key}"
+    if isinstance(baseline, ScoreRecord):
+        return baseline.raw, f"score_record:{baseline.artifact}"
+    if isinstance(baseline, bool):
+        raise InputError("a baseline must be a number, a score record or a file, not a boolean")
+    if isinstance(baseline, int | float):
+        return float(baseline), "value"
+    return _baseline_from_file(task, Path(baseline))
+
+
+def _baseline_from_file(task: Task, path: Path) -> tuple[float, str]:
+    if not path.exists():
+        raise InputError(f"baseline {path} does not exist",
+                         hint="pass the baseline entry's artifact (or its score.json) for this task")
+    if path.is_file():
+        try:
+            data = read_json_file(path)
+        except ArtifactError as exc:
+            raise InputError(f"baseline {path} is unreadable: {exc}",
+                             hint="pass a readable artifact or score record") from exc
+        if isinstance(data, dict) and "scorer_version" in data and "raw" in data:
+            return _raw_of_record(task, data, path), f"score_record:{path}"
+    record = score_artifact(task, path, baseline=0.0)
+    note = "" if record.gradable else f" (ungradable: {record.error})"
+    return record.raw, f"artifact:{path}{note}"
+
+
+def _raw_of_record(task: Task, data: dict[str, Any], path: Path) -> float:
+    if data.get("task") not in (None, task.slug):
+        raise InputError(f"baseline score record {path} is for task {data.get('task')!r}, not {task.slug!r}",
+                         hint="pass the baseline's record for the same task")
+    raw = data["raw"]
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise InputError(f"baseline score record {path} has a non-numeric raw {raw!r}")
+    return float(raw)
+
+
+# --- the entry point -------------------------------------------------------------------------------------
+
+def score_artifact(task: Task | str | os.PathLike[str], artifact_path_or_results_dir: str | os.PathLike[str],
+                   *, baseline: BaselineArg = None, gates: bool = True) -> ScoreRecord:
+    """Score one artifact (a file, or a results folder searched with near-miss recovery)."""
+    task = as_task(task)
+    entry = compiled(task)
+    f_value, f_source = resolve_baseline(task, baseline, entry.config)
+    location = locate_artifact(artifact_path_or_results_dir, task.slug, task.artifact_name)
+    record = _empty_record(task, entry, f_value, f_source, location.path or location.expected)
+    record.recovered_from, record.recovery_note = location.recovered_from, location.note
+    if location.path is None:
+        return _ungradable(record, entry, f"missing artifact: {location.note or location.expected}")
+    try:
+        data = read_json_file(location.path)
+    except ArtifactError as exc:
+        return _ungradable(record, entry, str(exc))
+    return _score_parsed(task, entry, record, data, gates)
+
+
+def score_data(task: Task | str | os.PathLike[str], data: Any, *, baseline: BaselineArg = None,
+               gates: bool = True) -> ScoreRecord:
+    """Score an already-parsed artifact (in-memory callers); ``artifact`` is None in the record."""
+    task = as_task(task)
+    entry = compiled(task)
+    f_value, f_source = resolve_baseline(task, baseline, entry.config)
+    return _score_parsed(task, entry, _empty_record(task, entry, f_value, f_source, None), data, gates)
+
+
+def _score_parsed(task: Task, entry: _Compiled, record: ScoreRecord, data: Any, gates: bool) -> ScoreRecord:
+    if not isinstance(data, dict):
+        kind = "an array" if isinstance(data, list) else type(data).__name__
+        return _ungradable(record, entry, f"the artifact's top-level JSON value is {kind}; expected an object")
+    record.metrics = [score_metric(m, data) for m in entry.config.metrics]
+    record.gradable = True
+    record.raw = record.raw_before_gates = panel([(r.weight, r.reward or 0.0) for r in record.metrics])
+    record.gates = run_gates(task, data) if gates else []
+    failed = [g.name for g in record.gates if g.hard_error]
+    if failed:
+        return _penalise(record, failed)
+    record.o_eval = o_eval(record.raw, record.oracle_raw)
+    record.bo_eval, record.bo_branch = bo_eval(record.raw, record.oracle_raw, record.baseline_raw)
+    return record
+
+
+def _penalise(record: ScoreRecord, failed: list[str]) -> ScoreRecord:
+    """The hard-gate penalty (G.4): R = 0, O-Eval 0, BO-Eval −1; ``raw_before_gates`` keeps R."""
+    record.raw, record.hard_gate_failed, record.bo_branch = 0.0, True, "hard_gate"
+    record.penalty = "hard gate failed: " + ", ".join(failed) + " (R = 0, O-Eval 0, BO-Eval -1)"
+    record.o_eval, record.bo_eval = 0.0, -1.0
+    return record
+
+
+def _empty_record(task: Task, entry: _Compiled, f_value: float, f_source: str, artifact: Path | None) -> ScoreRecord:
+    return ScoreRecord(
+        task=task.slug, artifact=None if artifact is None else str(artifact), gradable=False, raw=0.0,
+        raw_before_gates=0.0, oracle_raw=entry.oracle_raw, oracle_source=entry.oracle_source,
+        baseline_raw=f_value, baseline_source=f_source, gap=entry.oracle_raw - f_value, bo_branch="",
+        o_eval=0.0, bo_eval=-1.0, scoring_version=entry.config.scoring_version,
+    )
+
+
+def _ungradable(record: ScoreRecord, entry: _Compiled, error: str) -> ScoreRecord:
+    record.error, record.gradable, record.bo_branch = error, False, "ungradable"
+    record.o_eval, record.bo_eval = 0.0, -1.0
+    record.metrics = [_result(m, None, None, None if m.excluded_reason else 0.0,
+                              "excluded" if m.excluded_reason else "missing",
+                              m.excluded_reason or "artifact ungradable")
+                      for m in entry.config.metrics]
+    return record

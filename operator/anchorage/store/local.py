@@ -1,0 +1,73 @@
+"""``file://`` artifact store: a folder on disk (the local engine's default).
+
+Writes go to a temporary file in the same folder and are renamed into place, so a reader never sees
+half a file; ``describe`` computes the SHA-256 on demand (no sidecar files pollute the run folder).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from anchorage.store.base import ArtifactStore, check_key, sha256_file
+
+
+class FileStore(ArtifactStore):
+    """Keys are paths relative to ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.uri = root.resolve().as_uri()
+
+    def _path(self, key: str) -> Path:
+        return self.root / check_key(key)
+
+    def _write_atomically(self, target: Path, writer: Any) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                writer(handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None) -> None:
+        self._write_atomically(self._path(key), lambda handle: handle.write(data))
+
+    def put_file(self, key: str, path: Path) -> None:
+        target = self._path(key)
+        if target.resolve() == path.resolve():
+            return
+        with path.open("rb") as source:
+            self._write_atomically(target, lambda handle: shutil.copyfileobj(source, handle))
+
+    def get_bytes(self, key: str) -> bytes:
+        return self._path(key).read_bytes()
+
+    def get_file(self, key: str, path: Path) -> None:
+        with self._path(key).open("rb") as source:
+            self._write_atomically(path, lambda handle: shutil.copyfileobj(source, handle))
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def list(self, prefix: str = "") -> list[str]:
+        base = self._path(prefix) if prefix.strip("/") else self.root
+        if not base.is_dir():
+            return []
+        return sorted(p.relative_to(self.root).as_posix() for p in base.rglob("*")
+                      if p.is_file() and not p.name.startswith(".tmp-"))
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
+    def describe(self, key: str) -> dict[str, Any]:
+        path = self._path(key)
+        return {"size": path.stat().st_size, "sha256": sha256_file(path)}

@@ -1,0 +1,76 @@
+"""The leaderboard's arithmetic: per-seed task means, mean ± sample std over seeds, F, Art., cost, order."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+
+from anchorage.campaigns.aggregation import TrialResult, leaderboard, robust_bo
+
+
+def _r(entry: str, task: str, seed: int, raw: float, *, gradable: bool = True, phase: str = "Succeeded",
+       cost: float = 0.0, oracle: float = 1.0, hard: bool = False) -> TrialResult:
+    return TrialResult(entry=entry, task=task, seed=seed, phase=phase, reason=None, gradable=gradable, raw=raw,
+                       oracle_raw=oracle, config_baseline_raw=0.2, o_eval=min(1.0, raw / oracle) if gradable else 0.0,
+                       hard_gate_failed=hard, cost_usd=cost)
+
+
+def _grid() -> list[TrialResult]:
+    out = []
+    raws = {("a", "t1"): [0.9, 0.7], ("a", "t2"): [0.5, 0.6], ("base", "t1"): [0.3, 0.5], ("base", "t2"): [0.1, 0.1]}
+    for (entry, task), values in raws.items():
+        for seed, raw in enumerate(values):
+            out.append(_r(entry, task, seed, raw, cost=0.25 if entry == "a" else 0.0))
+    return out
+
+
+def test_means_std_and_order() -> None:
+    board = leaderboard(_grid(), baseline="base")
+    assert [row.entry for row in board.rows] == ["a", "base"]
+    a = board.rows[0]
+    seed_means = [(0.9 + 0.5) / 2, (0.7 + 0.6) / 2]
+    assert a.o_eval_mean == pytest.approx(statistics.fmean(seed_means))
+    assert a.o_eval_std == pytest.approx(statistics.stdev(seed_means))  # sample std, ddof=1
+    assert a.cost_per_seed_usd == pytest.approx(0.5)
+    assert a.artifacts_mean == 2.0 and a.seeds == 2 and not a.incomplete
+
+
+def test_f_is_the_baseline_mean_and_bo_uses_it() -> None:
+    board = leaderboard(_grid(), baseline="base")
+    assert board.f_by_task["t1"]["F"] == pytest.approx(0.4)
+    assert "mean raw of 2 seeds" in board.f_by_task["t1"]["source"]
+    # t1: gap = 1 − 0.4 = 0.6 ≥ 0.10 → (R − F)/gap ; t2: F = 0.1, gap 0.9
+    expected_seed0 = statistics.fmean([(0.9 - 0.4) / 0.6, (0.5 - 0.1) / 0.9])
+    assert board.rows[0].per_seed[0].bo_eval == pytest.approx(expected_seed0)
+    base = board.rows[1]
+    assert base.bo_eval_mean == pytest.approx(0.0, abs=1e-12)  # the baseline averages to its own zero point
+
+
+def test_without_baseline_f_comes_from_the_configuration() -> None:
+    board = leaderboard(_grid(), baseline=None)
+    assert board.f_by_task["t1"]["F"] == 0.2 and "configuration" in board.f_by_task["t1"]["source"]
+
+
+def test_per_task_column_means_equal_the_leaderboard() -> None:
+    board = leaderboard(_grid(), baseline="base")
+    for row in board.rows:
+        for metric, mean in (("o_eval", row.o_eval_mean), ("bo_eval", row.bo_eval_mean)):
+            column = statistics.fmean(getattr(board.per_task[t][row.entry], metric) for t in board.tasks)
+            assert column == pytest.approx(mean, abs=1e-12)
+
+
+def test_missing_or_gated_artifacts_are_minus_one_and_infra_is_apart() -> None:
+    results = [*_grid(), _r("b", "t1", 0, 0.0, gradable=False), _r("b", "t2", 0, 0.9, hard=True),
+                         _r("b", "t1", 1, 0.5), _r("b", "t2", 1, 0.0, phase="InfrastructureFailed")]
+    board = leaderboard(results, baseline="base")
+    b = next(row for row in board.rows if row.entry == "b")
+    assert b.per_seed[0].bo_eval == -1.0 and b.per_seed[0].artifacts == 1
+    assert b.infrastructure_failed == 1 and b.incomplete and b.per_seed[1].tasks == 1
+    assert robust_bo(results[-3], 0.4) == -1.0
+
+
+def test_single_seed_has_zero_std() -> None:
+    board = leaderboard([_r("a", "t", 0, 0.5)], baseline=None)
+    assert board.rows[0].o_eval_std == 0.0 and not math.isnan(board.rows[0].bo_eval_mean)

@@ -1,0 +1,118 @@
+"""Trials end to end through the engine: each outcome is a recorded state, never an engine crash."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from anchorage.campaigns.documents import load_documents
+from anchorage.errors import InputError
+from anchorage.manifests import VerificationCampaign
+from anchorage.runtime.local import sandbox
+from anchorage.runtime.local.agents import IMPORTED_ANCHOR_LABEL
+from anchorage.runtime.local.engine import campaign_lock, run_campaign
+from anchorage.runtime.local.trials import LocalRuntime
+from anchorage.tasks import load_task, resolve_task
+from engine.conftest import campaign_yaml
+
+pytestmark = pytest.mark.sandbox
+
+
+def _run(path: Path, runs: Path, mechanism: sandbox.Mechanism, gateway: object = None) -> dict[str, dict]:
+    campaign = load_documents(path)[0].resource
+    assert isinstance(campaign, VerificationCampaign)
+    runtime = LocalRuntime(mechanism=mechanism, base_dir=path.parent, gateway=gateway)  # type: ignore[arg-type]
+    outcome = run_campaign(campaign, runs, runtime)
+    return {r["entry"]: r for r in outcome.records}
+
+
+def test_outcomes_are_recorded_states(mechanism: sandbox.Mechanism, write_manifest, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    entries = """\
+    - name: crash
+      agent: {kind: command, command: ["/bin/sh", "-c", "echo boom >&2; exit 3"]}
+    - name: silent
+      agent: {kind: command, command: ["/bin/true"]}
+    - name: sleeper
+      agent: {kind: command, command: ["/bin/sleep", "60"]}
+    - name: hog
+      agent: {kind: command, command: ["python3", "-c", "x = [bytearray(2**24) for _ in range(10**4)]"]}
+    - name: bulky
+      agent: {kind: command, command: ["/bin/sh", "-c", "head -c 300000 /dev/zero > /root/results/big.bin"]}
+    - name: codex
+      agent: {kind: codex, model: gpt-5.5}
+    - name: nogw
+      agent: {kind: mock}"""
+    limits = "  limits: {agentTimeoutSec: 2, memoryMB: 128, resultMaxBytes: 100000}\n"
+    records = _run(write_manifest(campaign_yaml("states", entries, extra=limits)), tmp_path / "runs", mechanism)
+    got = {entry: (r["phase"], r["reason"]) for entry, r in records.items()}
+    assert got == {
+        "crash": ("Failed", "agent_error"), "silent": ("Failed", "no_artifact"), "sleeper": ("Failed", "timeout"),
+        "hog": ("Failed", "oom"), "bulky": ("Failed", "oversized_result"), "codex": ("Failed", "agent_error"),
+        "nogw": ("InfrastructureFailed", "gateway_error"),
+    }
+    assert "not installed" in records["codex"]["message"]
+    for entry in ("crash", "silent", "sleeper", "hog", "bulky", "codex"):
+        assert records[entry]["score"]["bo_eval"] == -1.0, entry
+    assert "score" not in records["nogw"]  # infrastructure failures are never scored
+    folder = tmp_path / "runs" / "states" / records["crash"]["name"]
+    assert (folder / "agent" / "stderr.log").read_text().strip() == "boom"
+    delivered = (folder / "agent" / "prompt.txt").read_text()
+    assert delivered == load_task(resolve_task("smoke-inventory")).instruction
+    assert "harbor-canary" not in delivered
+
+
+def test_oracle_and_replays_are_labelled(mechanism: sandbox.Mechanism, write_manifest, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    entries = """\
+    - name: oracle
+      agent: {kind: oracle}
+    - name: replay
+      agent: {kind: replay, artifact: "REPO/tasks/{task}/tests/expected_result.json"}""".replace("REPO", str(Path.cwd()))
+    text = campaign_yaml("labels", entries, tasks="[smoke-inventory, cumcm-2023-a-heliostat-field]")
+    records = _run(write_manifest(text), tmp_path / "runs", mechanism)
+    outcome = json.loads((tmp_path / "runs" / "labels" / "campaign.json").read_text())
+    assert len(outcome["trials"]) == 4
+    trials = [json.loads((tmp_path / "runs" / "labels" / t / "trial.json").read_text()) for t in outcome["trials"]]
+    by = {(t["entry"], t["task"]): t for t in trials}
+    smoke = by[("oracle", "smoke-inventory")]
+    assert smoke["phase"] == "Succeeded" and smoke["score"]["o_eval"] == pytest.approx(1.0)
+    assert smoke["sandbox"]["mechanism"] == mechanism
+    imported = by[("oracle", "cumcm-2023-a-heliostat-field")]
+    assert imported["agent"]["label"] == IMPORTED_ANCHOR_LABEL and imported["replay"]["label"] == IMPORTED_ANCHOR_LABEL
+    assert by[("replay", "smoke-inventory")]["agent"]["label"] == "replay"
+    assert by[("replay", "smoke-inventory")]["score"]["o_eval"] == pytest.approx(1.0)
+    assert records  # the run returned its records
+
+
+def test_second_concurrent_run_is_refused(tmp_path: Path) -> None:
+    with campaign_lock(tmp_path / "c"), pytest.raises(InputError) as caught, campaign_lock(tmp_path / "c"):
+        pass
+    assert "already running campaign c" in str(caught.value) and "resumes" in str(caught.value)
+
+
+def test_changed_manifest_is_not_mixed_into_a_run(mechanism: sandbox.Mechanism, write_manifest, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    entries = '    - name: a\n      agent: {kind: command, command: ["/bin/true"]}'
+    _run(write_manifest(campaign_yaml("pin", entries)), tmp_path / "runs", mechanism)
+    with pytest.raises(InputError) as caught:
+        _run(write_manifest(campaign_yaml("pin", entries, seeds=2)), tmp_path / "runs", mechanism)
+    assert "different spec" in str(caught.value) and "new metadata.name" in str(caught.value)
+
+
+def test_mock_agent_reaches_the_real_gateway_and_is_metered(  # type: ignore[no-untyped-def]
+    mechanism: sandbox.Mechanism, write_manifest, tmp_path: Path
+) -> None:
+    from anchorage.runtime.local.gatewaying import start_local_gateway
+
+    entries = "    - name: mock\n      agent: {kind: mock, model: mock-model}"
+    local = start_local_gateway()
+    try:
+        records = _run(write_manifest(campaign_yaml("mocked", entries, seeds=1)), tmp_path / "runs", mechanism,
+                       gateway=local.gateway)
+    finally:
+        local.stop()
+    record = records["mock"]
+    assert record["phase"] == "Succeeded", record
+    assert record["agent"]["label"].startswith("mock")
+    assert record["usage"]["requests"] == 1 and record["usage"]["input_tokens"] > 0
+    assert record["score"]["gradable"] is True

@@ -1,0 +1,102 @@
+"""Cluster mode: a shared token secret, the admin API, the standalone command, unreachable upstreams."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from anchorage.gateway.ledger import mint_token
+
+
+def call(url: str, *, method: str = "GET", token: str | None = None, body: Any = None) -> tuple[int, Any]:
+    request = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json",
+                                              **({"Authorization": f"Bearer {token}"} if token else {})})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+CHAT = {"model": "mock-model", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def test_operator_minted_token_and_admin_api(gateway_factory: Any, upstream_factory: Any,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GW_SECRET", "shared-with-the-operator")
+    monkeypatch.setenv("GW_ADMIN", "admin-token")
+    gateway = gateway_factory(upstream_factory(), token_secret_env="GW_SECRET", admin_token_env="GW_ADMIN")
+    # The operator mints a token with the shared secret, without asking the gateway.
+    minted = mint_token(b"shared-with-the-operator", "ns-trial-1")
+    assert call(gateway.url + "/v1/chat/completions", method="POST", token=minted, body=CHAT)[0] == 200
+    status, usage = call(gateway.url + "/admin/v1/usage/ns-trial-1", token="admin-token")
+    assert status == 200 and usage["requests"] == 1 and usage["input_tokens"] > 0
+    # Admin-issued tokens carry limits; the admin API needs its own token.
+    assert call(gateway.url + "/admin/v1/tokens", method="POST", token=minted, body={"trial_id": "x"})[0] == 401
+    status, issued = call(gateway.url + "/admin/v1/tokens", method="POST", token="admin-token",
+                          body={"trial_id": "ns-trial-2", "rate_per_min": 1})
+    assert status == 200
+    assert call(gateway.url + "/v1/chat/completions", method="POST", token=issued["token"], body=CHAT)[0] == 200
+    assert call(gateway.url + "/v1/chat/completions", method="POST", token=issued["token"], body=CHAT)[0] == 429
+    assert call(gateway.url + "/admin/v1/tokens/ns-trial-1", method="DELETE", token="admin-token")[0] == 200
+    assert call(gateway.url + "/v1/chat/completions", method="POST", token=minted, body=CHAT)[0] == 401
+
+
+def test_unreachable_upstream_is_retried_then_reported(gateway_factory: Any, upstream_factory: Any) -> None:
+    upstream = upstream_factory()
+    upstream.server.stop()  # nothing listens there any more
+    gateway = gateway_factory(upstream, retry={"max_attempts": 2})
+    status, body = call(gateway.url + "/v1/chat/completions", method="POST",
+                        token=gateway.issue_token("trial-a"), body=CHAT)
+    assert status == 502 and body["error"]["attempts"] == 2 and body["error"]["last_status"] is None
+    assert "Client" in body["error"]["message"]  # the connection error's type is named
+    assert gateway.usage("trial-a").errors == 1
+
+
+def test_missing_provider_key_is_reported_before_listening(upstream_factory: Any, prices_file: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from anchorage.errors import InputError
+    from anchorage.gateway import GatewayConfig, start_gateway
+
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    config = GatewayConfig.model_validate({"upstreams": [{"name": "p", "base_url": "http://127.0.0.1:9",
+                                                          "api_key_env": "NO_SUCH_KEY_VAR"}],
+                                           "prices": str(prices_file)})
+    with pytest.raises(InputError, match="NO_SUCH_KEY_VAR"):
+        start_gateway(config)
+
+
+@pytest.mark.slow
+def test_standalone_command_with_mock_upstream(tmp_path: Path, repo_root: Path) -> None:
+    config = tmp_path / "gateway.yaml"
+    config.write_text("port: 0\nupstreams:\n  - {name: none, base_url: 'http://127.0.0.1:9', models: [never-*]}\n")
+    command = Path(sys.executable).parent / "anchorage"
+    if not command.exists():
+        pytest.skip(f"the anchorage console script is not installed beside {sys.executable}")
+    env = {**os.environ, "PYTHONPATH": str(repo_root / "operator")}
+    process = subprocess.Popen(
+        [str(command), "gateway", "--config", str(config), "--mock",
+         "--issue-token", "demo-trial"], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stdout is not None
+        lines = [process.stdout.readline() for _ in range(3)]
+        url = re.search(r"listening on (http://\S+)", lines[0])
+        token = re.search(r"token demo-trial: (\S+)", lines[2])
+        assert url and token, lines
+        status, body = call(url.group(1) + "/v1/chat/completions", method="POST", token=token.group(1),
+                            body={**CHAT, "model": "gpt-5.5"})
+        assert status == 200 and body["model"] == "gpt-5.5-mock"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0

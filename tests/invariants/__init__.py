@@ -1,0 +1,1 @@
+"""Tests of anchorage.invariants: exact numbers, the invariants file, gates, replay checks."""

@@ -1,0 +1,1 @@
+"""Tests of anchorage.lean: generation, golden Lean text, checking, audit, discrimination."""

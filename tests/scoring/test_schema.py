@@ -1,0 +1,53 @@
+"""The checked-in JSON Schema of score_config.json accepts every reference and repo configuration and
+catches the mistakes the scorer's model would let through silently (typos in extension names)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from anchorage.scoring import parse_score_config
+from anchorage.tasks.loading import REPO_TASKS
+from anchorage.tasks.validation import SCHEMA_PATH, score_config_schema
+
+REPO_CONFIGS = sorted(REPO_TASKS.glob("*/tests/score_config.json")) if REPO_TASKS.is_dir() else []
+
+
+def validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(score_config_schema())
+
+
+def test_schema_is_a_valid_draft_2020_12_schema() -> None:
+    jsonschema.Draft202012Validator.check_schema(json.loads(SCHEMA_PATH.read_text()))
+
+
+def test_reference_configs_match_schema_and_model(reference_dir: Path) -> None:
+    paths = sorted((reference_dir / "tasks").glob("*/tests/score_config.json"))
+    assert len(paths) == 18
+    for path in paths:
+        raw = json.loads(path.read_text())
+        assert list(validator().iter_errors(raw)) == [], path
+        parse_score_config(raw, str(path))
+
+
+@pytest.mark.parametrize("path", REPO_CONFIGS or [None], ids=lambda p: p.parent.parent.name if p else "none")
+def test_repo_configs_match_schema(path: Path | None) -> None:
+    if path is None:
+        pytest.skip(f"no tasks/*/tests/score_config.json under {REPO_TASKS} yet")
+    errors = [e.message for e in validator().iter_errors(json.loads(path.read_text()))]
+    assert errors == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [({"exclude-reason": "x"}, "exclude-reason"), ({"domain": "percent"}, "percent"),
+     ({"degeneracy_band": {"relative": 0.1}}, "relative"), ({"range": [0]}, "short"),
+     ({"weight": -1}, "minimum"), ({"normalization_mode": "baseline_to_outstanding_target_minmax"}, "baseline_value")],
+)
+def test_schema_catches_mistakes(extra: dict[str, object], fragment: str) -> None:
+    config = {"metrics": [{"path": "a.b", "oracle_value": 1.0, **extra}]}
+    messages = " ".join(e.message for e in validator().iter_errors(config))
+    assert fragment in messages

@@ -1,0 +1,70 @@
+"""``anchorage score``: JSON record, table, reward.json, and clear errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from anchorage.cli import app
+from anchorage.errors import InputError
+
+from .conftest import TaskFactory
+
+METRICS = [{"path": "a.b", "oracle_value": 2.0, "direction": "higher_is_better"}]
+
+
+@pytest.fixture
+def task(make_task: TaskFactory) -> Path:
+    return make_task(METRICS, {"a": {"b": 2.0}}, baseline_endpoint={"panel_score": 0.2})
+
+
+def test_json_record(task: Path, write_json: Callable[..., Path]) -> None:
+    result = CliRunner().invoke(app, ["score", "--task", str(task), str(write_json({"a": {"b": 1.76}})), "--json"])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record["raw"] == pytest.approx(1 / (1 + 0.24 / 0.24))
+    assert record["baseline_source"] == "config:baseline_endpoint.panel_score"
+    assert record["metrics"][0]["path"] == "a.b" and record["metrics"][0]["status"] == "scored"
+
+
+def test_reward_file_is_a_flat_map_of_numbers(task: Path, write_json: Callable[..., Path], tmp_path: Path) -> None:
+    reward = tmp_path / "logs" / "verifier" / "reward.json"
+    result = CliRunner().invoke(app, ["score", "--task", str(task), str(write_json({"a": {"b": 2.0}})),
+                                      "--reward-file", str(reward)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(reward.read_text())
+    assert {"reward", "raw", "o_eval", "bo_eval", "oracle_raw", "baseline_raw"} <= set(data)
+    assert all(isinstance(v, float) for v in data.values())
+    assert (data["raw"], data["o_eval"], data["reward"], data["bo_eval"]) == (1.0, 1.0, 1.0, 1.0)
+
+
+def test_table_output_names_the_numbers(task: Path, write_json: Callable[..., Path]) -> None:
+    result = CliRunner().invoke(app, ["score", "--task", str(task), str(write_json({"a": {"b": "x"}}))])
+    assert result.exit_code == 0, result.output
+    assert "O-Eval" in result.stdout and "non_numeric" in result.stdout and "a.b" in result.stdout
+
+
+def test_ungradable_artifact_is_a_record_not_an_error(task: Path, write_json: Callable[..., Path]) -> None:
+    result = CliRunner().invoke(app, ["score", "--task", str(task), str(write_json("[1, 2]")), "--json"])
+    assert result.exit_code == 0
+    record = json.loads(result.stdout)
+    assert record["gradable"] is False and record["bo_eval"] == -1.0 and "array" in record["error"]
+
+
+def test_bad_task_is_an_input_error(tmp_path: Path, write_json: Callable[..., Path]) -> None:
+    result = CliRunner().invoke(app, ["score", "--task", str(tmp_path / "nope"), str(write_json({}))])
+    assert isinstance(result.exception, InputError) and "no task named" in str(result.exception)
+
+
+def test_cli_exit_code_and_message_for_a_missing_config(task: Path, write_json: Callable[..., Path]) -> None:
+    (task / "tests" / "score_config.json").unlink()
+    proc = subprocess.run([sys.executable, "-c", "from anchorage.cli import main; main()", "score", "--task",
+                           str(task), str(write_json({}))], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "score_config.json is missing" in proc.stderr and "fix:" in proc.stderr
