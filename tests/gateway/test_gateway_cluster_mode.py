@@ -99,4 +99,7 @@ def test_standalone_command_with_mock_upstream(tmp_path: Path, repo_root: Path) 
         assert status == 200 and body["model"] == "gpt-5.5-mock"
     finally:
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=15) == 0
+        code = process.wait(timeout=15)
+        assert process.stdout is not None
+        process.stdout.close()
+    assert code == 0

@@ -335,7 +335,7 @@ def best_single(world: World, batch: Batch, drone: str, missile: str,
         return np.where(bad > 1e-9, 1.0 + bad, -dur)
 
     bounds = [(1.0, arrival - 0.5), (0.0, world.st.cloud_life), (0.02, 0.98), (-8.0, 8.0)]
-    res = differential_evolution(objective, bounds, seed=seed, popsize=12, maxiter=40, tol=1e-6,
+    res = differential_evolution(objective, bounds, seed=seed, popsize=8, maxiter=30, tol=1e-6,
                                  polish=False, vectorized=True, updating="deferred")
     if res.fun >= 0:
         return None
@@ -407,7 +407,7 @@ def best_plan(world: World, batch: Batch, drone: str, missile: str, count: int, 
         x0 = None
     bounds += [(0.0, arrival - 1.0), (0.0, st.cloud_life)]
     bounds += [(st.drop_gap * 0.5, 20.0), (0.0, st.cloud_life)] * (count - 1)
-    res = differential_evolution(objective, bounds, seed=seed, popsize=8, maxiter=50, tol=1e-7,
+    res = differential_evolution(objective, bounds, seed=seed, popsize=6, maxiter=35, tol=1e-7,
                                  polish=False, vectorized=True, updating="deferred", x0=x0)
     heading, speed, drops, fuses, bad = decode(res.x[:, None])
     if bad[0] > 1e-9:
@@ -546,8 +546,8 @@ def question5(world: World, batch: Batch, table: dict[tuple[str, str], Found]) -
     for combo in itertools.product(MISSILES, repeat=len(drones)):
         if set(combo) != set(MISSILES) or any((d, m) not in table for d, m in zip(drones, combo)):
             continue
-        value = sum(union_length([iv for d, mm in zip(drones, combo) if mm == m
-                                  for iv in singles[(d, m)]]) for m in MISSILES)
+        value = sum(math.log1p(union_length([iv for d, mm in zip(drones, combo) if mm == m
+                                             for iv in singles[(d, m)]])) for m in MISSILES)
         if best is None or value > best[0]:
             best = (value, combo)
     if best is None:
