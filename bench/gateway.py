@@ -116,7 +116,8 @@ class Round:
 
 
 async def one(session: aiohttp.ClientSession, url: str, token: str, index: int) -> tuple[float, float]:
-    body = {"model": "mock-model", "stream": True,
+    # include_usage on both paths: the gateway would add it, and the usage chunk is one more frame
+    body = {"model": "mock-model", "stream": True, "stream_options": {"include_usage": True},
             "messages": [{"role": "user", "content": f"{MARKER} request {index}"}]}
     start = time.perf_counter()
     async with session.post(url + "/v1/chat/completions", json=body,
@@ -207,7 +208,8 @@ def print_table(rows: list[dict[str, float]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 50, 200])
-    parser.add_argument("--requests-per-stream", type=int, default=4, help="requests per concurrent stream")
+    parser.add_argument("--requests-per-stream", type=int, default=4,
+                        help="requests per concurrent stream (at least 40 per round)")
     parser.add_argument("--repeats", type=int, default=2, help="alternating direct/gateway rounds")
     parser.add_argument("--chunks", type=int, default=40, help="SSE content chunks per stream")
     parser.add_argument("--chunk-delay", type=float, default=0.005, help="seconds between chunks (0: CPU-bound)")
@@ -234,7 +236,7 @@ def main() -> None:
         loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
         print(f"event loop: {loop}; mock: {args.chunks} chunks, {args.chunk_delay * 1e3:g} ms apart; cpus: {os.cpu_count()}; "
               f"load average: {os.getloadavg()[0]:.1f}")
-        rows = [measure(direct_url, gateway_url, token, c, c * args.requests_per_stream, args.repeats,
+        rows = [measure(direct_url, gateway_url, token, c, max(c * args.requests_per_stream, 40), args.repeats,
                         children[1].pid) for c in args.concurrency]
         print_table(rows)
         if args.json:

@@ -50,10 +50,10 @@ theorem atLeast_mono {lo lo' x : Nat} (h : lo' ≤ lo) (hx : AtLeast lo x) : AtL
 
 theorem inRange_widen {lo lo' x hi hi' : Nat} (hl : lo' ≤ lo) (hh : hi ≤ hi')
     (hx : InRange lo x hi) : InRange lo' x hi' :=
-  ⟨Nat.le_trans hl hx.1, Nat.le_trans hx.2 hh⟩
+  And.intro (Nat.le_trans hl (And.left hx)) (Nat.le_trans (And.right hx) hh)
 
 theorem inRange_wellFormed {lo x hi : Nat} (hx : InRange lo x hi) : WellFormed lo hi :=
-  Nat.le_trans hx.1 hx.2
+  Nat.le_trans (And.left hx) (And.right hx)
 
 theorem pos_nonNeg {x : Nat} (h : Pos x) : NonNeg x :=
   Nat.le_of_lt h
@@ -66,7 +66,7 @@ theorem int_atLeast_mono {lo lo' x : Int} (h : lo' ≤ lo) (hx : AtLeast lo x) :
 
 theorem int_inRange_widen {lo lo' x hi hi' : Int} (hl : lo' ≤ lo) (hh : hi ≤ hi')
     (hx : InRange lo x hi) : InRange lo' x hi' :=
-  ⟨Int.le_trans hl hx.1, Int.le_trans hx.2 hh⟩
+  And.intro (Int.le_trans hl (And.left hx)) (Int.le_trans (And.right hx) hh)
 
 /-! ## Smoke checks: `decide` evaluates the definitions on scaled literals -/
 

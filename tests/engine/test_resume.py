@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from anchorage.runtime.local import cgroups
 from engine.conftest import campaign_yaml
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
@@ -59,3 +60,4 @@ def test_kill_minus_nine_then_resume_equals_an_uninterrupted_run(mechanism: str,
     uninterrupted = json.loads((clean / "resume" / "leaderboard.json").read_text())
     assert resumed == uninterrupted
     assert {row["entry"]: row["seeds"] for row in resumed["rows"]} == {"steady": 30, "slow": 30}
+    cgroups.sweep_stale(min_age_sec=0)  # the groups of the trials in flight at the kill (empty by now)

@@ -78,6 +78,8 @@ def test_oracle_and_replays_are_labelled(mechanism: sandbox.Mechanism, write_man
     smoke = by[("oracle", "smoke-inventory")]
     assert smoke["phase"] == "Succeeded" and smoke["score"]["o_eval"] == pytest.approx(1.0)
     assert smoke["sandbox"]["mechanism"] == mechanism
+    reward = json.loads((tmp_path / "runs" / "labels" / smoke["name"] / "verifier" / "reward.json").read_text())
+    assert reward["reward"] == pytest.approx(1.0)
     imported = by[("oracle", "cumcm-2023-a-heliostat-field")]
     assert imported["agent"]["label"] == IMPORTED_ANCHOR_LABEL and imported["replay"]["label"] == IMPORTED_ANCHOR_LABEL
     assert by[("replay", "smoke-inventory")]["agent"]["label"] == "replay"
@@ -116,3 +118,30 @@ def test_mock_agent_reaches_the_real_gateway_and_is_metered(  # type: ignore[no-
     assert record["agent"]["label"].startswith("mock")
     assert record["usage"]["requests"] == 1 and record["usage"]["input_tokens"] > 0
     assert record["score"]["gradable"] is True
+
+
+def test_infrastructure_failures_are_retried_only_as_configured(  # type: ignore[no-untyped-def]
+    mechanism: sandbox.Mechanism, write_manifest, tmp_path: Path
+) -> None:
+    entries = """\
+    - name: nogw
+      agent: {kind: mock}
+    - name: crash
+      agent: {kind: command, command: ["/bin/false"]}"""
+    records = _run(write_manifest(campaign_yaml("retry", entries, extra="  retries: {infrastructure: 2}\n")),
+                   tmp_path / "runs", mechanism)
+    assert records["nogw"]["attempt"] == 3 and len(records["nogw"]["previous_attempts"]) == 2
+    assert records["crash"]["attempt"] == 1 and "previous_attempts" not in records["crash"]  # a model's own failure
+
+
+def test_near_miss_artifact_is_recovered_and_recorded(  # type: ignore[no-untyped-def]
+    mechanism: sandbox.Mechanism, write_manifest, tmp_path: Path
+) -> None:
+    source = Path.cwd() / "tasks" / "smoke-inventory" / "tests" / "expected_result.json"
+    agent = {"kind": "command", "env": {"ARTIFACT": source.read_text()},
+             "command": ["/bin/sh", "-c", 'printf %s "$ARTIFACT" > /root/results/smoke-inventory-result.json']}
+    text = campaign_yaml("recover", "    - name: hyphen\n      agent: " + json.dumps(agent))
+    record = _run(write_manifest(text), tmp_path / "runs", mechanism)["hyphen"]
+    assert record["phase"] == "Succeeded", record
+    assert record["artifact"]["recovered_from"] and "smoke-inventory-result.json" in record["artifact"]["recovered_from"]
+    assert record["score"]["o_eval"] > 0.99

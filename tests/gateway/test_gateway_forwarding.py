@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -242,3 +243,34 @@ async def test_metrics_route_counts_requests(gateway_factory: Any, upstream_fact
         text = await response.text()
     assert 'anchorage_gateway_requests_total{code="200",endpoint="chat",model="mock-model"}' in text
     assert "trial-a" not in text
+
+
+async def test_no_prompt_or_key_in_logs_by_default(gateway_factory: Any, upstream_factory: Any,
+                                                   provider_key: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="anchorage")
+    upstream = upstream_factory()
+    gateway = gateway_factory(upstream)
+    upstream.mock.fail(429, times=1, retry_after=0.01)
+    token = gateway.issue_token("trial-a")
+    assert (await post(gateway.url, token, chat("SECRET-PROMPT-7f3a", stream=True)))[0] == 200
+    assert (await post(gateway.url, token, chat("SECRET-PROMPT-7f3a")))[0] == 200
+    assert "trial-a" in caplog.text  # the gateway did log (the retry, each request at DEBUG)
+    for secret in ("SECRET-PROMPT-7f3a", provider_key, token):
+        assert secret not in caplog.text
+
+
+async def test_upstream_dropping_mid_stream_is_recorded_as_an_error(gateway_factory: Any,
+                                                                    upstream_factory: Any) -> None:
+    upstream = upstream_factory()
+    gateway = gateway_factory(upstream)
+    upstream.mock.cut_streams(1)
+    token = gateway.issue_token("trial-a")
+    async with aiohttp.ClientSession() as session, session.post(
+        gateway.url + CHAT, json=chat("story", stream=True), headers={"Authorization": f"Bearer {token}"}
+    ) as response:
+        assert response.status == 200
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await asyncio.wait_for(response.content.read(), timeout=10)
+    usage = gateway.usage("trial-a")
+    assert (usage.requests, usage.errors, usage.input_tokens) == (1, 1, 0)
+    assert (await post(gateway.url, token, chat("again", stream=True)))[0] == 200  # the next one is fine

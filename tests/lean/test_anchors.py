@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from anchorage.invariants.compiler import obligations
+from anchorage.invariants.expr import Cmp, Mul
 from anchorage.invariants.spec import load_invariants
 from anchorage.lean.obligations import summarize
 from invariants.anchors import SLUGS, TASKS, anchor, anchor_path
@@ -54,3 +55,17 @@ def test_summarize_hook_counts(tmp_path: Path) -> None:
     empty = summarize(TASKS / slug, {})
     assert empty["missing"] == empty["total"] > 0 and empty["proved_by_python"] == 0
     assert summarize(tmp_path, {})["total"] == 0
+
+
+def test_dragon_identity_on_the_anchor_is_scaled_like_its_product() -> None:
+    slug = "cumcm-2024-a-dragon-dance"
+    if not anchor_path(slug).is_file():
+        pytest.skip("dragon anchor missing")
+    spec = load_invariants(TASKS / slug)
+    assert spec is not None
+    (ob,) = [o for o in obligations(spec, anchor(slug)) if o.name == "q5_head_ratio_identity"]
+    assert ob.scale == 12 and ob.lean_type == "Nat" and ob.holds()
+    assert ob.prop is not None and not isinstance(ob.prop, Cmp)
+    lo, product, hi = ob.prop.args  # type: ignore[union-attr]
+    assert (lo, hi) == (1_980_000_000_000, 2_020_000_000_000)
+    assert isinstance(product, Mul) and product.factors == (1_246_266, 1_604_793)

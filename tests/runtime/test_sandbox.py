@@ -178,3 +178,44 @@ def test_missing_sandbox_is_refused_with_the_fix(monkeypatch: pytest.MonkeyPatch
         sandbox.detect_mechanism()
     assert "install bubblewrap" in str(caught.value) and "--unsandboxed" in str(caught.value)
     assert sandbox.detect_mechanism(unsandboxed=True) == "none"
+
+
+def test_unsandboxed_mode_runs_with_relocated_paths(folders: dict[str, Path], tmp_path: Path) -> None:
+    gateway = FakeGateway(tmp_path / "gw.sock", "hello")
+    code = """
+import os, pathlib, urllib.request
+pathlib.Path(os.environ["ANCHORAGE_RESULTS_DIR"], "out.json").write_text("{}")
+req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=b"{}")
+print(urllib.request.urlopen(req, timeout=10).read().decode())
+"""
+    spec = _spec(folders, code)
+    spec = SandboxSpec(**{**spec.__dict__, "gateway_socket": gateway.path})
+    try:
+        result = sandbox.run(spec, mechanism="none")
+    finally:
+        gateway.stop()
+    assert result.exit_code == 0, _out(folders)
+    assert (folders["results"] / "out.json").exists() and "hello" in _out(folders)
+
+
+def test_cpu_quota_throttles_a_busy_agent(mech: sandbox.Mechanism, folders: dict[str, Path]) -> None:
+    code = """
+import multiprocessing, os, time
+def spin():
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        pass
+procs = [multiprocessing.Process(target=spin) for _ in range(2)]
+[p.start() for p in procs]
+[p.join() for p in procs]
+t = os.times()
+print("cpu", t.children_user + t.children_system)
+"""
+    result = sandbox.run(_spec(folders, code, cpus=0.25), mechanism=mech)
+    out = _out(folders)
+    assert result.exit_code == 0, out
+    assert "cpus" in result.enforced
+    if "cgroup" not in result.enforced["cpus"]:
+        pytest.skip(f"no cgroup cpu controller here: the fallback is {result.enforced['cpus']}")
+    cpu = float(out.split("cpu")[1].split()[0])
+    assert cpu < 0.6, out  # 2 spinners × 1.5 s would use ~3 s of CPU unthrottled; 0.25 CPU allows ~0.4 s

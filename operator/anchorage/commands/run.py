@@ -57,17 +57,38 @@ def run(
     gateway = _gateway_if_needed([d.resource for d in runnable], gateway_config)
     try:
         for document in runnable:
-            _run_document(document.resource, runs_dir, mechanism, gateway, file.parent, not no_plots)
+            _run_document(document.resource, runs_dir, mechanism, gateway, file.parent, not no_plots,
+                          metrics_port is not None)
     finally:
         if gateway is not None:
             gateway.stop()
 
 
 def _serve_metrics(port: int) -> None:
-    from prometheus_client import start_http_server
+    from anchorage import metrics
 
-    start_http_server(port)
-    typer.echo(f"metrics on http://127.0.0.1:{port}/metrics", err=True)
+    server = metrics.serve(port)
+    typer.echo(f"metrics on http://127.0.0.1:{server.port}/metrics", err=True)
+
+
+def _publish(campaign: str, kind: str, item: Any, record: dict[str, Any] | None,
+             counts: dict[tuple[str, str], int]) -> None:
+    """Feed one engine event to the Prometheus collectors (bounded labels: no trial names)."""
+    from anchorage import metrics
+
+    def bump(phase: str, by: int) -> None:
+        counts[(item.entry, phase)] = counts.get((item.entry, phase), 0) + by
+
+    if kind == "started":
+        bump("Running", 1)
+    elif record is not None:
+        if kind == "finished":
+            bump("Running", -1)
+            duration = (record.get("durations") or {}).get("total_sec")
+            metrics.trial_finished(campaign, item.entry, item.task, str(record.get("phase")),
+                                   str(record.get("reason")), duration)
+        bump(str(record.get("phase")), 1)
+    metrics.set_trial_counts(campaign, counts)
 
 
 def _needs_model(resource: Any) -> bool:
@@ -86,7 +107,9 @@ def _gateway_if_needed(resources: list[Any], config: Path | None) -> Any:
     return start_local_gateway(config)
 
 
-def _run_document(resource: Any, runs_dir: Path, mechanism: Any, gateway: Any, base_dir: Path, plots: bool) -> None:
+def _run_document(
+    resource: Any, runs_dir: Path, mechanism: Any, gateway: Any, base_dir: Path, plots: bool, publish: bool
+) -> None:
     from anchorage.manifests import Trial
     from anchorage.runtime.local.trials import LocalRuntime
 
@@ -95,7 +118,7 @@ def _run_document(resource: Any, runs_dir: Path, mechanism: Any, gateway: Any, b
     if isinstance(resource, Trial):
         _run_trial(resource, runs_dir, runtime)
     else:
-        _run_campaign(resource, runs_dir, runtime, plots)
+        _run_campaign(resource, runs_dir, runtime, plots, publish)
 
 
 def _run_trial(trial: Any, runs_dir: Path, runtime: Any) -> None:
@@ -110,15 +133,29 @@ def _run_trial(trial: Any, runs_dir: Path, runtime: Any) -> None:
     typer.echo(f"  folder: {runs_dir / trial.metadata.name}")
 
 
-def _run_campaign(campaign: Any, runs_dir: Path, runtime: Any, plots: bool) -> None:
+def _run_campaign(campaign: Any, runs_dir: Path, runtime: Any, plots: bool, publish: bool) -> None:
     from anchorage.campaigns.planning import plan
     from anchorage.report.progress import Progress
     from anchorage.report.writing import write_outputs
     from anchorage.runtime.local.engine import resolve_tasks, run_campaign
 
-    total = len(plan(campaign.metadata.name, campaign.spec, [t.slug for t in resolve_tasks(campaign.spec)]))
-    with Progress(total, title=campaign.metadata.name) as progress:
-        outcome = run_campaign(campaign, runs_dir, runtime, on_event=progress.event)
+    name = campaign.metadata.name
+    total = len(plan(name, campaign.spec, [t.slug for t in resolve_tasks(campaign.spec)]))
+    counts: dict[tuple[str, str], int] = {}
+    with Progress(total, title=name) as progress:
+
+        def on_event(kind: str, item: Any, record: dict[str, Any] | None) -> None:
+            progress.event(kind, item, record)
+            if publish:
+                _publish(name, kind, item, record, counts)
+
+        outcome = run_campaign(campaign, runs_dir, runtime, on_event=on_event)
+    if publish:
+        from anchorage import metrics
+
+        for task, cells in outcome.board.per_task.items():
+            for entry, cell in cells.items():
+                metrics.set_scores(name, entry, task, o_eval=cell.o_eval, bo_eval=cell.bo_eval)
     outputs = write_outputs(outcome.directory, campaign.metadata.name, outcome.board, outcome.records, with_plots=plots)
     _print_board(outcome, outputs)
 

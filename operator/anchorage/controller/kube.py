@@ -130,13 +130,12 @@ def ensure_policies_once(namespace: str, cfg: Any) -> None:
 
 
 def get_job(namespace: str, name: str) -> dict[str, Any] | None:
-    """A Job as a dict, or None when it does not exist."""
+    """A Job as a plain dict (camelCase keys, as the API sends it), or None when it does not exist."""
     try:
-        response = call(lambda: batch().api_client.call_api(
-            f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}", "GET", response_type="object",
-            auth_settings=["BearerToken"], _return_http_data_only=True), what=f"get job/{name}")
+        job = call(lambda: batch().read_namespaced_job(name, namespace), what=f"get job/{name}")
     except ApiException as exc:
         if exc.status == 404:
             return None
         raise
-    return dict(response)
+    result: dict[str, Any] = client().sanitize_for_serialization(job)
+    return result

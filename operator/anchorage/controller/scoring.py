@@ -72,10 +72,10 @@ def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) ->
     job = kubejobs.verifier_job(dict(body), task=task, artifacts=items, out=out, config=config(),
                                 baseline=spec.baseline, gates=spec.verification.gates)
     kube.create_job(job)
-    patch["status"] = {"phase": "Running", "jobName": job["metadata"]["name"],
+    kube.patch_status("scoringruns", meta["namespace"], meta["name"], {"phase": "Running", "jobName": job["metadata"]["name"],
                        "recordUri": f"{config().store_uri.rstrip('/')}/{out}",
                        "observedGeneration": meta.get("generation"),
-                       "conditions": [condition("Ready", "False", "Scoring", "the verifier is running")]}
+                       "conditions": [condition("Ready", "False", "Scoring", "the verifier is running")]})
 
 
 def _summaries(run: dict[str, Any], items: list[dict[str, Any]], out: str) -> list[dict[str, Any]]:

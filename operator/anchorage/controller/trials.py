@@ -70,9 +70,12 @@ def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) ->
     """Start the trial's Job (idempotent: the Job's name is deterministic)."""
     if status.get("phase") in TERMINAL or (status.get("phase") == "Running" and status.get("jobName")):
         return
+    meta = body["metadata"]
     try:
         spec = TrialSpec.model_validate(body["spec"])
-        patch["status"] = _launch(body, spec, int(status.get("attempt") or 0))
+        # Written by us (with retries), not through kopf's patch: a failed write is retried here, and
+        # the MODIFIED event it causes brings kopf back to this idempotent handler if kopf's own failed.
+        kube.patch_status("trials", meta["namespace"], meta["name"], _launch(body, spec, int(status.get("attempt") or 0)))
     except (ValidationError, AnchorageError) as exc:
         patch["status"] = {"phase": "InfrastructureFailed", "reason": "sandbox_error", "message": str(exc),
                            "conditions": [condition("Ready", "False", "InvalidInput", str(exc)[:1000])]}

@@ -26,6 +26,7 @@ Usage is deterministic too: tokens = ⌈UTF-8 bytes / 4⌉ of the prompt and of 
 one). With ``reasoning_billed_separately`` the completion counter excludes reasoning (the SPEC §3
 provider quirk the cost adjustment exists for); otherwise it includes it, as OpenAI does.
 
+:meth:`MockUpstream.cut_streams` drops the connection of the next streams after their first chunk.
 A prompt containing ``[[hold:NAME]]`` makes a stream pause after its first chunk until
 :meth:`MockUpstream.release` is called with NAME (tests of unbuffered pass-through).
 """
@@ -272,6 +273,7 @@ class MockUpstream:
         self._lock = threading.Lock()
         self._failures: deque[Failure] = deque()
         self._holds: dict[str, threading.Event] = {}
+        self._cuts = 0
         self.seen: deque[Seen] = deque(maxlen=1000)
 
     # scripting API (thread-safe; call from tests)
@@ -281,6 +283,18 @@ class MockUpstream:
         """Answer the next ``times`` requests with ``status`` (and the given cooldown hints)."""
         with self._lock:
             self._failures.extend([Failure(status, retry_after, reset_seconds)] * times)
+
+    def cut_streams(self, times: int = 1) -> None:
+        """Abort the connection of the next ``times`` streamed answers after their first chunk."""
+        with self._lock:
+            self._cuts += times
+
+    def _take_cut(self) -> bool:
+        with self._lock:
+            if self._cuts:
+                self._cuts -= 1
+                return True
+            return False
 
     def pending_failures(self) -> int:
         with self._lock:
@@ -451,9 +465,12 @@ class MockUpstream:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                                MOCK_HEADER: "1"})
         await response.prepare(request)
-        hold = self._hold_name(body)
+        hold, cut = self._hold_name(body), self._take_cut()
         for index, frame in enumerate(frames):
             await response.write(frame.encode("utf-8"))
+            if cut and request.transport is not None:
+                request.transport.abort()  # the provider drops the connection mid-stream
+                return response
             if index == 0 and hold is not None:
                 await self._wait_for(hold)
             elif self.config.chunk_delay_seconds:

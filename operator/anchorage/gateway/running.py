@@ -9,6 +9,7 @@ the benchmark and ``anchorage gateway`` (which waits in the foreground for a sig
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import secrets
 import threading
@@ -31,10 +32,11 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     if os.environ.get("ANCHORAGE_EVENT_LOOP") == "asyncio":
         return asyncio.new_event_loop()
     try:
-        import uvloop
+        uvloop = importlib.import_module("uvloop")  # optional: not a declared dependency
     except ImportError:
         return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
 
 
 class BackgroundServer:

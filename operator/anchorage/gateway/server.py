@@ -312,6 +312,8 @@ class GatewayApp:
         except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             error = True
             log.warning("trial %s: stream ended early (%s)", call.account.trial_id, type(exc).__name__)
+            if request.transport is not None:
+                request.transport.abort()  # the client must see a broken stream, not a short complete one
         except ConnectionResetError:
             error = True
             log.info("trial %s: client went away mid-stream", call.account.trial_id)

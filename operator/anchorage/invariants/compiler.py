@@ -193,9 +193,9 @@ def _show(raw: Any) -> str:
 
 
 class _Pattern:
-    """A compiled path pattern with at most one ``[*]``: direct lookups, path text built cheaply."""
+    """A compiled path pattern with at most one ``[*]``: direct lookups, path text built once per key."""
 
-    __slots__ = ("head", "head_text", "segments", "tail", "tail_text", "text", "wild")
+    __slots__ = ("_texts", "head", "head_text", "segments", "tail", "tail_text", "text", "wild")
 
     def __init__(self, segments: tuple[Segment, ...]) -> None:
         self.segments = segments
@@ -205,11 +205,19 @@ class _Pattern:
         self.head, self.tail = segments[:cut], segments[cut + 1:]
         self.head_text = format_path(self.head) if self.head else ""
         self.tail_text = "".join(f"[{seg}]" if isinstance(seg, int) else f".{seg}" for seg in self.tail)
+        self._texts: dict[Segment, str] = {}
 
     def element_path(self, key: Segment) -> str:
-        if isinstance(key, int):
-            return f"{self.head_text}[{key}]{self.tail_text}"
-        return f"{self.head_text}.{key}{self.tail_text}" if self.head_text else f"{key}{self.tail_text}"
+        """The concrete path of one element (memoised: tasks' artifacts share their shape)."""
+        text = self._texts.get(key)
+        if text is None:
+            if isinstance(key, int):
+                text = f"{self.head_text}[{key}]{self.tail_text}"
+            else:
+                text = f"{self.head_text}.{key}{self.tail_text}" if self.head_text else f"{key}{self.tail_text}"
+            if len(self._texts) < 10_000:
+                self._texts[key] = text
+        return text
 
 
 def _get(node: Any, segments: tuple[Segment, ...]) -> Any:
@@ -237,6 +245,22 @@ def _element(container: Any, key: Segment) -> Any:
     return MISSING
 
 
+class _Names:
+    """Theorem names ``<name>_<i>_<form>`` by index, built once."""
+
+    __slots__ = ("_names", "form", "name")
+
+    def __init__(self, inv: Invariant) -> None:
+        self.name, self.form = inv.name, inv.form
+        self._names: list[str] = []
+
+    def __getitem__(self, index: int) -> str:
+        names = self._names
+        while len(names) <= index:
+            names.append(f"{self.name}_{len(names)}_{self.form}")
+        return names[index]
+
+
 def compile_invariant(inv: Invariant) -> Generator:
     """The obligation generator of one invariant."""
     segments = [parse_path(p) for p in inv.read_paths()]
@@ -244,29 +268,34 @@ def compile_invariant(inv: Invariant) -> Generator:
     patterns = [_Pattern(s) for s in segments]
     simple = all(s.count(WILDCARD) <= 1 for s in segments) and (patterns[0].wild or not any(p.wild for p in patterns))
     length = inv.measure == "length"
+    plain_name = f"{inv.name}_{inv.form}"
+    names = _Names(inv)
+    texts = tuple(p.text for p in patterns)
+    first, rest = patterns[0], patterns[1:]
 
     def generate(data: Any) -> list[Obligation]:
         if not simple:
             return _generate_general(inv, segments, build, data)
-        first = patterns[0]
         if not first.wild:
-            paths = tuple(p.text for p in patterns)
-            return [_obligation(inv, inv.name, paths, [_get(data, p.segments) for p in patterns], build, length)]
+            return [_obligation(inv, plain_name, texts, [_get(data, p.segments) for p in patterns], build, length)]
         container = _get(data, first.head)
         if type(container) is list:
-            keys: list[Segment] = list(range(len(container)))
+            keys: Any = range(len(container))
         elif isinstance(container, dict):
             keys = list(container)
         else:
-            paths = tuple(p.text for p in patterns)
-            return [_obligation(inv, inv.name, paths, [MISSING] * len(patterns), build, length)]
+            return [_obligation(inv, plain_name, texts, [MISSING] * len(patterns), build, length)]
         if not keys:
-            return [_skipped(inv, inv.name, tuple(p.text for p in patterns), "empty scenario: the list or map has no elements")]
-        others = [(p, _get(data, p.head) if p.wild else _get(data, p.segments)) for p in patterns[1:]]
+            return [_skipped(inv, plain_name, texts, "empty scenario: the list or map has no elements")]
+        tail, element_path = first.tail, first.element_path
+        if not rest:
+            return [_obligation(inv, names[index], (element_path(key),), [_get(_element(container, key), tail)],
+                                build, length) for index, key in enumerate(keys)]
+        others = [(p, _get(data, p.head) if p.wild else _get(data, p.segments)) for p in rest]
         out: list[Obligation] = []
         for index, key in enumerate(keys):
-            paths_list = [first.element_path(key)]
-            raws = [_get(_element(container, key), first.tail)]
+            paths_list = [element_path(key)]
+            raws = [_get(_element(container, key), tail)]
             for pattern, base in others:
                 if pattern.wild:
                     paths_list.append(pattern.element_path(key))
@@ -274,7 +303,7 @@ def compile_invariant(inv: Invariant) -> Generator:
                 else:
                     paths_list.append(pattern.text)
                     raws.append(base)
-            out.append(_obligation(inv, f"{inv.name}_{index}", tuple(paths_list), raws, build, length))
+            out.append(_obligation(inv, names[index], tuple(paths_list), raws, build, length))
         return out
 
     return generate
@@ -285,27 +314,29 @@ def _generate_general(inv: Invariant, patterns: list[tuple[Segment, ...]],
     """Patterns with several wildcards: full expansion, zipped over the first pattern's wildcards."""
     expansions = _expand(data, patterns)
     if expansions is None:
-        return [_skipped(inv, inv.name, tuple(inv.read_paths()), "empty scenario: the list or map has no elements")]
+        return [_skipped(inv, f"{inv.name}_{inv.form}", tuple(inv.read_paths()),
+                         "empty scenario: the list or map has no elements")]
     out: list[Obligation] = []
     for index, binding in enumerate(expansions):
         expanded = WILDCARD not in binding[0][0]
-        field = f"{inv.name}_{index}" if expanded else inv.name
-        out.append(_obligation(inv, field, tuple(p for p, _ in binding), [raw for _, raw in binding], build,
+        name = f"{inv.name}_{index}_{inv.form}" if expanded else f"{inv.name}_{inv.form}"
+        out.append(_obligation(inv, name, tuple(p for p, _ in binding), [raw for _, raw in binding], build,
                                inv.measure == "length"))
     return out
 
 
-def _obligation(inv: Invariant, field: str, paths: tuple[str, ...], raws: list[Any],
+def _obligation(inv: Invariant, name: str, paths: tuple[str, ...], raws: list[Any],
                 build: Callable[[Invariant, list[Scaled]], Built], length: bool) -> Obligation:
-    numbers = [Scaled(len(raw), 0) if length and isinstance(raw, list | dict) else None if length else to_scaled(raw)
-               for raw in raws]
+    if length:
+        numbers = [Scaled(len(raw), 0) if isinstance(raw, list | dict) else None for raw in raws]
+    else:
+        numbers = [to_scaled(raw) for raw in raws]
     if None in numbers:
         problems = [f"{path} {_why(inv, raw)}" for path, raw, n in zip(paths, raws, numbers, strict=True) if n is None]
-        return _skipped(inv, field, paths, "; ".join(problems))
+        return _skipped(inv, name, paths, "; ".join(problems))
     exact: list[Scaled] = numbers  # type: ignore[assignment]
     prop, scale, claim = build(inv, exact)
-    return Obligation(f"{field}_{inv.form}", inv.name, inv.form, paths, prop, scale, inv.severity, "", inv.source,
-                      tuple(exact), claim)
+    return Obligation(name, inv.name, inv.form, paths, prop, scale, inv.severity, "", inv.source, tuple(exact), claim)
 
 
 def _why(inv: Invariant, raw: Any) -> str:
@@ -316,11 +347,8 @@ def _why(inv: Invariant, raw: Any) -> str:
     return f"is not a finite number (got {_show(raw)})"
 
 
-def _skipped(inv: Invariant, field: str, paths: tuple[str, ...], reason: str) -> Obligation:
-    return Obligation(
-        name=f"{field}_{inv.form}", invariant=inv.name, form=inv.form, paths=paths, prop=None,
-        severity=inv.severity, reason=reason, source=inv.source,
-    )
+def _skipped(inv: Invariant, name: str, paths: tuple[str, ...], reason: str) -> Obligation:
+    return Obligation(name, inv.name, inv.form, paths, None, 0, inv.severity, reason, inv.source)
 
 
 _COMPILED: dict[int, tuple[InvariantsFile, list[Generator]]] = {}

@@ -88,6 +88,7 @@ def scaled_from_decimal(value: Decimal) -> Scaled | None:
 
 # powers of five -> exponent: a Decimal's reduced denominator 2^a 5^b gives the scale max(a, b)
 _LOG5 = {5**b: b for b in range(80)}
+_POW10 = [10**k for k in range(80)]
 
 
 def _scaled_from_ratio(value: Decimal) -> Scaled | None:
@@ -102,7 +103,7 @@ def _scaled_from_ratio(value: Decimal) -> Scaled | None:
     if fives is None:
         return scaled_from_decimal(value)
     k = twos if twos > fives else fives
-    return Scaled(n * (10**k // d), k)
+    return Scaled(n * (_POW10[k] // d), k)
 
 
 def to_scaled(value: Any) -> Scaled | None:

@@ -45,6 +45,11 @@ def _doc(ob: Obligation) -> str:
     text = f"{ob.form} · {paths}: {ob.claim} (decimals scaled by 10^{ob.scale})"
     if ob.source:
         text += f". Source: {ob.source}"
+    return comment_safe(text)
+
+
+def comment_safe(text: str) -> str:
+    """Text that cannot open or close a Lean block comment (Lean's block comments nest)."""
     return text.replace("-/", "- /").replace("/-", "/ -")
 
 
@@ -58,7 +63,7 @@ class RenderedTheorem:
 
 def render_module(namespace: str, obligations: list[Obligation], header: str) -> tuple[str, list[RenderedTheorem]]:
     """The text of one Lean module and where each theorem sits in it."""
-    lines = ["import Feasibility", "", "/-!", *header.replace("-/", "- /").splitlines(), "-/", "", f"namespace {namespace}", ""]
+    lines = ["import Feasibility", "", "/-!", *comment_safe(header).splitlines(), "-/", "", f"namespace {namespace}", ""]
     placed: list[RenderedTheorem] = []
     for ob in obligations:
         if ob.prop is None:
@@ -74,7 +79,6 @@ def render_module(namespace: str, obligations: list[Obligation], header: str) ->
     if skipped:
         lines += ["/-! ## Skipped obligations: missing evidence, NOT proved", ""]
         for ob in skipped:
-            reason = ob.reason.replace("-/", "- /")
-            lines.append(f"* `{namespace}.{ob.name}` ({', '.join(ob.paths)}): {reason}")
+            lines.append(comment_safe(f"* `{namespace}.{ob.name}` ({', '.join(ob.paths)}): {ob.reason}"))
         lines += ["-/", ""]
     return "\n".join(lines), placed

@@ -36,7 +36,7 @@ def leaderboard_bars(board: Leaderboard, path: Path) -> Path:
     ax.set_xticks(xs, entries, rotation=20, ha="right")
     ax.set_ylim(-1.05, 1.1)
     ax.set_ylabel("score (mean ± std over seeds)")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -63,7 +63,8 @@ def per_task_heatmap(board: Leaderboard, path: Path, metric: str = "o_eval") -> 
     for i in range(grid.shape[0]):
         for j in range(grid.shape[1]):
             if not np.isnan(grid[i, j]):
-                ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7, color="white")
+                shade = "black" if grid[i, j] > (low + 1.0) / 2 else "white"  # readable on viridis' light end
+                ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7, color=shade)
     fig.colorbar(image, ax=ax, label=metric.replace("_", "-"))
     fig.tight_layout()
     fig.savefig(path, dpi=110)

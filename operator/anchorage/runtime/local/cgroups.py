@@ -155,6 +155,27 @@ def _open_v2(name: str, cpus: float | None, memory_mb: int | None, pids_max: int
     return group
 
 
+def sweep_stale(min_age_sec: float = 600.0) -> int:
+    """Remove empty ``anchorage-*`` groups older than ``min_age_sec`` (left by an engine killed with -9).
+
+    Young groups are left alone: another engine may have just created one and not joined it yet.
+    """
+    if os.geteuid() != 0:
+        return 0
+    own = _own_paths()
+    parents = [ROOT / own.get("", "/").lstrip("/")] if (ROOT / "cgroup.controllers").exists() else [
+        ROOT / c / own.get(c, "/").lstrip("/") for c in _V1_CONTROLLERS]
+    removed = 0
+    now = time.time()
+    for parent in parents:
+        for directory in parent.glob("anchorage-*"):
+            with contextlib.suppress(OSError):
+                if now - directory.stat().st_mtime >= min_age_sec:
+                    directory.rmdir()
+                    removed += 1
+    return removed
+
+
 def open_group(trial_id: str, *, cpus: float | None, memory_mb: int | None, pids_max: int | None) -> Group | None:
     """Create the trial's group with the given limits; ``None`` when cgroups cannot be used here."""
     if os.geteuid() != 0:

@@ -26,6 +26,7 @@ from anchorage.campaigns.aggregation import Leaderboard, TrialResult, leaderboar
 from anchorage.campaigns.planning import PlannedTrial, plan
 from anchorage.errors import InputError
 from anchorage.manifests import CampaignSpec, Trial, TrialSpec, VerificationCampaign
+from anchorage.runtime.local import cgroups
 from anchorage.runtime.local.trials import (
     INFRA_REASONS,
     LocalRuntime,
@@ -167,6 +168,7 @@ def run_campaign(
     runtime.campaign_limits = campaign.spec.limits
     notify = on_event or (lambda *_: None)
     with campaign_lock(directory):
+        cgroups.sweep_stale()
         _pin_manifest(directory, campaign, planned)
         records: dict[str, dict[str, Any]] = {}
         todo: list[PlannedTrial] = []

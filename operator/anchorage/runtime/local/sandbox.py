@@ -155,7 +155,7 @@ def sandbox_path() -> str:
     return ":".join([str(Path(sys.prefix) / "bin"), str(Path(sys.base_prefix) / "bin"), "/usr/local/bin", "/usr/bin", "/bin"])
 
 
-def sandbox_env(spec: SandboxSpec, mechanism: Mechanism) -> dict[str, str]:
+def sandbox_env(spec: SandboxSpec, mechanism: Mechanism, port: int = GATEWAY_PORT) -> dict[str, str]:
     """The agent's whole environment: nothing is inherited from the engine."""
     inside = mechanism != "none"
     path = sandbox_path()
@@ -171,7 +171,7 @@ def sandbox_env(spec: SandboxSpec, mechanism: Mechanism) -> dict[str, str]:
         "ANCHORAGE_LOGS_DIR": LOGS if inside else str(spec.logs_dir),
     }
     if spec.gateway_socket is not None:
-        env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{GATEWAY_PORT}/v1"
+        env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
     env.update(spec.env)
     return env
 
@@ -309,10 +309,10 @@ def _free_port() -> int:
 
 
 def build_command(
-    spec: SandboxSpec, mechanism: Mechanism, group: cgroups.Group | None, enforced: dict[str, str], scratch: Path
+    spec: SandboxSpec, mechanism: Mechanism, group: cgroups.Group | None, enforced: dict[str, str], scratch: Path,
+    host_port: int | None = None,
 ) -> list[str]:
     """The full host argv: join cgroups → rlimits → sandbox → (launcher →) agent."""
-    host_port = _free_port() if mechanism == "none" and spec.gateway_socket is not None else None
     agent = _agent_argv(spec, mechanism, host_port)
     if mechanism == "bwrap":
         inner = _bwrap_argv(spec) + agent
@@ -337,10 +337,11 @@ def run(spec: SandboxSpec, *, mechanism: Mechanism, trial_id: str | None = None)
     scratch = Path("/tmp") / f"anchorage-root-{ident}"
     if mechanism == "unshare":
         scratch.mkdir(parents=True, exist_ok=True)
-    env = sandbox_env(spec, mechanism)
+    host_port = _free_port() if mechanism == "none" and spec.gateway_socket is not None else None
+    env = sandbox_env(spec, mechanism, host_port or GATEWAY_PORT)
     if mechanism == "unshare":
         env["CHDIR"] = spec.cwd
-    command = build_command(spec, mechanism, group, enforced, scratch)
+    command = build_command(spec, mechanism, group, enforced, scratch, host_port)
     enforced["wall_time"] = f"SIGKILL of the process group after {limits.timeout_sec:g}s"
     started = time.monotonic()
     try:

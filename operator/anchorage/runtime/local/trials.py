@@ -300,6 +300,8 @@ def _score(job: TrialJob, runtime: LocalRuntime, dirs: dict[str, Path], trial_di
                 f"scoring failed: {type(exc).__name__}: {exc}")
         return
     write_json_atomic(trial_dir / "score.json", score)
+    rewards = {key: score[key] for key in ("o_eval", "bo_eval", "raw") if isinstance(score.get(key), int | float)}
+    write_json_atomic(dirs["verifier"] / "reward.json", {"reward": rewards.get("o_eval", 0.0), **rewards})
     record.setdefault("durations", {})["score_sec"] = round(time.monotonic() - started, 4)
     record["score"] = {key: score.get(key) for key in
                        ("raw", "oracle_raw", "baseline_raw", "baseline_source", "o_eval", "bo_eval", "gradable",

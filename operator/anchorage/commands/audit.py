@@ -1,0 +1,66 @@
+"""``anchorage audit lean PROJECT``: the formalization audit of a Lean project (seed 001, SPEC §7).
+
+Registered by :mod:`anchorage.cli`; the work is :func:`anchorage.verify.lean_audit.audit_project`.
+Exit codes: 0 every gate passed or was skipped (the output says why), 1 a gate failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+audit_app = typer.Typer(help="Audits of formal artifacts.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(audit_app, name="audit")
+
+
+@audit_app.command("lean")
+def lean(
+    project: Path = typer.Argument(..., help="The Lean project folder (holding lakefile.lean)."),
+    base: str | None = typer.Option(None, "--base", help="Git revision to compare with: the total sorry count may "
+                                    "not rise against it."),
+    allow_axiom: list[str] = typer.Option([], "--allow-axiom", help="An axiom name accepted (repeatable)."),
+    max_sorry: int | None = typer.Option(None, "--max-sorry", help="Also fail when the total sorry count exceeds N."),
+    require_lean: bool = typer.Option(False, "--require-lean", help="Fail (instead of skipping) the build and axiom "
+                                      "gates when lake is not on PATH."),
+    no_lean: bool = typer.Option(False, "--no-lean", help="Do not run Lean even where lake is installed."),
+    as_json: bool = typer.Option(False, "--json", help="Print the audit record as JSON."),
+) -> None:
+    """Sorry count per declaration and in total, axioms, and the gates: sorry not rising, build, axioms."""
+    from anchorage.verify.lean_audit import audit_project
+
+    record = audit_project(project, base=base, allow_axioms=frozenset(allow_axiom), max_sorry=max_sorry,
+                           require_lean=require_lean, use_lean=not no_lean)
+    if as_json:
+        typer.echo(json.dumps(record, indent=2))
+    else:
+        _print(record)
+    raise typer.Exit(0 if record["ok"] else 1)
+
+
+def _print(record: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    decls = Table(title=f"declarations with findings · {record['sorry_total']} sorry in total")
+    for column in ("declaration", "file:line", "finding"):
+        decls.add_column(column)
+    for f in record["findings"]:
+        what = "axiom declaration" if f["kind"] == "axiom" else f"{f['count']} sorry"
+        if f.get("rise"):
+            what += f" (+{f['rise']} vs base)"
+        decls.add_row(f.get("declaration") or "(top level)", f"{f['file']}:{f.get('line', '')}", what)
+    console.print(decls)
+    gates = Table(title="gates")
+    for column in ("gate", "status", "detail"):
+        gates.add_column(column)
+    for g in record["gates"]:
+        style = {"pass": "green", "fail": "red", "skipped": "yellow"}[g["status"]]
+        gates.add_row(g["name"], f"[{style}]{g['status']}[/{style}]", g["detail"])
+    console.print(gates)

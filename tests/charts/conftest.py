@@ -1,0 +1,91 @@
+"""Fixtures of the chart tests: the chart's path and ``render(values)``, which installs the chart with the
+Helm library (helm-sdkpy) into the recording fake API of ``fakeapi.py`` and returns the rendered objects.
+
+helm-sdkpy has no ``template``: an install without waiting renders exactly what ``helm template`` would,
+and the release it returns carries the manifest and the hooks. Each render gets a fresh fake API;
+renders are cached by their values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).parent))  # fakeapi.py beside this file
+
+from fakeapi import FakeApi  # noqa: E402
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "anchorage"
+NAMESPACE = "anchorage"
+
+
+@dataclass
+class Rendered:
+    """One render: the objects (hooks included, in order), the NOTES and the release's values."""
+
+    objects: list[dict[str, Any]]
+    notes: str
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [o for o in self.objects if o["kind"] == kind]
+
+    def one(self, kind: str, name: str) -> dict[str, Any]:
+        found = [o for o in self.of_kind(kind) if o["metadata"]["name"] == name]
+        assert len(found) == 1, f"expected one {kind}/{name}, found {len(found)}"
+        return found[0]
+
+
+@pytest.fixture(scope="session")
+def chart_dir() -> Path:
+    return CHART
+
+
+@pytest.fixture(scope="session")
+def helm() -> Any:
+    return pytest.importorskip(
+        "helm_sdkpy", reason="helm-sdkpy is not installed (pip install --ignore-requires-python helm-sdkpy)")
+
+
+def install(helm: Any, values: dict[str, Any], release: str = "anchorage") -> dict[str, Any]:
+    """``helm install RELEASE charts/anchorage -f values`` into a fresh fake; raises helm's InstallError."""
+    api = FakeApi()
+    try:
+        config = helm.Configuration(namespace=NAMESPACE, kubeconfig=api.kubeconfig(NAMESPACE))
+        result: dict[str, Any] = asyncio.run(
+            helm.Install(config).run(release, str(CHART), values=values, wait=False, timeout=60))
+    finally:
+        api.stop()
+    return result
+
+
+def parse_release(result: dict[str, Any]) -> Rendered:
+    docs = [d for d in yaml.safe_load_all(result["manifest"]) if d]
+    hooks = result.get("hooks") or []
+    if isinstance(hooks, str):  # helm-sdkpy hands nested lists over as their text in some versions
+        raise AssertionError(f"unexpected hooks encoding: {hooks[:200]}")
+    docs += [yaml.safe_load(h["manifest"]) for h in hooks]
+    info = result.get("info") or {}
+    notes = info.get("notes", "") if isinstance(info, dict) else ""
+    return Rendered(docs, notes)
+
+
+@pytest.fixture(scope="session")
+def render(helm: Any) -> Callable[[dict[str, Any]], Rendered]:
+    """``render(values) -> Rendered``; each distinct values set is installed once (into its own fake)."""
+    cache: dict[str, Rendered] = {}
+
+    def run(values: dict[str, Any]) -> Rendered:
+        key = json.dumps(values, sort_keys=True)
+        if key not in cache:
+            cache[key] = parse_release(install(helm, values))
+        return cache[key]
+
+    return run

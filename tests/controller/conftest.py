@@ -1,0 +1,103 @@
+"""A running cluster fake (with its kubelet) plus the operator as a subprocess, and kubectl helpers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from anchorage.devcluster.serving import Cluster, ClusterThread
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Env:
+    """The fake, its thread, the store folder, and the operator process (restartable)."""
+
+    cluster: Cluster
+    thread: ClusterThread
+    store: Path
+    root: Path
+    env: dict[str, str]
+    operator: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    logs: list[Path] = field(default_factory=list)
+    _files: list[Any] = field(default_factory=list)
+
+    def kubectl(self, *args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(["kubectl", *args], env=self.env, capture_output=True, text=True, timeout=60,
+                                input=stdin)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
+        return result
+
+    def get(self, plural: str, name: str) -> dict[str, Any]:
+        out: dict[str, Any] = json.loads(self.kubectl("get", plural, name, "-o", "json").stdout)
+        return out
+
+    def start_operator(self, *extra: str) -> None:
+        log = self.root / f"operator-{self.starts}.log"
+        self.logs.append(log)
+        self.starts += 1
+        handle = log.open("wb")
+        self._files.append(handle)
+        self.operator = subprocess.Popen(
+            [str(Path(sys.executable).parent / "anchorage"), "operator", "--store", f"file://{self.store}",
+             "--task-source", str(REPO / "tasks"), "--log-format", "plain", "--standalone", *extra],
+            env=self.env, stdout=handle, stderr=subprocess.STDOUT)
+
+    def stop_operator(self, kill: bool = False) -> None:
+        if self.operator is not None:
+            (self.operator.kill if kill else self.operator.terminate)()
+            self.operator.wait(30)
+            self.operator = None
+        for handle in self._files:
+            handle.close()
+        self._files.clear()
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.5)
+        tail = "\n".join(p.read_text()[-3000:] for p in self.logs[-1:])
+        raise AssertionError(f"timed out waiting for {what}; operator log tail:\n{tail}")
+
+    def objects(self, group: str, plural: str) -> list[dict[str, Any]]:
+        res = self.cluster.api.store.resource(group, plural)
+        return self.thread.call(lambda: [dict(o) for o in res.objects.values()])
+
+
+def _requirements() -> None:
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not on PATH (the end-to-end tests drive the fake with it)")
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (bwrap) is not installed: the fake kubelet runs pods with it (apt install bubblewrap)")
+
+
+@pytest.fixture
+def kube_env(tmp_path: Path) -> Iterator[Env]:
+    _requirements()
+    store = tmp_path / "runs"
+    store.mkdir()
+    thread = ClusterThread(tmp_path / "kubeconfig", crds_dir=REPO / "crds", writable=(store,))
+    cluster = thread.__enter__()
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "ANCHORAGE_CAMPAIGN_INTERVAL": "0.5",
+           "ANCHORAGE_WATCH_TIMEOUT": "20", "HOME": str(tmp_path)}
+    state = Env(cluster, thread, store, tmp_path, env)
+    try:
+        yield state
+    finally:
+        state.stop_operator(kill=True)
+        thread.__exit__(None, None, None)

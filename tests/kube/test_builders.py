@@ -1,0 +1,122 @@
+"""Every manifest the operator builds is valid Kubernetes and carries the isolation it promises."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from anchorage.errors import InputError
+from anchorage.manifests import TrialSpec
+from anchorage.runtime import kubejobs
+from anchorage.runtime.kubejobs import OperatorConfig
+
+K8S = "1.30.0"
+TRIAL = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "Trial",
+         "metadata": {"name": "t1", "namespace": "evals", "uid": "0000-1111"}}
+DEFAULTS = {"cpus": 2, "memory_mb": 8192, "storage_mb": 20480, "gpus": 0, "agent_timeout_sec": 14400}
+
+
+def _job(agent: dict[str, Any], config: OperatorConfig | None = None, **limits: Any) -> dict[str, Any]:
+    spec = TrialSpec.model_validate({"task": "smoke-inventory", "agent": agent, "seed": 2, "limits": limits})
+    return kubejobs.trial_job(TRIAL, spec, instruction="Solve it.", task_defaults=DEFAULTS,
+                              config=config or OperatorConfig(), job_name="t1-a0", campaign="c1")
+
+
+AGENTS = [{"kind": "oracle"}, {"kind": "command", "command": ["my-agent", "{instruction}"]},
+          {"kind": "codex", "model": "gpt-5.5", "reasoningEffort": "xhigh"},
+          {"kind": "replay", "artifact": "file:///a.json"}]
+
+
+@pytest.mark.parametrize("agent", AGENTS, ids=lambda a: a["kind"])
+def test_trial_job_is_valid_and_restricted(agent: dict[str, Any]) -> None:
+    job = _job(agent)
+    kubernetes_validate.validate(job, K8S, strict=True)
+    spec, pod = job["spec"], job["spec"]["template"]["spec"]
+    assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] == 14400
+    assert spec["ttlSecondsAfterFinished"] > 0
+    assert pod["automountServiceAccountToken"] is False and pod["restartPolicy"] == "Never"
+    for container in pod["containers"] + pod["initContainers"]:
+        sc = container["securityContext"]
+        assert sc["runAsNonRoot"] and sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"]["drop"] == ["ALL"] and sc["seccompProfile"]["type"] == "RuntimeDefault"
+        assert container["resources"]["requests"] == container["resources"]["limits"]
+    agent_c = pod["containers"][0]
+    assert agent_c["resources"]["limits"] == {"cpu": "2000m", "memory": "8192Mi", "ephemeral-storage": "20480Mi"}
+    data = [m for m in agent_c["volumeMounts"] if m["mountPath"] == "/root/data"]
+    assert data and data[0]["readOnly"]
+    # only the upload sidecar may hold storage credentials
+    assert all("envFrom" not in c or not c["envFrom"] for c in pod["containers"])
+    sidecar = next(c for c in pod["initContainers"] if c["name"] == "upload")
+    assert sidecar["restartPolicy"] == "Always"
+    assert job["metadata"]["labels"][kubejobs.LABEL_CAMPAIGN] == "c1"
+    assert job["metadata"]["ownerReferences"][0]["uid"] == "0000-1111"
+
+
+def test_prompt_is_the_positional_argument_of_model_agents() -> None:
+    argv = _job(AGENTS[2])["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert argv[-2:] == ["--", "Solve it."] and "gpt-5.5" in argv
+    assert _job(AGENTS[1])["spec"]["template"]["spec"]["containers"][0]["command"][-2:] == ["my-agent", "Solve it."]
+
+
+def test_gpus_only_when_asked_and_limits_override_the_task() -> None:
+    assert "nvidia.com/gpu" not in _job({"kind": "oracle"})["spec"]["template"]["spec"]["containers"][0][
+        "resources"]["limits"]
+    job = _job({"kind": "oracle"}, gpus=1, cpus=0.5, agentTimeoutSec=60)
+    limits = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == "1" and limits["cpu"] == "500m"
+    assert job["spec"]["activeDeadlineSeconds"] == 60
+
+
+def test_storage_secret_goes_to_the_sidecar_only_and_kueue_label() -> None:
+    config = OperatorConfig(storage_secret="s3-creds", kueue_queue="evals", trials_namespace="trials")
+    job = _job({"kind": "oracle"}, config)
+    kubernetes_validate.validate(job, K8S, strict=True)
+    pod = job["spec"]["template"]["spec"]
+    holders = [c["name"] for c in pod["containers"] + pod["initContainers"] if c.get("envFrom")]
+    assert holders == ["upload"]
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "evals"
+    assert job["metadata"]["namespace"] == "trials" and "ownerReferences" not in job["metadata"]
+
+
+def test_mock_agent_is_refused_with_a_hint() -> None:
+    with pytest.raises(InputError, match="local engine only"):
+        _job({"kind": "mock"})
+
+
+def test_verifier_job_has_no_network_and_the_short_deadline() -> None:
+    run = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "ScoringRun",
+           "metadata": {"name": "t1-score", "namespace": "evals", "uid": "u2"}}
+    job = kubejobs.verifier_job(run, task="smoke-inventory", out="c1/t1", config=OperatorConfig(), baseline=None,
+                                gates=True, artifacts=[{"uri": "c1/t1/artifacts", "entry": "e", "seed": 0, "out": ""}])
+    kubernetes_validate.validate(job, K8S, strict=True)
+    assert job["spec"]["activeDeadlineSeconds"] == 180
+    assert job["spec"]["template"]["metadata"]["labels"][kubejobs.LABEL_NETWORK] == "none"
+    scorer = job["spec"]["template"]["spec"]["containers"][0]
+    assert "envFrom" not in scorer and "anchorage.runtime.kubepod" in scorer["command"]
+
+
+def test_network_policies_deny_egress_but_dns_and_gateway() -> None:
+    policies = kubejobs.network_policies("evals", OperatorConfig(gateway_namespace="anchorage"))
+    for policy in policies:
+        kubernetes_validate.validate(policy, K8S, strict=True)
+    deny, allow, verifiers = policies
+    assert deny["spec"]["egress"] == [] and "Egress" in deny["spec"]["policyTypes"]
+    ports = allow["spec"]["egress"][0]["ports"]
+    assert {p["port"] for p in ports} == {53}
+    assert allow["spec"]["egress"][1]["to"][0]["podSelector"]["matchLabels"]
+    assert verifiers["spec"]["egress"] == [] and verifiers["spec"]["podSelector"]["matchLabels"][
+        kubejobs.LABEL_ROLE] == "verifier"
+
+
+def test_children_are_owned_and_labelled() -> None:
+    campaign = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "VerificationCampaign",
+                "metadata": {"name": "c1", "namespace": "evals", "uid": "u3"}}
+    spec = TrialSpec.model_validate({"task": "smoke-inventory", "agent": {"kind": "oracle"}, "entry": "o"})
+    trial = kubejobs.child_trial(campaign, "c1-o-smoke-inventory-s0", spec)
+    assert trial["metadata"]["ownerReferences"][0]["kind"] == "VerificationCampaign"
+    assert TrialSpec.model_validate(trial["spec"]) == spec
+    run = kubejobs.child_scoring_run({**trial, "metadata": {**trial["metadata"], "uid": "u4"}}, "x-score", {})
+    assert run["spec"]["trialRef"] == "c1-o-smoke-inventory-s0"
+    assert run["metadata"]["labels"][kubejobs.LABEL_CAMPAIGN] == "c1"

@@ -1,0 +1,2 @@
+import Sample.Basic
+import Sample.Planted
