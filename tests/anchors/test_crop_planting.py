@@ -9,6 +9,7 @@ hard-fails an empty artifact.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -92,7 +93,7 @@ def test_plans_obey_rotation_legume_and_dispersion_rules(artifact: dict[str, Any
         for plot, seasons in by_plot.items():
             halves = (0,) if plot[0] in "ABC" else (0, 1)
             order = [(year, half) for year in range(2024, 2031) for half in halves]
-            for k1, k2 in zip(order, order[1:]):
+            for k1, k2 in itertools.pairwise(order):
                 repeated = seasons.get(k1, set()) & seasons.get(k2, set())
                 if k1[0] == k2[0]:
                     repeated -= {16}          # rice fills both halves of one year: one planting
@@ -132,6 +133,8 @@ def test_replay_check_flags_inconsistent_balance_as_warning(task: Path) -> None:
 
 
 def test_replay_check_never_hard_fails_an_empty_artifact() -> None:
-    for artifact in ({}, {"experiment_result": {}}, {"experiment_result": {"q1": {"waste_profit_yuan": "n/a"}}}):
+    artifacts: list[dict[str, Any]] = [{}, {"experiment_result": {}},
+                                       {"experiment_result": {"q1": {"waste_profit_yuan": "n/a"}}}]
+    for artifact in artifacts:
         results = get("crop_planting_revenue")(artifact)
         assert results and all(r.status == "missing" and r.severity == "warning" for r in results)

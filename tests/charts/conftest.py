@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,9 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-sys.path.insert(0, str(Path(__file__).parent))  # fakeapi.py beside this file
-
-from fakeapi import FakeApi  # noqa: E402
+from charts.fakeapi import FakeApi
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "anchorage"
 NAMESPACE = "anchorage"

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from anchorage.devcluster.apiserver import Fault
+
 from .conftest import REPO, Env
 
 pytestmark = pytest.mark.sandbox

@@ -103,3 +103,24 @@ def test_standalone_command_with_mock_upstream(tmp_path: Path, repo_root: Path) 
         assert process.stdout is not None
         process.stdout.close()
     assert code == 0
+
+
+def test_config_file_and_base_url_forms(tmp_path: Path) -> None:
+    from anchorage.errors import InputError
+    from anchorage.gateway import GatewayConfig
+
+    path = tmp_path / "gateway.yaml"
+    path.write_text("port: 8080\nupstreams:\n  - {name: openai, base_url: 'https://api.openai.com/v1/', "
+                    "api_key_env: OPENAI_API_KEY, models: ['gpt-*']}\n"
+                    "  - {name: claude, base_url: 'https://api.anthropic.com', api: anthropic, models: ['claude-*']}\n")
+    config = GatewayConfig.load(path)
+    assert config.upstreams[0].base_url == "https://api.openai.com"
+    assert config.upstream_for("gpt-5.5", "openai") is config.upstreams[0]
+    assert config.upstream_for("claude-sonnet-4", "anthropic") is config.upstreams[1]
+    assert config.upstream_for("claude-sonnet-4", "openai") is None
+    path.write_text("upstreams:\n  - {name: x, base_url: 'api.example.com'}\n")
+    with pytest.raises(InputError, match="must start with http"):
+        GatewayConfig.load(path)
+    path.write_text("host: null\nupstreams:\n  - {name: x, base_url: 'http://a'}\n")
+    with pytest.raises(InputError, match="listen somewhere"):
+        GatewayConfig.load(path)

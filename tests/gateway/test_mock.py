@@ -71,3 +71,13 @@ def test_task_output_schema_template_is_filled_within_scored_ranges(tasks_dir: P
             node = node[int(part)] if isinstance(node, list) else node[part]  # type: ignore[index]
         low, high = field["range"]
         assert isinstance(node, int | float) and (low is None or node >= low) and (high is None or node <= high)
+
+
+def test_start_mock_serves_labelled_models() -> None:
+    import urllib.request
+
+    from anchorage.gateway.mock import MOCK_HEADER, start_mock
+
+    with start_mock() as running, urllib.request.urlopen(running.url + "/v1/models", timeout=5) as response:
+        assert response.headers[MOCK_HEADER] == "1"
+        assert json.loads(response.read())["data"][0]["id"].endswith("-mock")

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from anchorage.invariants.gates import check, hard_errors
 from anchorage.invariants.replays import replay_check
@@ -25,14 +27,23 @@ def test_coverage_every_task_has_invariants(slug: str) -> None:
     assert spec.invariants, f"{slug} declares no invariants"
 
 
+# Warnings an anchor is known to trip, each a documented caveat of the task (never a hard error).
+KNOWN_ANCHOR_WARNINGS = {
+    # the imported reference Q5 plan flies FY3 on several headings; see replays/smoke_screen.py
+    ("cumcm-2025-a-smoke-screen", "smoke_q5_one_heading"),
+}
+
+
 @pytest.mark.parametrize("slug", SLUGS)
 def test_every_anchor_passes_its_own_checks(slug: str) -> None:
     if not anchor_path(slug).is_file():
         pytest.skip(f"no anchor for {slug} (neither tasks/ nor the reference pack)")
     results = check(TASKS / slug, anchor(slug))
     assert results, slug
-    failed = [f"{r.name}: {r.message}" for r in results if r.status == "failed"]
-    assert not failed, failed
+    hard = [f"{r.name}: {r.message}" for r in hard_errors(results)]
+    assert not hard, hard
+    warned = {(slug, r.name) for r in results if r.status == "failed"}
+    assert warned <= KNOWN_ANCHOR_WARNINGS, warned - KNOWN_ANCHOR_WARNINGS
     assert sum(r.status == "passed" for r in results) >= len(results) // 2
 
 
@@ -147,3 +158,31 @@ def test_dragon_identity_holds_for_the_corrected_anchor_and_rejects_the_paper_va
                                           "max_speed_ratio_when_head_1mps": Decimal("1.604793")}}}
     failed = {r.name: r for r in check(dragon, paper)}["q5_head_ratio_identity"]
     assert failed.hard_error and "2.02" in failed.message
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_every_named_replay_check_is_registered(slug: str) -> None:
+    from anchorage.invariants import replays
+
+    spec = load_invariants(TASKS / slug)
+    assert spec is not None
+    for name in spec.replay:
+        assert callable(replays.get(name)), name
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=True) | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(
+        st.sampled_from(["experiment_result", "q5", "q3", "q4", "decision_bits", "posterior_rows",
+                         "max_head_speed_mps", "max_speed_ratio_when_head_1mps", "x"]), children, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=_JSON)
+def test_arbitrary_json_never_crashes_the_gates(data: Any) -> None:
+    for slug in ("cumcm-2024-a-dragon-dance", "cumcm-2024-b-production-decision"):
+        for result in check(TASKS / slug, data):
+            assert result.status in ("passed", "failed", "missing")
+            if result.status == "missing":
+                assert result.severity == "warning"

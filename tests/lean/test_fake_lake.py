@@ -100,3 +100,20 @@ def test_discrimination_needs_lean_to_cite_the_field(fake_lake: Path, monkeypatc
     monkeypatch.delenv("FAKE_LAKE_FAIL")
     passed = discrimination.run_mutation(dragon, TASKS, REFERENCE_TASKS)
     assert not passed.rejected and "lake build succeeded on the mutant" in passed.note
+
+
+def test_check_cli_keeps_the_package_and_exits_on_disagreement(fake_lake: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from anchorage.cli import app
+
+    artifact = anchor_path(SLUG)
+    args = ["lean", "check", "--task", str(TASKS / SLUG), str(artifact), "--report-dir", str(tmp_path / "r"),
+            "--keep", str(tmp_path / "keep")]
+    ok = CliRunner().invoke(app, args)
+    assert ok.exit_code == 0 and "checker=python+lean" in ok.output and "proved_by_lean=17" in ok.output
+    assert (tmp_path / "keep" / artifact.stem / "Obligations" / "DragonDance.lean").is_file()
+    monkeypatch.setenv("FAKE_LAKE_FAIL", "q2_margin_sign")
+    bad = CliRunner().invoke(app, args)
+    assert bad.exit_code == 1 and "DragonDance.q2_margin_sign" in bad.output

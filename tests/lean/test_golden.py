@@ -126,3 +126,16 @@ def test_repository_toolchain_is_copied(tmp_path: Path, repo_root: Path) -> None
     lakefile = (out / "lakefile.toml").read_text(encoding="utf-8")
     required = (out / lakefile.split('path = "', 1)[1].split('"', 1)[0]).resolve()
     assert required == (repo_root / "lean").resolve()
+
+
+def test_artifact_text_cannot_break_out_of_lean_comments(tmp_path: Path) -> None:
+    task = tmp_path / "task"
+    (task / "tests").mkdir(parents=True)
+    (task / "tests" / "invariants.yaml").write_text(INVARIANTS, encoding="utf-8")
+    hostile = loads_exact('{"rate": "/- open", "thickness": "close -/ theorem x : False := sorry", '
+                          '"bits": {"/-k": 0, "k-/": 1}}')
+    text = generate_package(task, hostile, tmp_path / "out", artifact_label="a/-b-/c").module_path.read_text(
+        encoding="utf-8")
+    assert "/- open" not in text and "close -/" not in text and "a/-b" not in text
+    opened = text.count("/-") - text.count("/-!") - text.count("/--")
+    assert opened == 0 and text.count("-/") == text.count("/-")

@@ -56,16 +56,22 @@ def check(
     report_dir: Path | None = typer.Option(None, "--report-dir", help="Write <artifact>.lean-check.json here "
                                            "(default: beside each artifact)."),
     no_lean: bool = typer.Option(False, "--no-lean", help="Run only the exact Python checker."),
+    keep: Path | None = typer.Option(None, "--keep", help="Keep each generated Lake package in KEEP/<artifact> "
+                                     "(default: a temporary directory; only used when lake runs)."),
     as_json: bool = typer.Option(False, "--json", help="Print the reports as JSON instead of a summary."),
 ) -> None:
-    """Check every obligation exactly in Python, and with `lake build` where Lean is installed."""
+    """Check every obligation exactly in Python, and with `lake build` where Lean is installed.
+
+    Exit 1 when an obligation is false (hard or warning) or the two checkers disagree.
+    """
     from anchorage.invariants.exact import load_exact
     from anchorage.lean.obligations import check_artifact
 
     root = _task_root(task)
     reports: list[dict[str, Any]] = []
     for artifact in artifacts:
-        report = check_artifact(root, load_exact(artifact), lean=not no_lean, artifact_label=str(artifact))
+        out = keep / artifact.stem if keep is not None else None
+        report = check_artifact(root, load_exact(artifact), out=out, lean=not no_lean, artifact_label=str(artifact))
         target = (report_dir or artifact.parent) / f"{artifact.stem}.lean-check.json"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

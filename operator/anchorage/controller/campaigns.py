@@ -34,8 +34,8 @@ TrialState = tuple[str, str | None, bool, float]  # name, phase, done, cost
 
 
 @kopf.index(API_GROUP, API_VERSION, "trials", labels={kubejobs.LABEL_CAMPAIGN: kopf.PRESENT})
-def trials_by_campaign(name: str, namespace: str, labels: kopf.Labels, status: kopf.Status,
-                       **_: Any) -> dict[tuple[str, str], TrialState]:
+def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labels, status: kopf.Status,
+                       **_: Any) -> dict[tuple[str | None, str], TrialState]:
     """(namespace, campaign) → (trial, phase, done, cost) of every campaign Trial."""
     phase = status.get("phase")
     done = phase == "InfrastructureFailed" or status.get("gradable") is not None
@@ -87,7 +87,8 @@ def _publish(body: kopf.Body, spec: CampaignSpec, states: dict[str, TrialState])
             "reportUri": f"{config().store_uri.rstrip('/')}/{key}"}
 
 
-def reconcile(body: kopf.Body, status: kopf.Status, index: kopf.Index[tuple[str, str], TrialState]) -> dict[str, Any]:
+def reconcile(body: kopf.Body, status: kopf.Status,
+              index: kopf.Index[tuple[str | None, str], TrialState]) -> dict[str, Any]:
     """One pass: create what may be created, count, aggregate when everything is scored."""
     meta = body["metadata"]
     try:
@@ -119,18 +120,16 @@ def reconcile(body: kopf.Body, status: kopf.Status, index: kopf.Index[tuple[str,
 @kopf.on.resume(API_GROUP, API_VERSION, "verificationcampaigns")
 @kopf.on.create(API_GROUP, API_VERSION, "verificationcampaigns")
 @kopf.on.field(API_GROUP, API_VERSION, "verificationcampaigns", field="spec.suspend")
-def start(body: kopf.Body, status: kopf.Status, patch: kopf.Patch,
-          trials_by_campaign: kopf.Index[tuple[str, str], TrialState], **_: Any) -> None:
+def start(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwargs: Any) -> None:
     """First pass right away on create, resume, and suspend/resume changes."""
     if status.get("phase") != "Succeeded":
-        patch.setdefault("status", {}).update(reconcile(body, status, trials_by_campaign))
+        patch.setdefault("status", {}).update(reconcile(body, status, kwargs["trials_by_campaign"]))
 
 
 @kopf.timer(API_GROUP, API_VERSION, "verificationcampaigns", interval=INTERVAL,
             when=lambda status, **_: status.get("phase") != "Succeeded")
-def tick(body: kopf.Body, status: kopf.Status, patch: kopf.Patch,
-         trials_by_campaign: kopf.Index[tuple[str, str], TrialState], **_: Any) -> None:
-    """Periodic pass while the campaign is not finished."""
-    update = reconcile(body, status, trials_by_campaign)
+def tick(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwargs: Any) -> None:
+    """Periodic pass while the campaign is not finished (``trials_by_campaign`` is kopf's index)."""
+    update = reconcile(body, status, kwargs["trials_by_campaign"])
     if update:
         patch.setdefault("status", {}).update(update)

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import kopf
 import kubernetes
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from anchorage.manifests import API_GROUP, API_VERSION
 
@@ -27,9 +27,9 @@ def client() -> kubernetes.client.ApiClient:
     """One API client for the process (in-cluster config, else the kubeconfig)."""
     configuration = kubernetes.client.Configuration()
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        kubernetes.config.load_incluster_config(client_configuration=configuration)
+        kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     else:
-        kubernetes.config.load_kube_config(client_configuration=configuration)
+        kubernetes.config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     configuration.retries = 0
     return kubernetes.client.ApiClient(configuration)
 
@@ -77,13 +77,13 @@ def create(fn: Callable[[], Any], *, what: str) -> bool:
 def get_custom(plural: str, namespace: str, name: str) -> dict[str, Any] | None:
     """One of our custom objects, or None when it does not exist."""
     try:
-        obj: dict[str, Any] = call(lambda: custom().get_namespaced_custom_object(
+        obj: Any = call(lambda: custom().get_namespaced_custom_object(
             API_GROUP, API_VERSION, namespace, plural, name), what=f"get {plural}/{name}")
     except ApiException as exc:
         if exc.status == 404:
             return None
         raise
-    return obj
+    return dict(obj)
 
 
 def patch_status(plural: str, namespace: str, name: str, status: dict[str, Any]) -> None:
@@ -106,14 +106,15 @@ def create_custom(plural: str, body: dict[str, Any]) -> bool:
 def create_job(body: dict[str, Any]) -> bool:
     """Create a Job; False when it already exists."""
     ns = body["metadata"]["namespace"]
-    return create(lambda: batch().create_namespaced_job(ns, body), what=f"create job/{body['metadata']['name']}")
+    return create(lambda: batch().create_namespaced_job(ns, body),  # type: ignore[arg-type]
+                  what=f"create job/{body['metadata']['name']}")
 
 
 def ensure_network_policies(policies: list[dict[str, Any]]) -> None:
     """Create the NetworkPolicies that do not exist yet."""
     for policy in policies:
         ns = policy["metadata"]["namespace"]
-        create(lambda p=policy, n=ns: networking().create_namespaced_network_policy(n, p),
+        create(functools.partial(networking().create_namespaced_network_policy, ns, policy),  # type: ignore[arg-type]
                what=f"create networkpolicy/{policy['metadata']['name']}")
 
 
@@ -137,5 +138,5 @@ def get_job(namespace: str, name: str) -> dict[str, Any] | None:
         if exc.status == 404:
             return None
         raise
-    result: dict[str, Any] = client().sanitize_for_serialization(job)
+    result: dict[str, Any] = client().sanitize_for_serialization(job)  # type: ignore[no-untyped-call]
     return result

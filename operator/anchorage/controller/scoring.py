@@ -9,7 +9,7 @@ scorer) and ``campaignRef`` (every trial of a campaign, rescored).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from pydantic import ValidationError
@@ -100,7 +100,9 @@ def _write_trial_record(trial: dict[str, Any], record: dict[str, Any], out: str)
            "task": spec["task"], "seed": spec.get("seed", 0), "phase": status.get("phase"),
            "reason": status.get("reason"), "exit_code": status.get("exitCode"), "attempt": status.get("attempt"),
            "cost_usd": status.get("costUSD") or 0.0, "score": record, "driver": "operator"}
-    open_store(config().store_uri).put_bytes(f"{out}/trial.json", json.dumps(doc, indent=1).encode())
+    store = open_store(config().store_uri)
+    store.put_bytes(f"{out}/trial.json", json.dumps(doc, indent=1).encode())
+    store.mark_complete(out)  # written after every other object of the trial (design notes: run folder)
 
 
 def finish(run: dict[str, Any], result: str) -> None:
@@ -158,6 +160,6 @@ def watch_running(body: kopf.Body, status: kopf.Status, **_: Any) -> None:
     """Safety net for lost Job events (only Running scoring runs have this timer)."""
     ns = config().trials_namespace or body["metadata"]["namespace"]
     job = kube.get_job(ns, status.get("jobName") or "")
-    result = "JobLost" if job is None else _finished(kopf.Body(job))
+    result = "JobLost" if job is None else _finished(kopf.Body(cast(kopf.RawBody, job)))
     if result is not None:
         finish(dict(body), result)

@@ -10,7 +10,7 @@ second one.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from pydantic import ValidationError
@@ -34,7 +34,7 @@ def job_name(trial: str, attempt: int) -> str:
 
 def condition(type_: str, status: str, reason: str, message: str = "", generation: int | None = None) -> dict[str, Any]:
     """A metav1.Condition as a dict."""
-    return Condition(type=type_, status=status, reason=reason, message=message,  # type: ignore[arg-type]
+    return Condition(type=type_, status=status, reason=reason, message=message,
                      observed_generation=generation, last_transition_time=now_rfc3339()
                      ).model_dump(by_alias=True, exclude_none=True)
 
@@ -99,7 +99,8 @@ def _outcome(result: str, upload: dict[str, Any] | None) -> tuple[str, str, int 
     if code is None:
         return "InfrastructureFailed", "sandbox_error", None
     if code == 0:
-        return ("Succeeded", "completed", 0) if upload.get("files") else ("Failed", "no_artifact", 0)
+        return ("Succeeded", "completed", 0) if (upload.get("files") or {}).get("artifacts") else \
+            ("Failed", "no_artifact", 0)
     return "Failed", "oom" if code == 137 else "agent_error", int(code)
 
 
@@ -121,7 +122,7 @@ def finish(trial: dict[str, Any], job: kopf.Body, result: str) -> None:
     attempt = int(status.get("attempt") or 0)
     ns, name = meta["namespace"], meta["name"]
     if phase == "InfrastructureFailed" and attempt < spec.retries:
-        kube.patch_status("trials", ns, name, _launch(kopf.Body(trial), spec, attempt + 1))
+        kube.patch_status("trials", ns, name, _launch(kopf.Body(cast(kopf.RawBody, trial)), spec, attempt + 1))
         return
     new: dict[str, Any] = {"phase": phase, "reason": reason, "exitCode": code, "completionTime": now_rfc3339(),
                            "costUSD": 0.0,
@@ -162,8 +163,8 @@ def watch_running(body: kopf.Body, status: kopf.Status, **_: Any) -> None:
     ns = config().trials_namespace or body["metadata"]["namespace"]
     job = kube.get_job(ns, status.get("jobName") or "")
     if job is None:
-        finish(dict(body), kopf.Body({}), "JobLost")
+        finish(dict(body), kopf.Body(cast(kopf.RawBody, {})), "JobLost")
         return
-    result = _finished(kopf.Body(job))
+    result = _finished(kopf.Body(cast(kopf.RawBody, job)))
     if result is not None:
-        finish(dict(body), kopf.Body(job), result)
+        finish(dict(body), kopf.Body(cast(kopf.RawBody, job)), result)

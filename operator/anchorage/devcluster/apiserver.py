@@ -163,7 +163,7 @@ class FakeApiServer(kmock.KubernetesEmulator):
             shortnames=short, categories=categories, subresources=["status"] if res.status_subresource else [])
 
     async def _serve_version(self, request: rendering.Request) -> Any:
-        listing = await super()._serve_version(request)
+        listing: dict[str, Any] = await super()._serve_version(request)  # type: ignore[assignment]
         listing["groupVersion"] = listing["groupVersion"].lstrip("/")  # the core group is "v1", not "/v1"
         for item in listing["resources"]:  # subresources carry no short names nor categories
             if "/" in item["name"]:
@@ -281,7 +281,7 @@ class FakeApiServer(kmock.KubernetesEmulator):
             return self.store.get(res, ns, name)
         match_labels = _label_match(request.params.get("labelSelector", ""))
         match_fields = _field_match(request.params.get("fieldSelector", ""))
-        items = [o for o in self.store.list(res, ns, lambda o: match_labels(o) and match_fields(o))]
+        items = [o for o in self.store.select(res, ns, lambda o: match_labels(o) and match_fields(o))]
         return {"apiVersion": res.api_version, "kind": f"{res.kind}List",
                 "metadata": {"resourceVersion": str(self.store.rv)}, "items": items}
 
@@ -298,7 +298,7 @@ class FakeApiServer(kmock.KubernetesEmulator):
         orphan = (options.get("propagationPolicy") or request.params.get("propagationPolicy")) == "Orphan"
         if name:
             return self.store.delete(res, ns, name, orphan=orphan)
-        for obj in list(self.store.list(res, ns, _label_match(request.params.get("labelSelector", "")))):
+        for obj in list(self.store.select(res, ns, _label_match(request.params.get("labelSelector", "")))):
             self.store.delete(res, obj["metadata"].get("namespace"), obj["metadata"]["name"], orphan=orphan)
         return {"apiVersion": "v1", "kind": "Status", "status": "Success", "metadata": {}}
 
@@ -398,7 +398,7 @@ class FakeApiServer(kmock.KubernetesEmulator):
 
     def _backlog(self, res: Resource, ns: str | None, rv: str, match: Callable[[Obj], bool]) -> list[Obj]:
         if rv in ("", "0"):
-            return [{"type": "ADDED", "object": copy.deepcopy(o)} for o in self.store.list(res, ns, match)]
+            return [{"type": "ADDED", "object": copy.deepcopy(o)} for o in self.store.select(res, ns, match)]
         return [{"type": e.type, "object": e.obj} for e in self.store.events_since(res, int(rv))
                 if (ns is None or e.obj["metadata"].get("namespace") == ns) and match(e.obj)]
 
@@ -424,7 +424,7 @@ class FakeApiServer(kmock.KubernetesEmulator):
     def _table(self, request: rendering.Request, res: Resource, result: Obj) -> Obj:
         if "as=Table" not in request.headers.get("Accept", ""):
             return result
-        items = result["items"] if "items" in result else [result]
+        items = result.get("items", [result])
         columns = [{"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}]
         extra = self._printer.get((res.group, res.plural), [])
         columns += [{"name": c["name"], "type": c["type"], "format": c.get("format", ""),

@@ -156,7 +156,7 @@ class ObjectStore:
                            {"name": name, "group": res.group, "kind": res.plural})
         return obj
 
-    def list(self, res: Resource, ns: str | None, match: Callable[[Obj], bool] = lambda o: True) -> Iterator[Obj]:
+    def select(self, res: Resource, ns: str | None, match: Callable[[Obj], bool] = lambda o: True) -> Iterator[Obj]:
         """Objects of ``res`` in ``ns`` (every namespace when None) that ``match``."""
         for (obj_ns, _), obj in res.objects.items():
             if (ns is None or obj_ns == ns) and match(obj):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from anchorage.errors import InputError
 
@@ -24,7 +24,8 @@ class UpstreamConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1)
-    base_url: str = Field(description="scheme://host[:port][/prefix]; the gateway appends /v1/...")
+    base_url: str = Field(description="scheme://host[:port][/prefix] (a trailing /v1 is dropped); "
+                          "the gateway appends the request path /v1/...")
     api: Literal["openai", "anthropic"] = "openai"
     models: list[str] = Field(default_factory=lambda: ["*"], description="glob patterns of model ids")
     api_key_env: str | None = Field(default=None, description="environment variable holding the key")
@@ -37,6 +38,15 @@ class UpstreamConfig(BaseModel):
         default=True, description="add stream_options.include_usage to streamed chat requests"
     )
     timeout_seconds: float = Field(default=600.0, gt=0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _without_api_version(cls, value: str) -> str:
+        """Accept ``https://api.openai.com/v1`` as well: the gateway appends the request's ``/v1/...``."""
+        value = value.rstrip("/")
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"base_url {value!r} must start with http:// or https://")
+        return value.removesuffix("/v1")
 
     def serves(self, model: str) -> bool:
         return any(fnmatch.fnmatchcase(model, pattern) for pattern in self.models)

@@ -492,3 +492,29 @@ class MockUpstream:
         deadline = time.monotonic() + HOLD_SECONDS
         while not event.is_set() and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
+
+
+class RunningMock:
+    """A mock upstream served from a background thread (``url``, the scriptable ``mock``, ``stop()``)."""
+
+    def __init__(self, mock: MockUpstream, server: Any) -> None:
+        self.mock = mock
+        self._server = server
+        self.url: str = server.url
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def __enter__(self) -> RunningMock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_mock(config: MockConfig | None = None, *, host: str = "127.0.0.1", port: int = 0) -> RunningMock:
+    """Start a mock upstream on ``host:port`` (0 picks a port) in a background thread."""
+    from anchorage.gateway.running import BackgroundServer
+
+    mock = MockUpstream(config)
+    return RunningMock(mock, BackgroundServer(mock.app(), host=host, port=port, name="mock-upstream").start())

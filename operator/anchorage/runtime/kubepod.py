@@ -9,8 +9,7 @@ Containers built by ``anchorage.runtime.kubejobs`` call it; nothing else does.
 * ``fetch-artifacts`` (verifier init container): copy artifacts from the store into the pod;
 * ``score``        (verifier container, no network, no credentials): the Anchorage scorer.
 
-The store is ``anchorage.store.open_store`` when that package provides it; until then a ``file://``
-fallback (clearly limited to local folders) is used.
+The store is ``anchorage.store.open_store`` (``file://`` or ``s3://``).
 """
 
 from __future__ import annotations
@@ -23,56 +22,19 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
-from anchorage.errors import AnchorageError, InputError
+from anchorage.errors import AnchorageError
 
-
-class Store(Protocol):
-    """The part of ``anchorage.store.ArtifactStore`` used here and by the controller."""
-
-    def put_bytes(self, key: str, data: bytes) -> Any: ...
-    def get_bytes(self, key: str) -> bytes: ...
-    def exists(self, key: str) -> bool: ...
+if TYPE_CHECKING:
+    from anchorage.store import ArtifactStore
 
 
-class _FolderStore:
-    """file:// fallback used until ``anchorage.store`` lands: keys are paths under the root."""
+def open_store(uri: str) -> ArtifactStore:
+    """The artifact store at ``uri`` (``file://`` or ``s3://``; credentials come from the environment)."""
+    from anchorage.store import open_store as open_uri
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def put_bytes(self, key: str, data: bytes) -> None:
-        path = self.root / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
-
-    def get_bytes(self, key: str) -> bytes:
-        return (self.root / key).read_bytes()
-
-    def exists(self, key: str) -> bool:
-        return (self.root / key).exists()
-
-    def list(self, prefix: str) -> list[str]:
-        base = self.root / prefix
-        return sorted(str(p.relative_to(self.root)) for p in base.rglob("*") if p.is_file()) if base.is_dir() else []
-
-
-def open_store(uri: str) -> Store:
-    """The artifact store at ``uri`` (``anchorage.store.open_store`` when available)."""
-    try:
-        from anchorage.store import open_store as real_open  # type: ignore[attr-defined]
-    except ImportError:
-        real_open = None
-    if real_open is not None:
-        store: Store = real_open(uri)
-        return store
-    if not uri.startswith("file://"):
-        raise InputError(f"store URI {uri!r} needs anchorage.store (only file:// works without it)",
-                         hint="use --store file:///path, or install a version of anchorage with anchorage.store")
-    return _FolderStore(Path(uri.removeprefix("file://")))
+    return open_uri(uri)
 
 
 def _copytree(src: Path, dest: Path) -> None:
@@ -110,14 +72,13 @@ def upload(args: argparse.Namespace) -> None:
     _wait_for(run_dir)
     store = open_store(os.environ["ANCHORAGE_STORE"])
     dest = os.environ["ANCHORAGE_DEST"].strip("/")
-    files = 0
-    for item in args.put:
+    files: dict[str, int] = {}
+    for item in args.put:  # file by file: the trial's completion marker is the operator's to write
         name, _, folder = item.partition("=")
         root = Path(folder)
         for path in sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []:
-            key = "/".join(part for part in (dest, name, str(path.relative_to(root))) if part)
-            store.put_bytes(key, path.read_bytes())
-            files += 1
+            store.put_file("/".join(p for p in (dest, name, path.relative_to(root).as_posix()) if p), path)
+            files[name] = files.get(name, 0) + 1
     code_file = run_dir / "exit-code"
     exit_code = int(code_file.read_text().strip() or -1) if code_file.exists() else None
     store.put_bytes(f"{dest}/{args.marker}", json.dumps({"exit_code": exit_code, "files": files}).encode())
@@ -139,7 +100,7 @@ def fetch_artifacts(args: argparse.Namespace) -> None:
                 shutil.copy(local, target / local.name)
             continue
         prefix = uri.strip("/")
-        keys = [k for k in getattr(store, "list", lambda _p: [])(prefix) if k.startswith(prefix + "/")]
+        keys = [k for k in store.list(prefix) if k.startswith(prefix + "/")]
         for key in keys or [prefix]:  # a folder of results, else one object
             relative = key[len(prefix) + 1:] if keys else prefix.rsplit("/", 1)[-1]
             try:

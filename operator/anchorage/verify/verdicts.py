@@ -31,7 +31,7 @@ class Kind(StrEnum):
 
 _TOKEN = r"hole[\s_-]*found|holds|unclear"
 _VERDICT_LINE = re.compile(
-    r"^[ \t>*_#`-]*verdict[ \t*_`]*[:：\-–—]?[ \t*_`]*(?P<line>[^\n]*)(?:\n[ \t*_`>]*(?P<next>[^\n]*))?",
+    r"^[ \t>*_#`-]*verdict[ \t*_`]*[:：=\-–—]?[ \t*_`]*(?P<line>[^\n]*)(?:\n(?:[ \t]*\n)*[ \t*_`>]*(?P<next>[^\n]*))?",
     re.IGNORECASE | re.MULTILINE,
 )
 _TOKENS = re.compile(_TOKEN, re.IGNORECASE)

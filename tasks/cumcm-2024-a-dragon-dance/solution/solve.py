@@ -38,9 +38,10 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
@@ -131,7 +132,7 @@ class Spiral:
         self.b = pitch / (2 * math.pi)
 
     def arc(self, theta: Array) -> Array:
-        return 0.5 * self.b * (theta * np.sqrt(1 + theta**2) + np.arcsinh(theta))
+        return np.asarray(0.5 * self.b * (theta * np.sqrt(1 + theta**2) + np.arcsinh(theta)))
 
     def inverse_arc(self, sigma: Array) -> Array:
         """θ with S(θ) = σ (Newton from above: S is convex, the start overestimates θ)."""
@@ -154,7 +155,7 @@ class Spiral:
 
 
 def _unit(v: Array) -> Array:
-    return v / np.linalg.norm(v, axis=-1, keepdims=True)
+    return np.asarray(v / np.linalg.norm(v, axis=-1, keepdims=True))
 
 
 def _rot90(v: Array) -> Array:
@@ -224,8 +225,8 @@ class DragonPath:
     def locate(self, s: Array) -> tuple[Array, Array]:
         """Points and unit tangents (direction of travel) at arc lengths ``s``."""
         s = np.asarray(s, dtype=float)
-        pts = np.empty(s.shape + (2,))
-        tan = np.empty(s.shape + (2,))
+        pts = np.empty((*s.shape, 2))
+        tan = np.empty((*s.shape, 2))
         inside = s <= 0 if self.turn is not None else np.ones(s.shape, dtype=bool)
         if inside.any():
             th = self._in_theta(s[inside])
@@ -287,7 +288,7 @@ def follower(path: DragonPath, s_lead: Array, p_lead: Array, link: float) -> Arr
             x = x_new
             break
         x = x_new
-    return s_lead - x
+    return np.asarray(s_lead - x)
 
 
 @dataclass
@@ -337,14 +338,16 @@ def board_margin(pos: Array, st: Statement, boards: int, depth: int | None = Non
         if j.size == 0:
             continue
         d = centre[:, j] - centre[:, i : i + 1]
+        shape = d.shape
+        ai, ni = np.broadcast_to(axis[:, i : i + 1], shape), np.broadcast_to(normal[:, i : i + 1], shape)
+        aj, nj = axis[:, j], normal[:, j]
         gaps = []
-        for ax in (axis[:, i : i + 1], normal[:, i : i + 1], axis[:, j], normal[:, j]):
-            proj = np.abs(np.einsum("tjk,tjk->tj", d, np.broadcast_to(ax, d.shape)))
-            ra = half_len[:, i : i + 1] * np.abs(np.einsum("tjk,tjk->tj", np.broadcast_to(axis[:, i : i + 1], d.shape), np.broadcast_to(ax, d.shape))) \
-                + half_w * np.abs(np.einsum("tjk,tjk->tj", np.broadcast_to(normal[:, i : i + 1], d.shape), np.broadcast_to(ax, d.shape)))
-            rb = half_len[:, j] * np.abs(np.einsum("tjk,tjk->tj", axis[:, j], np.broadcast_to(ax, d.shape))) \
-                + half_w * np.abs(np.einsum("tjk,tjk->tj", normal[:, j], np.broadcast_to(ax, d.shape)))
-            gaps.append(proj - ra - rb)
+        for ax in (ai, ni, aj, nj):      # separating-axis test on the four board axes
+            def on(v: Array, ax: Array = ax) -> Array:
+                return np.asarray(np.abs(np.einsum("tjk,tjk->tj", v, ax)))
+            ra = half_len[:, i : i + 1] * on(ai) + half_w * on(ni)
+            rb = half_len[:, j] * on(aj) + half_w * on(nj)
+            gaps.append(on(d) - ra - rb)
         sep = np.max(np.stack(gaps), axis=0)
         best = np.minimum(best, sep.min(axis=1))
     return best
@@ -367,14 +370,14 @@ def q1_path(st: Statement) -> DragonPath:
 def snapshot(chain: Chain, times: Any, index: dict[int, int]) -> dict[str, Any]:
     """Positions/speeds of the reported handles at the reported times."""
     out: dict[str, Any] = {}
-    handles = list(REPORTED_HANDLES) + [chain.s.shape[1] - 1]
+    handles = [*list(REPORTED_HANDLES), chain.s.shape[1] - 1]
     names = ["head"] + [f"body_{h}" for h in REPORTED_HANDLES[1:]] + ["tail_rear"]
     for t in times:
         k = index[t]
         out[f"{t}s"] = {
             name: {"x": round(float(chain.pos[k, h, 0]), 6), "y": round(float(chain.pos[k, h, 1]), 6),
                    "v": round(float(chain.speed[k, h]), 6)}
-            for name, h in zip(names, handles)
+            for name, h in zip(names, handles, strict=False)
         }
     return out
 
@@ -407,7 +410,8 @@ def question2(st: Statement) -> dict[str, Any]:
     path = q1_path(st)
     step, chunk = 0.5, 50
     t_stop = path.s_entry / st.head_speed_mps            # the head reaches the centre
-    start, k_bad, times = 0.0, None, np.empty(0)
+    start, k_bad = 0.0, None
+    times: Array = np.empty(0)
     while k_bad is None:
         if start >= t_stop:
             raise RuntimeError("no collision before the head reaches the centre; check the geometry")
@@ -425,7 +429,7 @@ def question2(st: Statement) -> dict[str, Any]:
     t_end = brentq(gap, float(times[k_bad - 1]), float(times[k_bad]), xtol=1e-9)
     chain = solve_chain(path, np.array([t_end * st.head_speed_mps]), st.links(), st.head_speed_mps)
     names = ["head"] + [f"body_{h}" for h in REPORTED_HANDLES[1:]] + ["tail_rear"]
-    handles = list(REPORTED_HANDLES) + [chain.s.shape[1] - 1]
+    handles = [*list(REPORTED_HANDLES), chain.s.shape[1] - 1]
     return {
         "terminal_time_s": round(t_end, 6),
         "terminal_min_margin_m": round(gap(t_end), 9),
@@ -433,7 +437,7 @@ def question2(st: Statement) -> dict[str, Any]:
         "positions": {
             name: {"x": round(float(chain.pos[0, h, 0]), 6), "y": round(float(chain.pos[0, h, 1]), 6),
                    "v": round(float(chain.speed[0, h]), 6)}
-            for name, h in zip(names, handles)
+            for name, h in zip(names, handles, strict=False)
         },
         "_chain": chain,
     }
@@ -502,7 +506,7 @@ def question4(st: Statement) -> tuple[dict[str, Any], Chain]:
         "base_ratio_2_to_1_length_m": round(turn.length, 6),
         "shortest_candidate_ratio": ratios[k],
         "shortest_candidate_length_m": round(lengths[k], 6),
-        "candidate_lengths_m": {str(r): round(v, 9) for r, v in zip(ratios, lengths)},
+        "candidate_lengths_m": {str(r): round(v, 9) for r, v in zip(ratios, lengths, strict=False)},
         "length_independent_of_ratio": bool(np.ptp(lengths) < 1e-9),
         "r1_m": round(turn.r1, 6),
         "r2_m": round(turn.r2, 6),
@@ -555,7 +559,7 @@ def question5(st: Statement) -> dict[str, Any]:
         "max_handle_speed_at_max_head_speed_mps": round(v_max * ratio, 6),
         "integer_second_check": {
             "max_ratio_on_integer_seconds": round(int_ratio, 6),
-            "time_s": int(round(float(times[seconds][j]))),
+            "time_s": round(float(times[seconds][j])),
             "head_speed_from_integer_seconds_mps": round(st.speed_limit_mps / int_ratio, 6),
             "paper_head_speed_mps": PAPER_HEAD_SPEED_MPS,
             "paper_max_handle_speed_mps": round(PAPER_HEAD_SPEED_MPS * ratio, 6),
@@ -614,7 +618,7 @@ def write_tables(data_dir: Path, out_dir: Path, q1: Chain, q2: Chain, q4: Chain)
         speed = np.round(chain.speed, 6)
         n = chain.s.shape[1]
         if name == "result2.xlsx":
-            title, rows = next(iter(sheets.items()))
+            _title, rows = next(iter(sheets.items()))
             for h in range(n):
                 rows[1 + h][1:4] = [float(pos[0, h, 0]), float(pos[0, h, 1]), float(speed[0, h])]
         else:

@@ -203,7 +203,7 @@ def _rotation_rows(data: Data, index: dict[tuple[int, str, str, int], int]) -> l
                     for crop_now, col in current:
                         if crop == crop_now and before != col:
                             rows.append(([col], -np.inf, 0.0) if before is None else ([before, col], -np.inf, 1.0))
-                previous = current
+                previous = list(current)
     return rows
 
 
@@ -230,7 +230,7 @@ def _dispersion_rows(keys: list[tuple[int, str, str, int]]) -> list[tuple[list[i
 
 def solve(model: Model, case: str) -> dict[str, Any]:
     n = len(model.keys)
-    h = highspy.Highs()
+    h = highspy.Highs()  # type: ignore[no-untyped-call]
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", 1)
     h.setOptionValue("mip_rel_gap", 0.0)

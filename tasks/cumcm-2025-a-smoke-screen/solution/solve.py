@@ -38,7 +38,7 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -165,11 +165,11 @@ class World:
         return self.st.drones[g.drone] + self.velocity(g) * g.drop
 
     def burst_point(self, g: Grenade) -> Array:
-        return self.drop_point(g) + self.velocity(g) * g.fuse - np.array([0, 0, 0.5 * G * g.fuse**2])
+        return np.asarray(self.drop_point(g) + self.velocity(g) * g.fuse - np.array([0, 0, 0.5 * G * g.fuse**2]))
 
     def cloud(self, g: Grenade, t: Array) -> Array:
         centre = self.burst_point(g)
-        return centre - np.outer(t - g.burst, [0.0, 0.0, self.st.cloud_sink])
+        return np.asarray(centre - np.outer(t - g.burst, [0.0, 0.0, self.st.cloud_sink]))
 
     def shielded(self, g: Grenade, missile: str, t: Array) -> Array:
         """Boolean per time: does this cloud alone hide the whole target from the missile?"""
@@ -181,7 +181,7 @@ class World:
         d2 = np.sum((w - s[..., None] * u) ** 2, axis=-1)
         ok = np.all(d2 <= self.st.cloud_radius**2, axis=1)
         live = (t >= g.burst) & (t <= g.burst + self.st.cloud_life) & (t < self.arrival[missile])
-        return ok & live & (c[:, 0, 2] >= -self.st.cloud_radius)
+        return np.asarray(ok & live & (c[:, 0, 2] >= -self.st.cloud_radius))
 
     def window(self, g: Grenade, missile: str) -> tuple[float, float]:
         return g.burst, min(g.burst + self.st.cloud_life, self.arrival[missile])
@@ -291,7 +291,7 @@ class Batch:
 
     def durations(self, *args: Any) -> Array:
         _, ok = self.on(*args)
-        return ok.sum(axis=1) * SEARCH_DT
+        return np.asarray(ok.sum(axis=1) * SEARCH_DT)
 
 
 def los_grenades(world: World, drone: str, missile: str, x: Array) -> tuple[Array, ...]:
@@ -357,11 +357,11 @@ def union_gain(batch: Batch, drone: str, missile: str, heading: Array, speed: Ar
     n = heading.shape[0]
     cover = np.zeros((n, have.shape[0]), dtype=bool)
     rows = np.arange(n)[:, None]
-    for drop, fuse in zip(drops, fuses):
+    for drop, fuse in zip(drops, fuses, strict=False):
         t, ok = batch.on(drone, heading, speed, np.maximum(drop, 0), fuse, missile)
         idx = np.clip(np.round(t / SEARCH_DT).astype(int), 0, have.shape[0] - 1)
         cover[rows, idx] |= ok
-    return (cover & ~have[None, :]).sum(axis=1) * SEARCH_DT
+    return np.asarray((cover & ~have[None, :]).sum(axis=1) * SEARCH_DT)
 
 
 GRID_TB = 0.4       # s, burst-time step of the greedy grid
@@ -577,25 +577,25 @@ def question5(world: World, batch: Batch, table: dict[tuple[str, str], Found]) -
     singles = {key: world.intervals(found[0], key[1]) for key, found in table.items()}
     best: tuple[float, tuple[str, ...]] | None = None
     for combo in itertools.product(MISSILES, repeat=len(drones)):
-        if any((d, m) not in table for d, m in zip(drones, combo)):
+        if any((d, m) not in table for d, m in zip(drones, combo, strict=False)):
             continue
         if any(not 1 <= combo.count(m) <= MAX_DRONES_PER_MISSILE for m in MISSILES):
             continue
-        value = sum(union_length([iv for d, mm in zip(drones, combo) if mm == m
+        value = sum(union_length([iv for d, mm in zip(drones, combo, strict=False) if mm == m
                                   for iv in singles[(d, m)]]) for m in MISSILES)
         if best is None or value > best[0]:
             best = (value, combo)
     if best is None:
         raise RuntimeError("no drone→missile assignment serves all three missiles")
     combo = best[1]
-    order = sorted(zip(drones, combo), key=lambda dm: -union_length(singles[dm]))
+    order = sorted(zip(drones, combo, strict=False), key=lambda dm: -union_length(singles[dm]))
     assigned: list[tuple[Grenade, str]] = []
     for drone, missile in order:
         others = [g for g, m in assigned if m == missile]
         plan = best_plan(world, batch, drone, missile, 3, start=table[(drone, missile)], others=others)
         assigned += [(g, missile) for g in plan]
     out = summarise(world, assigned, MISSILES)
-    out["assignment"] = dict(zip(drones, combo))
+    out["assignment"] = dict(zip(drones, combo, strict=False))
     out["grenades"] = len(assigned)
     return out
 
@@ -640,21 +640,21 @@ def write_tables(data_dir: Path, out_dir: Path, q3: dict[str, Any], q4: dict[str
                 match = [r for k, r in enumerate(sorted(rows, key=lambda r: r["drop_time_s"]), 1) if k == number]
                 if match:
                     r = match[0]
-                    values = [r["heading_deg"], r["speed_mps"], number] + _row(r)
+                    values = [r["heading_deg"], r["speed_mps"], number, *_row(r)]
                     for c, v in enumerate(values, 1):
                         ws.cell(r_idx, c, v)
             elif name == "result2.xlsx":
                 match = [r for r in rows if r["uav"] == label]
                 if match:
                     r = match[0]
-                    for c, v in enumerate([label, r["heading_deg"], r["speed_mps"]] + _row(r), 1):
+                    for c, v in enumerate([label, r["heading_deg"], r["speed_mps"], *_row(r)], 1):
                         ws.cell(r_idx, c, v)
             else:
                 number = ws.cell(r_idx, 4).value
                 mine = sorted((r for r in rows if r["uav"] == label), key=lambda r: r["drop_time_s"])
                 if isinstance(number, int) and 1 <= number <= len(mine):
                     r = mine[number - 1]
-                    values = [label, r["heading_deg"], r["speed_mps"], number] + _row(r) + [r["target_missile"]]
+                    values = [label, r["heading_deg"], r["speed_mps"], number, *_row(r), r["target_missile"]]
                     for c, v in enumerate(values, 1):
                         ws.cell(r_idx, c, v)
         wb.save(out_dir / name)

@@ -3,4 +3,4 @@
 # statement from ${ANCHORAGE_DATA_DIR:-/root/data} and writes
 # ${ANCHORAGE_RESULTS_DIR:-/root/results}/cumcm-2025-a-smoke-screen_result.json (+ result1/2/3.xlsx).
 set -euo pipefail
-exec python3 "$(dirname "${BASH_SOURCE[0]}")/solve.py"
+exec "${PYTHON:-python3}" "$(dirname "${BASH_SOURCE[0]}")/solve.py"

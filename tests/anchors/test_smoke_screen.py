@@ -1,0 +1,140 @@
+"""The runnable anchor of CUMCM 2025 A (smoke screen) and its replay check.
+
+Runs ``tasks/cumcm-2025-a-smoke-screen/solution/solve.sh`` as a subprocess on the task's data and
+checks: Q1 against the statement's fixed strategy (whole-cylinder shielding ≈ 1.39 s), the Q5 plan
+is flyable (``smoke_screen_coverage`` passes every check, one heading and speed per drone), the
+scored Q5 fields reach the task's expected result within the scoring tolerance (one-sided: higher
+is better), and the replay check rejects infeasible plans for the right reason and never
+hard-fails an empty artifact.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from anchorage.invariants.replays import get
+
+SLUG = "cumcm-2025-a-smoke-screen"
+pytestmark = pytest.mark.slow   # the strategy search takes ~30–60 s on one core
+
+
+def value_at(data: Any, path: str) -> Any:
+    for part in path.split("."):
+        data = data[part]
+    return data
+
+
+@pytest.fixture(scope="module")
+def task(tasks_dir: Path) -> Path:
+    return tasks_dir / SLUG
+
+
+@pytest.fixture(scope="module")
+def artifact(task: Path, reference_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    local = task / "environment" / "data"
+    data = local if (local / "problem.md").is_file() else reference_dir / "tasks" / SLUG / "environment" / "data"
+    results = tmp_path_factory.mktemp("results")
+    env = {**os.environ, "ANCHORAGE_DATA_DIR": str(data), "ANCHORAGE_RESULTS_DIR": str(results),
+           "PYTHON": sys.executable}
+    proc = subprocess.run(["bash", str(task / "solution" / "solve.sh")], env=env, capture_output=True,
+                          text=True, timeout=400, check=False)
+    assert proc.returncode == 0, proc.stderr
+    loaded: dict[str, Any] = json.loads((results / f"{SLUG}_result.json").read_text(encoding="utf-8"))
+    return loaded
+
+
+def failed(results: list[Any]) -> dict[str, Any]:
+    return {r.name: r for r in results if r.status == "failed"}
+
+
+def test_q1_fixed_strategy(artifact: dict[str, Any]) -> None:
+    q1 = artifact["q1"]["strategy"]
+    assert (q1["heading_deg"], q1["speed_mps"], q1["drop_time_s"], q1["fuse_time_s"]) == (180.0, 120.0, 1.5, 3.6)
+    assert (q1["explode_x"], q1["explode_z"]) == pytest.approx((17188.0, 1736.496), abs=1e-3)
+    assert artifact["experiment_result"]["q1_duration_s"] == pytest.approx(1.39, abs=0.02)
+
+
+def test_q2_to_q4_are_consistent(artifact: dict[str, Any]) -> None:
+    er = artifact["experiment_result"]
+    assert er["q2_duration_s"] >= er["q1_duration_s"]          # Q2 optimises over Q1's freedom
+    assert er["q3_union_duration_s"]["M1"] >= er["q2_duration_s"] - 0.05
+    assert er["q4_union_duration_s"]["M1"] >= er["q2_duration_s"] - 0.05
+
+
+def test_scored_fields_reach_the_expected_result(task: Path, artifact: dict[str, Any]) -> None:
+    config = json.loads((task / "tests" / "score_config.json").read_text(encoding="utf-8"))
+    rewards = []
+    for metric in config["metrics"]:
+        ours, anchor = float(value_at(artifact, metric["path"])), float(metric["oracle_value"])
+        scale = max(metric.get("abs_scale", 1e-6), metric.get("rel_scale", 0.12) * abs(anchor))
+        assert metric["direction"] == "higher_is_better"
+        reward = 1.0 if ours >= anchor else 1 / (1 + (anchor - ours) / scale)
+        rewards.append(reward)
+        assert ours >= anchor - scale, (metric["path"], ours, anchor)   # within the tolerance or better
+    assert sum(rewards) / len(rewards) >= 0.9
+
+
+def test_replay_accepts_the_anchor_plan(artifact: dict[str, Any]) -> None:
+    results = get("smoke_screen_coverage")(artifact)
+    assert not failed(results), {k: v.message for k, v in failed(results).items()}
+    assert {r.name for r in results} >= {"smoke_q5_union_le_sum_M1", "smoke_q5_total", "smoke_q5_speed",
+                                         "smoke_q5_drops", "smoke_q5_lifetime", "smoke_q5_kinematics",
+                                         "smoke_q5_one_heading"}
+
+
+def mutate(artifact: dict[str, Any], fn: Any) -> dict[str, Any]:
+    data = copy.deepcopy(artifact)
+    fn(data)
+    return data
+
+
+def test_replay_rejects_an_inflated_union(artifact: dict[str, Any]) -> None:
+    def inflate(d: dict[str, Any]) -> None:
+        d["experiment_result"]["q5_union_duration_s"]["M1"] += 5.0
+    bad = failed(get("smoke_screen_coverage")(mutate(artifact, inflate)))
+    assert bad["smoke_q5_union_le_sum_M1"].hard_error and "sum of parts" in bad["smoke_q5_union_le_sum_M1"].message
+    assert bad["smoke_q5_total"].hard_error
+
+
+def test_replay_rejects_speed_drop_gap_and_lifetime(artifact: dict[str, Any]) -> None:
+    def break_plan(d: dict[str, Any]) -> None:
+        rows = d["q5"]["strategies"]
+        rows[0]["speed_mps"] = 150.0
+        twin = [r for r in rows if r["uav"] == rows[1]["uav"] and r is not rows[1]]
+        if twin:
+            twin[0]["drop_time_s"] = rows[1]["drop_time_s"] + 0.5
+        rows[1]["individual_duration_s"] = 25.0
+    bad = failed(get("smoke_screen_coverage")(mutate(artifact, break_plan)))
+    assert bad["smoke_q5_speed"].hard_error and "150.000 m/s" in bad["smoke_q5_speed"].message
+    assert bad["smoke_q5_lifetime"].hard_error and "25.000 s" in bad["smoke_q5_lifetime"].message
+    assert "smoke_q5_kinematics" in bad                       # the faster drone no longer reaches its points
+
+
+def test_replay_rejects_teleporting_drops(artifact: dict[str, Any]) -> None:
+    def move(d: dict[str, Any]) -> None:
+        d["q5"]["strategies"][0]["explode_x"] += 50.0
+    bad = failed(get("smoke_screen_coverage")(mutate(artifact, move)))
+    assert set(bad) == {"smoke_q5_kinematics"} and "burst point" in bad["smoke_q5_kinematics"].message
+
+
+def test_replay_flags_several_headings_per_drone(reference_dir: Path) -> None:
+    reference = json.loads((reference_dir / "tasks" / SLUG / "tests" / "expected_result.json").read_text(encoding="utf-8"))
+    results = get("smoke_screen_coverage")(reference)
+    bad = failed(results)
+    assert set(bad) == {"smoke_q5_one_heading"} and not bad["smoke_q5_one_heading"].hard_error
+    assert "FY3 flies several headings" in bad["smoke_q5_one_heading"].message
+
+
+def test_replay_never_hard_fails_an_empty_artifact() -> None:
+    empties: list[dict[str, Any]] = [{}, {"q5": {"strategies": "none"}}, {"q5": {"strategies": []}}]
+    for data in empties:
+        results = get("smoke_screen_coverage")(data)
+        assert results and not any(r.hard_error for r in results)

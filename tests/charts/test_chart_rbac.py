@@ -1,0 +1,202 @@
+"""The chart's RBAC lists exactly what the operator's code does: application rules are derived here by
+reading ``operator/anchorage/controller`` (kopf handler decorators and Kubernetes client calls, followed
+through the ``kube`` wrappers) and must equal the rendered application Roles, both ways; framework rules
+are kopf's own needs, declared below with the reason for each."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from charts.conftest import Rendered
+
+Rule = tuple[str, str, str]  # (apiGroup, resource, verb)
+Render = Callable[[dict[str, Any]], Rendered]
+
+CONTROLLER = "anchorage.controller"
+# kopf decorators: handlers that change objects (progress annotations, finalizers, status) vs. watch-only.
+CHANGING = {"create", "update", "resume", "delete", "field", "timer", "daemon"}
+WATCHING = {"event", "index"}
+# Typed client methods → (apiGroup, plural) of the kind in their name; an unknown kind fails the test.
+TYPED_KINDS = {"job": ("batch", "jobs"), "network_policy": ("networking.k8s.io", "networkpolicies"),
+               "config_map": ("", "configmaps"), "secret": ("", "secrets"), "pod": ("", "pods")}
+METHOD = re.compile(r"^(?P<verb>create|get|read|list|patch|replace|delete)_namespaced_(?P<kind>\w+?)(?P<status>_status)?$")
+VERB = {"read": "get", "replace": "update", "GET": "get", "POST": "create", "PATCH": "patch", "PUT": "update",
+        "DELETE": "delete"}
+KOPF_FRAMEWORK: dict[Rule, str] = {
+    ("apiextensions.k8s.io", "customresourcedefinitions", "list"): "kopf observes CRDs (resource scanning)",
+    ("apiextensions.k8s.io", "customresourcedefinitions", "watch"): "kopf observes CRDs (resource scanning)",
+    ("", "namespaces", "list"): "kopf observes namespaces to resolve watched ones",
+    ("", "namespaces", "watch"): "kopf observes namespaces to resolve watched ones",
+    ("", "events", "create"): "kopf posts events about handled objects",
+}
+KOPF_PEERING: dict[Rule, str] = {("kopf.dev", "kopfpeerings", v): "kopf peering" for v in ("get", "list", "watch", "patch")}
+
+
+# ----- deriving the rules from the code --------------------------------------------------------------
+
+
+def modules() -> Iterator[tuple[Any, ast.Module]]:
+    package = importlib.import_module(CONTROLLER)
+    for path in sorted(Path(package.__file__ or "").parent.glob("*.py")):
+        module = importlib.import_module(f"{CONTROLLER}.{path.stem}") if path.stem != "__init__" else package
+        yield module, ast.parse(path.read_text(), str(path))
+
+
+def evaluate(node: ast.expr, module: Any) -> Any:
+    """The value of a decorator or call argument (a literal or a module-level name such as API_GROUP)."""
+    return eval(compile(ast.Expression(node), "<arg>", "eval"), vars(module))  # noqa: S307 (our own code)
+
+
+def dotted(node: ast.expr) -> str:
+    if isinstance(node, ast.Attribute):
+        return f"{dotted(node.value)}.{node.attr}"
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def handler_rules(module: Any, tree: ast.Module) -> set[Rule]:
+    rules: set[Rule] = set()
+    for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+        for deco in (d for d in fn.decorator_list if isinstance(d, ast.Call)):
+            name = dotted(deco.func)
+            if not name.startswith("kopf."):
+                continue
+            kind = name.rsplit(".", 1)[-1]
+            if kind not in CHANGING | WATCHING:
+                continue
+            group, _version, plural = (evaluate(a, module) for a in deco.args[:3])
+            rules |= {(group, plural, "list"), (group, plural, "watch")}
+            if kind in CHANGING:
+                rules |= {(group, plural, "patch"), (group, f"{plural}/status", "patch")}
+    return rules
+
+
+def client_ops(node: ast.AST) -> Iterator[tuple[str | None, str, str]]:
+    """(apiGroup or None for "the custom object's", resource, verb) of a Kubernetes client method named or
+    called at ``node`` (a method may be passed on uncalled, e.g. to ``functools.partial``)."""
+    match = METHOD.match(node.attr) if isinstance(node, ast.Attribute) else None
+    if match and match["kind"] == "custom_object":
+        yield None, "/status" if match["status"] else "", VERB.get(match["verb"], match["verb"])
+    elif match:
+        assert match["kind"] in TYPED_KINDS, f"unknown kind in {node.attr}: add it to TYPED_KINDS"
+        group, plural = TYPED_KINDS[match["kind"]]
+        yield group, plural + ("/status" if match["status"] else ""), VERB.get(match["verb"], match["verb"])
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "call_api":
+        path = node.args[0]
+        text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in path.values) \
+            if isinstance(path, ast.JoinedStr) else ast.literal_eval(path)
+        found = re.match(r"^/apis?/(?:(?P<g>[^/]+)/)?v\d\w*/namespaces/\{\}/(?P<plural>[a-z]+)", text)
+        method = node.args[1]
+        assert found and isinstance(method, ast.Constant), f"cannot read call_api({ast.unparse(node)})"
+        yield found["g"] or "", found["plural"], VERB[method.value]
+
+
+def wrapper_ops(tree: ast.Module) -> dict[str, set[tuple[str | None, str, str]]]:
+    """Each function of ``kube``: the client operations it performs, following calls to its siblings."""
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    direct = {name: {op for node in ast.walk(fn) for op in client_ops(node)} for name, fn in functions.items()}
+    calls = {name: {c.func.id for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                    and c.func.id in functions} for name, fn in functions.items()}
+    ops: dict[str, set[tuple[str | None, str, str]]] = {}
+    for name in functions:
+        seen, todo = set(), [name]
+        while todo:
+            current = todo.pop()
+            if current not in seen:
+                seen.add(current)
+                todo.extend(calls[current])
+        ops[name] = set().union(*(direct[n] for n in seen))
+    return ops
+
+
+def call_rules(module: Any, tree: ast.Module, kube: dict[str, set[tuple[str | None, str, str]]],
+               group: str) -> set[Rule]:
+    rules: set[Rule] = set()
+    for node in ast.walk(tree):
+        ops = [(op, None) for op in client_ops(node)]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and dotted(node.func.value) == "kube":
+            ops += [(op, node) for op in kube[node.func.attr]]
+        for (op_group, resource, verb), call in ops:
+            if op_group is None:  # a custom object: the plural is the kube wrapper's first argument
+                assert call is not None, f"custom object call outside the kube wrappers: {ast.unparse(node)}"
+                rules.add((group, f"{evaluate(call.args[0], module)}{resource}", verb))
+            else:
+                rules.add((op_group, resource, verb))
+    return rules
+
+
+def derived_application_rules() -> set[Rule]:
+    from anchorage.manifests import API_GROUP
+
+    parsed = list(modules())
+    kube = wrapper_ops(next(tree for module, tree in parsed if module.__name__.endswith(".kube")))
+    rules: set[Rule] = set()
+    for module, tree in parsed:
+        rules |= handler_rules(module, tree)
+        if not module.__name__.endswith(".kube"):
+            rules |= call_rules(module, tree, kube, API_GROUP)
+    return rules
+
+
+# ----- reading the rendered RBAC ---------------------------------------------------------------------
+
+
+def rendered_rules(rendered: Rendered, suffixes: tuple[str, ...], kinds: tuple[str, ...]) -> set[Rule]:
+    rules: set[Rule] = set()
+    for role in (r for r in rendered.objects if r["kind"] in kinds and r["metadata"]["name"].endswith(suffixes)):
+        for rule in role["rules"]:
+            rules |= {(g, r, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    return rules
+
+
+def test_the_derivation_sees_the_controllers_api_use() -> None:
+    """Guards the scanner itself: the calls we know the controller makes are found."""
+    rules = derived_application_rules()
+    assert {("anchorage.dev", "trials", "watch"), ("batch", "jobs", "create"), ("batch", "jobs", "get"),
+            ("anchorage.dev", "scoringruns", "create"), ("anchorage.dev", "trials/status", "patch"),
+            ("networking.k8s.io", "networkpolicies", "create")} <= rules
+
+
+@pytest.mark.parametrize("values", [{}, {"operator": {"peering": True, "watchNamespaces": ["team-a"]}}],
+                         ids=["defaults", "peering"])
+def test_application_rules_are_exactly_what_the_controller_uses(render: Render, values: dict[str, Any]) -> None:
+    rendered = render(values)
+    granted = rendered_rules(rendered, ("-operator-application", "-operator-trials"), ("Role", "ClusterRole"))
+    used = derived_application_rules()
+    assert sorted(granted - used) == [], "granted but never used by the controller"
+    assert sorted(used - granted) == [], "used by the controller but not granted"
+
+
+@pytest.mark.parametrize("values, expected", [
+    ({}, KOPF_FRAMEWORK), ({"operator": {"peering": True}}, {**KOPF_FRAMEWORK, **KOPF_PEERING}),
+], ids=["standalone", "peering"])
+def test_framework_rules_are_kopfs_needs_only(render: Render, values: dict[str, Any],
+                                              expected: dict[Rule, str]) -> None:
+    granted = rendered_rules(render(values), ("-operator-framework", f"-operator-framework-{'anchorage'}"),
+                             ("Role", "ClusterRole"))
+    assert granted == set(expected)
+
+
+def test_jobs_and_policies_are_created_only_in_the_trials_namespace(render: Render) -> None:
+    rendered = render({"operator": {"watchNamespaces": ["team-a"]}})
+    for role in rendered.of_kind("Role"):
+        creates = {r for rule in role["rules"] if "create" in rule["verbs"] for r in rule["resources"]}
+        if creates & {"jobs", "networkpolicies"}:
+            assert role["metadata"]["namespace"] == "anchorage-trials", role["metadata"]["name"]
+    cluster = rendered_rules(rendered, ("",), ("ClusterRole",))
+    assert {v for _, _, v in cluster} <= {"list", "watch"}, "cluster-wide rules are read-only"
+
+
+def test_every_watched_namespace_is_bound(render: Render) -> None:
+    rendered = render({"operator": {"watchNamespaces": ["team-a", "team-b"]}})
+    bound = {(b["metadata"]["namespace"], b["roleRef"]["name"]) for b in rendered.of_kind("RoleBinding")}
+    for ns in ("team-a", "team-b", "anchorage-trials"):
+        assert {(ns, "anchorage-operator-framework"), (ns, "anchorage-operator-application")} <= bound
+    for binding in rendered.of_kind("RoleBinding") + rendered.of_kind("ClusterRoleBinding"):
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "anchorage-operator", "namespace": "anchorage"}]

@@ -1,0 +1,320 @@
+"""The Helm chart linted and rendered with the Helm library: valid objects, strict security, the wiring to
+the operator's and the gateway's own code (CLI flags, NetworkPolicies, gateway config, CRDs)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import kubernetes_validate
+import pytest
+import typer
+import yaml
+from jsonschema import Draft7Validator
+
+from anchorage.gateway.config import GatewayConfig
+from anchorage.runtime.kubejobs import OperatorConfig, network_policies
+from charts.conftest import NAMESPACE, Rendered
+
+K8S = "1.30.0"
+Render = Callable[[dict[str, Any]], Rendered]
+
+FULL: dict[str, Any] = {
+    "image": {"digest": "sha256:" + "a" * 64},
+    "store": {"credentialsSecret": "s3-creds", "endpointUrl": "http://minio.minio.svc:9000", "region": "eu-west-1"},
+    "operator": {"peering": True, "watchNamespaces": ["team-a", "team-b"], "kueueQueue": "evals",
+                 "taskSource": "/opt/tasks", "verbose": True},
+    "gateway": {"mock": False, "tokenSecret": {"name": "gateway", "key": "token"},
+                "adminTokenSecret": {"name": "gateway", "key": "admin"}, "defaultBudgetUSD": 5,
+                "defaultRatePerMin": 60, "replicas": 2,
+                "upstreams": [
+                    {"name": "openai", "baseUrl": "https://api.openai.com", "models": ["gpt-*"],
+                     "apiKeySecret": {"name": "provider-keys", "key": "openai"}, "reasoningInOutput": False},
+                    {"name": "anthropic", "baseUrl": "https://api.anthropic.com", "api": "anthropic",
+                     "models": ["claude-*"], "apiKeySecret": {"name": "provider-keys", "key": "anthropic"}}]},
+    "trials": {"networkPolicies": {"extraEgress": [
+        {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}], "ports": [{"protocol": "TCP", "port": 9000}]}]}},
+    "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus"}},
+                "podMonitor": {"enabled": True}},
+    "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus"}},
+}
+MINIMAL: dict[str, Any] = {
+    "crds": {"enabled": False}, "gateway": {"enabled": False}, "dashboards": {"enabled": False},
+    "trials": {"createNamespace": False, "networkPolicies": {"enabled": False}}, "tests": {"enabled": False},
+}
+VALUE_SETS = {"defaults": {}, "full": FULL, "minimal": MINIMAL, "crds-not-kept": {"crds": {"keep": False}}}
+
+# Prometheus Operator kinds are not in the Kubernetes schemas: checked against the fields we use.
+_MONITOR_ENDPOINT = {"type": "object", "additionalProperties": False, "required": ["port"],
+                     "properties": {"port": {"type": "string"}, "path": {"type": "string"},
+                                    "interval": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"}}}
+_META = {"type": "object", "required": ["name", "namespace"]}
+_SELECTOR = {"type": "object", "additionalProperties": False, "required": ["matchLabels"],
+             "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}}}
+MONITORING_SCHEMAS: dict[str, dict[str, Any]] = {
+    "ServiceMonitor": {"type": "object", "required": ["spec"], "properties": {"metadata": _META, "spec": {
+        "type": "object", "additionalProperties": False, "required": ["selector", "endpoints"],
+        "properties": {"selector": _SELECTOR, "endpoints": {"type": "array", "minItems": 1, "items": _MONITOR_ENDPOINT}}}}},
+    "PodMonitor": {"type": "object", "required": ["spec"], "properties": {"metadata": _META, "spec": {
+        "type": "object", "additionalProperties": False, "required": ["selector", "podMetricsEndpoints"],
+        "properties": {"selector": _SELECTOR,
+                       "podMetricsEndpoints": {"type": "array", "minItems": 1, "items": _MONITOR_ENDPOINT}}}}},
+    "PrometheusRule": {"type": "object", "required": ["spec"], "properties": {"metadata": _META, "spec": {
+        "type": "object", "additionalProperties": False, "required": ["groups"],
+        "properties": {"groups": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "required": ["name", "rules"], "properties": {"rules": {"type": "array"}}}}}}}},
+}
+
+
+@pytest.fixture(params=list(VALUE_SETS), ids=list(VALUE_SETS))
+def rendered(request: pytest.FixtureRequest, render: Render) -> Rendered:
+    return render(VALUE_SETS[request.param])
+
+
+def pod_specs(rendered: Rendered) -> Iterator[tuple[str, dict[str, Any]]]:
+    for obj in rendered.objects:
+        if obj["kind"] == "Deployment":
+            yield f"deployment/{obj['metadata']['name']}", obj["spec"]["template"]["spec"]
+        elif obj["kind"] == "Pod":
+            yield f"pod/{obj['metadata']['name']}", obj["spec"]
+
+
+def container(rendered: Rendered, deployment: str) -> dict[str, Any]:
+    containers: list[dict[str, Any]] = rendered.one("Deployment", deployment)["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+# ----- lint and validity -----------------------------------------------------------------------------
+
+
+def test_lint_reports_no_warning_or_error(helm: Any, chart_dir: Path) -> None:
+    config = helm.Configuration(namespace=NAMESPACE, kubeconfig="/dev/null")
+    result = asyncio.run(helm.Lint(config).run(str(chart_dir)))
+    assert result["TotalChartsLinted"] == 1
+    assert not result["Errors"], result
+    # Helm's severities: 1 info (e.g. "icon is recommended"), 2 warning, 3 error.
+    assert [m for m in result["Messages"] if m["Severity"] >= 2] == []
+
+
+def test_every_object_is_valid_against_the_kubernetes_schemas(rendered: Rendered) -> None:
+    assert rendered.objects
+    for obj in rendered.objects:
+        kind = obj["kind"]
+        if obj["apiVersion"].startswith("monitoring.coreos.com/"):
+            print(f"{kind}/{obj['metadata']['name']}: monitoring.coreos.com is not in the Kubernetes schemas; "
+                  "validated against the chart tests' own schema of the fields used")
+            errors = [e.message for e in Draft7Validator(MONITORING_SCHEMAS[kind]).iter_errors(obj)]
+            assert errors == [], f"{kind}: {errors}"
+        else:
+            kubernetes_validate.validate(obj, K8S, strict=True)
+
+
+def test_every_object_carries_the_chart_labels(rendered: Rendered) -> None:
+    for obj in rendered.objects:
+        labels = obj["metadata"].get("labels") or {}
+        assert labels.get("app.kubernetes.io/part-of") == "anchorage", f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+def test_pods_run_with_strict_security_defaults(rendered: Rendered) -> None:
+    for where, spec in pod_specs(rendered):
+        pod = spec["securityContext"]
+        assert pod["runAsNonRoot"] is True and pod["seccompProfile"] == {"type": "RuntimeDefault"}, where
+        for c in spec["containers"] + spec.get("initContainers", []):
+            sc = c["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False, where
+            assert sc["readOnlyRootFilesystem"] is True, where
+            assert sc["capabilities"] == {"drop": ["ALL"]}, where
+            assert sc["runAsNonRoot"] is True and sc["privileged"] is False, where
+            assert c["resources"]["limits"]["memory"], f"{where}: no memory limit"
+
+
+# ----- operator --------------------------------------------------------------------------------------
+
+
+def cli_params(command: str, args: list[str]) -> dict[str, Any]:
+    """Parse ``args`` with the real ``anchorage <command>`` options (unknown flags raise)."""
+    from anchorage.cli import app
+
+    group = typer.main.get_command(app)
+    cmd = group.commands[command]  # type: ignore[attr-defined]
+    with cmd.make_context(command, list(args)) as ctx:
+        params: dict[str, Any] = dict(ctx.params)
+    return params
+
+
+def test_operator_deployment_is_a_single_recreated_kopf_with_liveness(rendered: Rendered) -> None:
+    if not rendered.of_kind("Deployment") or not any(
+            d["metadata"]["name"] == "anchorage-operator" for d in rendered.of_kind("Deployment")):
+        pytest.skip("operator disabled in this value set")
+    deployment = rendered.one("Deployment", "anchorage-operator")
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    operator = container(rendered, "anchorage-operator")
+    assert operator["args"][0] == "operator"
+    assert "--liveness=http://0.0.0.0:8080/healthz" in operator["args"]
+    probe = operator["livenessProbe"]["httpGet"]
+    port = next(p for p in operator["ports"] if p["name"] == probe["port"])
+    assert probe["path"] == "/healthz" and port["containerPort"] == 8080
+    params = cli_params("operator", operator["args"][1:])
+    assert params["liveness"] == "http://0.0.0.0:8080/healthz"
+    assert params["trials_namespace"] == "anchorage-trials"
+    assert "anchorage-trials" in params["namespace"]
+
+
+def test_operator_flags_follow_the_values(render: Render) -> None:
+    args = container(render(FULL), "anchorage-operator")["args"]
+    params = cli_params("operator", args[1:])
+    assert sorted(params["namespace"]) == ["anchorage-trials", "team-a", "team-b"]
+    assert params["standalone"] is False  # peering on
+    assert (params["storage_secret"], params["kueue_queue"], params["task_source"]) == ("s3-creds", "evals", "/opt/tasks")
+    assert cli_params("operator", container(render({}), "anchorage-operator")["args"][1:])["standalone"] is True
+
+
+def test_store_credentials_only_by_secret_reference(render: Render) -> None:
+    rendered = render(FULL)
+    assert rendered.of_kind("Secret") == [], "the chart must never create Secrets (credentials by reference)"
+    operator = container(rendered, "anchorage-operator")
+    assert operator["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
+    env = {e["name"]: e for e in operator["env"]}
+    assert env["AWS_ENDPOINT_URL"]["value"] == "http://minio.minio.svc:9000"
+    assert "envFrom" not in container(rendered, "anchorage-gateway"), "the gateway gets no store credentials"
+
+
+# ----- gateway ---------------------------------------------------------------------------------------
+
+
+def test_gateway_service_and_labels_match_the_operator_defaults(rendered: Rendered) -> None:
+    if not any(s["metadata"]["name"] == "anchorage-gateway" for s in rendered.of_kind("Service")):
+        pytest.skip("gateway disabled in this value set")
+    defaults = OperatorConfig()
+    url = urlparse(defaults.gateway_url)
+    service = rendered.one("Service", "anchorage-gateway")
+    assert url.hostname == f"{service['metadata']['name']}.{NAMESPACE}.svc"
+    assert url.port == service["spec"]["ports"][0]["port"]
+    pod_labels = rendered.one("Deployment", "anchorage-gateway")["spec"]["template"]["metadata"]["labels"]
+    assert defaults.gateway_selector.items() <= pod_labels.items()
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_gateway_config_is_valid_and_keys_come_from_secrets(render: Render, tmp_path: Path) -> None:
+    rendered = render(FULL)
+    text = rendered.one("ConfigMap", "anchorage-gateway")["data"]["gateway.yaml"]
+    config = GatewayConfig.model_validate(yaml.safe_load(text))
+    assert [u.name for u in config.upstreams] == ["openai", "anthropic"]
+    assert config.upstreams[0].reasoning_in_output is False and config.upstreams[1].api == "anthropic"
+    assert config.token_secret_env and config.admin_token_env and config.default_budget_usd == 5
+    gateway = container(rendered, "anchorage-gateway")
+    env = {e["name"]: e for e in gateway["env"]}
+    for name in [u.api_key_env for u in config.upstreams] + [config.token_secret_env, config.admin_token_env]:
+        assert name is not None and "secretKeyRef" in env[name]["valueFrom"], name
+    assert "key" not in text.replace("_key_env", "").replace("api_key", ""), "no key material in the config"
+    config_file = tmp_path / "gateway.yaml"
+    config_file.write_text(text)
+    args = [a.replace("/etc/anchorage/gateway.yaml", str(config_file)) for a in gateway["args"][1:]]
+    assert cli_params("gateway", args)["mock"] is False
+
+
+def test_default_gateway_serves_the_labelled_mock_and_says_so(render: Render) -> None:
+    rendered = render({})
+    gateway = container(rendered, "anchorage-gateway")
+    params = cli_params("gateway", gateway["args"][1:])
+    assert params["mock"] is True and params["host"] == "0.0.0.0" and params["port"] == 8080
+    assert "MOCK" in rendered.notes
+
+
+def test_gateway_without_upstream_or_mock_fails_with_the_fix(helm: Any) -> None:
+    from charts.conftest import install
+
+    with pytest.raises(helm.InstallError, match="gateway.upstreams"):
+        install(helm, {"gateway": {"mock": False}})
+
+
+# ----- CRDs, NetworkPolicies, dashboards, rules, hooks -----------------------------------------------
+
+
+def crd_sources(repo_root: Path) -> dict[str, dict[str, Any]]:
+    docs = [yaml.safe_load(p.read_text()) for p in sorted((repo_root / "crds").glob("*.yaml"))]
+    return {d["metadata"]["name"]: d for d in docs}
+
+
+def test_chart_crds_are_the_generated_ones(repo_root: Path, chart_dir: Path) -> None:
+    shipped = {p.name: p.read_text() for p in (chart_dir / "files" / "crds").glob("*.yaml")}
+    source = {p.name: p.read_text() for p in (repo_root / "crds").glob("*.yaml")}
+    assert shipped == source, "charts/anchorage/files/crds is stale: cp crds/*.yaml charts/anchorage/files/crds/"
+
+
+@pytest.mark.parametrize(("values", "expected", "kept"), [
+    ({}, 3, True), ({"crds": {"keep": False}}, 3, False), ({"crds": {"enabled": False}}, 0, False),
+], ids=["enabled-kept", "enabled-not-kept", "disabled"])
+def test_crds_follow_enabled_and_keep(render: Render, repo_root: Path, values: dict[str, Any], expected: int,
+                                      kept: bool) -> None:
+    crds = render(values).of_kind("CustomResourceDefinition")
+    assert len(crds) == expected
+    sources = crd_sources(repo_root)
+    for crd in crds:
+        assert crd["spec"] == sources[crd["metadata"]["name"]]["spec"]
+        policy = (crd["metadata"].get("annotations") or {}).get("helm.sh/resource-policy")
+        assert policy == ("keep" if kept else None)
+
+
+def strip_labels(policy: dict[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in policy["metadata"].items() if k != "labels"}
+    return {**policy, "metadata": meta}
+
+
+def test_trial_network_policies_are_the_operators_own(render: Render) -> None:
+    rendered = render({})
+    chart = sorted((strip_labels(p) for p in rendered.of_kind("NetworkPolicy")), key=lambda p: p["metadata"]["name"])
+    operator = sorted((strip_labels(p) for p in network_policies(
+        "anchorage-trials", OperatorConfig(gateway_namespace=NAMESPACE))), key=lambda p: p["metadata"]["name"])
+    assert chart == operator
+
+
+def test_extra_egress_is_its_own_policy_for_trial_and_verifier_pods(render: Render) -> None:
+    extra = render(FULL).one("NetworkPolicy", "anchorage-trials-extra-egress")
+    assert extra["spec"]["egress"] == FULL["trials"]["networkPolicies"]["extraEgress"]
+    roles = next(e for e in extra["spec"]["podSelector"]["matchExpressions"] if e["key"] == "anchorage.dev/role")
+    assert sorted(roles["values"]) == ["trial", "verifier"]
+
+
+def test_dashboards_ship_as_labelled_configmaps(render: Render, chart_dir: Path) -> None:
+    maps = [m for m in render({}).of_kind("ConfigMap") if "-dashboard-" in m["metadata"]["name"]]
+    files = {p.name: json.loads(p.read_text()) for p in (chart_dir / "files" / "dashboards").glob("*.json")}
+    assert len(files) == 4 and len(maps) == len(files)
+    for cm in maps:
+        assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+        ((name, text),) = cm["data"].items()
+        assert json.loads(text) == files[name]
+
+
+def test_prometheus_rule_is_the_unit_tested_rule_file(render: Render, chart_dir: Path, tmp_path: Path) -> None:
+    rule = render(FULL).one("PrometheusRule", "anchorage")
+    source = yaml.safe_load((chart_dir / "files" / "alerts" / "anchorage.rules.yaml").read_text())
+    assert rule["spec"]["groups"] == source["groups"]
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus"
+    rendered_file = tmp_path / "rendered.rules.yaml"
+    rendered_file.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    check = subprocess.run(["promtool", "check", "rules", str(rendered_file)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_monitors_are_gated_by_values(render: Render) -> None:
+    defaults, full = render({}), render(FULL)
+    for kind in ("ServiceMonitor", "PodMonitor", "PrometheusRule"):
+        assert defaults.of_kind(kind) == [] and len(full.of_kind(kind)) == 1, kind
+    monitor = full.one("PodMonitor", "anchorage-operator")
+    ports = {p["name"] for p in container(full, "anchorage-operator")["ports"]}
+    assert monitor["spec"]["podMetricsEndpoints"][0]["port"] in ports
+
+
+def test_helm_test_hook_checks_the_gateway(render: Render) -> None:
+    hooks = [p for p in render({}).of_kind("Pod") if (p["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test"]
+    assert len(hooks) == 1
+    script = hooks[0]["spec"]["containers"][0]["args"][0]
+    assert "anchorage-gateway.anchorage.svc:8080" in script and "/healthz" in script and "/metrics" in script
+    compile(script, "helm-test", "exec")  # the probe is valid Python

@@ -1,0 +1,109 @@
+"""Formalization audit: the scanner flags the planted sorry and axiom; the sorry gate compares git revisions."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from anchorage.cli import app
+from anchorage.errors import InputError
+from anchorage.verify.lean_audit import audit_project, mask, scan_source
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
+                   check=True, capture_output=True)
+
+
+@pytest.fixture
+def sample(data_dir: Path, tmp_path: Path) -> Path:
+    project = tmp_path / "repo" / "formal"
+    shutil.copytree(data_dir / "sample_lean", project)
+    return project
+
+
+def test_sample_project_flags_planted_sorry_and_axiom(data_dir: Path) -> None:
+    record = audit_project(data_dir / "sample_lean", use_lean=False)
+    findings = {(f["kind"], f["declaration"]) for f in record["findings"]}
+    assert findings == {("axiom", "Sample.cheat"), ("sorry", "Sample.pending_lemma")}
+    assert record["sorry_total"] == 1                      # comments, doc comments and strings saying sorry: none
+    gates = {g["name"]: g["status"] for g in record["gates"]}
+    assert gates == {"sorry_not_rising": "skipped", "no_axiom_declarations": "fail", "build": "skipped",
+                     "axiom_audit": "skipped"}
+    assert not record["ok"]
+    names = {d["name"] for d in record["declarations"]}
+    assert {"Sample.add_comm'", "Sample.double", "Sample.greeting", "Sample.quote"} <= names
+
+
+def test_allowing_the_axiom_passes_the_declaration_gate(data_dir: Path) -> None:
+    record = audit_project(data_dir / "sample_lean", allow_axioms=frozenset({"Sample.cheat"}), use_lean=False)
+    assert record["ok"]
+    assert audit_project(data_dir / "sample_lean", allow_axioms=frozenset({"Sample.cheat"}), max_sorry=0,
+                         use_lean=False)["ok"] is False
+
+
+def test_require_lean_fails_skipped_lean_gates(data_dir: Path) -> None:
+    record = audit_project(data_dir / "sample_lean", allow_axioms=frozenset({"Sample.cheat"}), require_lean=True,
+                           use_lean=False)
+    assert {g["name"]: g["status"] for g in record["gates"]}["build"] == "fail" and not record["ok"]
+
+
+def test_sorry_gate_fails_when_the_count_rises_between_revisions(sample: Path) -> None:
+    repo = sample.parent
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "base")
+    basic = sample / "Sample" / "Basic.lean"
+    basic.write_text(basic.read_text().replace("  omega", "  sorry"))
+    record = audit_project(sample, base="HEAD", allow_axioms=frozenset({"Sample.cheat"}), use_lean=False)
+    gate = next(g for g in record["gates"] if g["name"] == "sorry_not_rising")
+    assert gate["status"] == "fail" and "1 sorry at HEAD → 2 now" in gate["detail"]
+    assert not record["ok"]
+    rise = next(f for f in record["findings"] if f["declaration"] == "Sample.double")
+    assert rise["rise"] == 1
+    _git(repo, "commit", "-q", "-am", "more sorry")
+    basic.write_text(basic.read_text().replace("  sorry", "  omega"))   # progress: the count falls
+    record = audit_project(sample, base="HEAD", allow_axioms=frozenset({"Sample.cheat"}), use_lean=False)
+    assert record["ok"] and record["sorry_total_base"] == 2 and record["sorry_total"] == 1
+
+
+def test_unknown_base_revision_is_an_input_error(sample: Path) -> None:
+    _git(sample.parent, "init", "-q")
+    with pytest.raises(InputError, match="--base needs a revision"):
+        audit_project(sample, base="no-such-rev", use_lean=False)
+
+
+def test_cli_exit_codes(sample: Path) -> None:
+    runner = CliRunner()
+    failing = runner.invoke(app, ["audit", "lean", str(sample), "--json", "--no-lean"])
+    assert failing.exit_code == 1 and json.loads(failing.output)["ok"] is False
+    passing = runner.invoke(app, ["audit", "lean", str(sample), "--allow-axiom", "Sample.cheat", "--no-lean"])
+    assert passing.exit_code == 0, passing.output
+    assert "Sample.pending_lemma" in passing.output and "skipped" in passing.output
+
+
+@pytest.mark.parametrize(("source", "sorries"), [
+    ("theorem a : True := by sorry", 1),
+    ("-- sorry\ntheorem a : True := trivial", 0),
+    ("/- outer /- inner sorry -/ still comment sorry -/\ndef x := 1", 0),
+    ('def s := "sorry \\" sorry"\ntheorem t : True := by\n  sorry', 1),
+    ("theorem sorry_free : True := trivial", 0),
+    ("theorem t : True := by\n  admit", 1),
+    ("lemma h' : 1 = 1 := by\n  have h'' : True := sorry\n  rfl", 1),
+], ids=["tactic", "line-comment", "nested-comment", "string-escape", "identifier", "admit", "primes"])
+def test_scanner_counts_only_real_sorries(source: str, sorries: int) -> None:
+    assert scan_source(source).sorries == sorries
+
+
+def test_scanner_attributes_sorries_and_namespaces() -> None:
+    source = ("namespace A\nnamespace B\ntheorem t1 : True := sorry\nend B\n"
+              "@[simp] private lemma t2 : True := by\n  sorry\n  -- sorry\nexample : True := sorry\nend A\n"
+              "theorem _root_.top : True := trivial\ninstance : Inhabited Nat := ⟨sorry⟩\n")
+    decls = {d.name: d.sorries for d in scan_source(source).declarations}
+    assert decls == {"A.B.t1": 1, "A.t2": 1, "example@8": 1, "top": 0, "instance@11": 1}
+    assert len(mask("/- a -/ b")) == len("/- a -/ b")
