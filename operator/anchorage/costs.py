@@ -98,15 +98,16 @@ class Usage:
             self.cost_usd += cost
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form (``cost_usd`` rounded to 1e-9 USD)."""
+        """JSON-serialisable form (``cost_usd`` rounded to 1e-9 USD, plus ``billed_output_tokens``)."""
         data = asdict(self)
+        data["billed_output_tokens"] = self.billed_output_tokens  # derived, for readers of the record
         data["cost_usd"] = round(self.cost_usd, 9)
         data["by_model"] = {name: usage.to_dict() for name, usage in self.by_model.items()}
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Usage:
-        fields = {k: v for k, v in data.items() if k != "by_model"}
+        fields = {k: v for k, v in data.items() if k not in ("by_model", "billed_output_tokens")}
         usage = cls(**fields)
         usage.by_model = {k: cls.from_dict(v) for k, v in data.get("by_model", {}).items()}
         return usage

@@ -138,3 +138,15 @@ def test_replay_check_never_hard_fails_an_empty_artifact() -> None:
     for artifact in artifacts:
         results = get("crop_planting_revenue")(artifact)
         assert results and all(r.status == "missing" and r.severity == "warning" for r in results)
+
+
+def test_replay_check_without_the_official_data_is_missing_evidence(task: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from anchorage.invariants.replays import crop_planting
+
+    monkeypatch.setattr(crop_planting, "_task_data_dirs", lambda: [tmp_path / "nowhere"])
+    expected = json.loads((task / "tests" / "expected_result.json").read_text(encoding="utf-8"))
+    results = {r.name: r for r in get("crop_planting_revenue")(expected)}
+    ceiling = results["crop_planting_waste_profit_ceiling"]
+    assert ceiling.status == "missing" and ceiling.severity == "warning" and "not found" in ceiling.message
+    assert results["crop_planting_waste_balance"].status == "passed"   # needs no data

@@ -91,6 +91,10 @@ def test_every_question_reproduces_the_expected_result(task: Path, artifact: dic
     for row_ours, row_expected in zip(ours["q4"]["posterior_rows"], expected["q4"]["posterior_rows"], strict=True):
         for key in ("observed_defects", "posterior_mean_defect_rate", "posterior_q95_defect_rate"):
             assert row_ours[key] == pytest.approx(row_expected[key], abs=5e-5), key
+        # The scored values are the exact rational optima rounded to the anchor's 4 decimals.
+        assert round(float(Fraction(row_ours["q2_best_profit_case1_exact"])), 4) == row_ours["q2_best_profit_case1"]
+        assert (round(float(Fraction(row_ours["q3_best_policy_profit_exact"])), 4)
+                == row_ours["q3_best_policy_profit_under_posterior"])
 
 
 def test_profit_model_on_hand_worked_cases(solver: ModuleType, task: Path, reference_dir: Path) -> None:

@@ -76,7 +76,7 @@ def _discovery(path: str) -> Any:
 
 def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib signature)
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
         def _send(self, code: int, body: Any) -> None:
@@ -103,7 +103,7 @@ def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
             body: dict[str, Any] = json.loads(raw)
             return body
 
-        def do_GET(self) -> None:  # noqa: N802 (stdlib naming)
+        def do_GET(self) -> None:
             path = urlparse(self.path).path
             found = _discovery(path)
             if found is not None:
@@ -119,7 +119,7 @@ def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
                 obj = store.objects.get((plural, ns, name))
             return self._send(200, obj) if obj is not None else self._not_found(f"{plural}/{name}")
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             match = PATH.match(urlparse(self.path).path)
             if match is None:
                 return self._not_found(self.path)
@@ -132,7 +132,7 @@ def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
                 store.objects[key] = body
             self._send(201, body)
 
-        def do_PUT(self) -> None:  # noqa: N802
+        def do_PUT(self) -> None:
             match = PATH.match(urlparse(self.path).path)
             if match is None or match["name"] is None:
                 return self._not_found(self.path)
@@ -141,7 +141,7 @@ def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
                 store.objects[(match["plural"], match["ns"] or "", match["name"])] = body
             self._send(200, body)
 
-        def do_PATCH(self) -> None:  # noqa: N802
+        def do_PATCH(self) -> None:
             match = PATH.match(urlparse(self.path).path)
             key = (match["plural"], match["ns"] or "", match["name"] or "") if match else ("", "", "")
             with store.lock:
@@ -149,7 +149,7 @@ def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
             self._body()
             return self._send(200, obj) if obj is not None else self._not_found(self.path)
 
-        def do_DELETE(self) -> None:  # noqa: N802
+        def do_DELETE(self) -> None:
             match = PATH.match(urlparse(self.path).path)
             key = (match["plural"], match["ns"] or "", match["name"] or "") if match else ("", "", "")
             with store.lock:

@@ -47,10 +47,8 @@ def test_every_object_schema_is_closed(chart_dir: Path) -> None:
     open_objects = []
     for path, node in object_schemas(schema(chart_dir)):
         name = path.rsplit("/", 1)[-1]
-        if "properties" in node and node.get("additionalProperties") is not False:
-            open_objects.append(path)
-        elif "properties" not in node and name not in PASS_THROUGH and "additionalProperties" not in node \
-                and not path.endswith("/items"):
+        if ("properties" in node and node.get("additionalProperties") is not False) or ("properties" not in node and name not in PASS_THROUGH and "additionalProperties" not in node \
+                and not path.endswith("/items")):
             open_objects.append(path)
     assert open_objects == []
 

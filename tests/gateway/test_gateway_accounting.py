@@ -131,3 +131,4 @@ async def test_unpriced_model_is_flagged_not_free(gateway_factory: Any, upstream
     assert usage.unpriced_models == ["brand-new-model"]
     assert usage.input_tokens == tokens(PROMPT)
     assert usage.to_dict()["unpriced_models"] == ["brand-new-model"]
+    assert usage.to_dict()["billed_output_tokens"] == usage.billed_output_tokens > 0

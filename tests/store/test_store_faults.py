@@ -48,16 +48,19 @@ def test_failed_upload_never_marks_the_prefix_complete(s3_store: Callable[..., A
     folder = tmp_path / "trial"
     (folder / "artifacts").mkdir(parents=True)
     (folder / "trial.json").write_text("{}")
-    big_file(folder / "artifacts" / "big.bin", 6 * MB)
+    store.upload_dir(folder, "c/done")  # an earlier trial, complete
+    store.upload_dir(folder, "c/t")  # a first attempt of this trial, complete
+    big_file(folder / "artifacts" / "big.bin", 6 * MB)  # the retried trial has a big artifact
     fault_proxy.add(Fault("reset", method="PUT", query_has="partNumber", after_bytes=64 * 1024, times=1000))
     with pytest.raises(InfrastructureError, match="failed after 2 attempts"):
         store.upload_dir(folder, "c/t")
-    assert not store.is_complete("c/t")
-    assert store.completed_prefixes("c") == []
+    assert not store.is_complete("c/t")  # the old marker went before the new upload started
+    assert store.completed_prefixes("c") == ["c/done"]
     assert "c/t/artifacts/big.bin" not in store.list("c")
     fault_proxy.clear()
     store.upload_dir(folder, "c/t")  # the retried trial completes
-    assert store.completed_prefixes("c") == ["c/t"]
+    assert store.completed_prefixes("c") == ["c/done", "c/t"]
+    assert store.describe("c/t/artifacts/big.bin")["size"] == 6 * MB
 
 
 def test_corrupted_download_is_detected_and_retried(s3_store: Callable[..., ArtifactStore],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -27,9 +28,10 @@ def _problem(data_dir: Path, name: str) -> tuple[Problem, str]:
     return (Problem(name, (folder / f"{name}.md").read_text()), (folder / f"{name}.solution.md").read_text())
 
 
-def _save(record: dict[str, object], path: Path) -> dict[str, object]:
+def _save(record: dict[str, Any], path: Path) -> dict[str, Any]:
     path.write_text(json.dumps(record, indent=2))
-    return json.loads(path.read_text())   # the record is plain JSON
+    loaded: dict[str, Any] = json.loads(path.read_text())   # the record is plain JSON
+    return loaded
 
 
 def _verifier_prompts(mock_gateway: MockGateway) -> list[str]:

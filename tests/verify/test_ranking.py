@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -18,7 +19,7 @@ SCORES = {
     "P2": {"x": 1.0, "y": 0.0, "z": 0.0},
     "P3": {"p": 0.3, "q": 0.3},
 }
-LABELS = {
+LABELS: dict[str, dict[str, Any]] = {
     "P1": {"group": "G1", "candidates": {"a": {"correct": True}, "b": {"correct": False}, "c": {"correct": True},
                                          "d": {"correct": False}, "e": {"correct": False}, "f": {"correct": True},
                                          "h": {"correct": True, "human": True}}},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -28,7 +28,7 @@ def counted_outcome(thresholds: Thresholds, kinds: Sequence[Kind]) -> Outcome:
     return Outcome.UNDECIDED
 
 
-def simulate(thresholds: Thresholds, kinds: Sequence[Kind], *, policy: Policy = "confirm",
+def simulate(thresholds: Thresholds, kinds: Sequence[Kind], *, policy: Policy = "wave",
              max_parallel: int | None = None, rng: random.Random | None = None) -> tuple[Outcome, int]:
     """Run the machine: verifier i answers kinds[i]; in-flight verifiers finish in launch order or at random."""
     tally, inflight = Tally(), []
@@ -44,11 +44,11 @@ def simulate(thresholds: Thresholds, kinds: Sequence[Kind], *, policy: Policy = 
         tally = tally.record(kinds[index])
 
 
-@pytest.mark.parametrize("policy", ["confirm", "eager"])
+@pytest.mark.parametrize("policy", ["wave", "eager"])
 @pytest.mark.parametrize("max_parallel", [None, 1, 2], ids=["unbounded", "sequential", "two"])
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_early_exit_never_changes_the_outcome(name: str, policy: Policy, max_parallel: int | None,
-                                              record_property: pytest.RecordProperty) -> None:
+                                              record_property: Callable[[str, object], None]) -> None:
     thresholds = PRESETS[name]
     sequences = list(itertools.product([H, F, U], repeat=thresholds.verifiers))
     launches = []
@@ -91,7 +91,9 @@ def test_launch_schedule_follows_the_seed() -> None:
     assert to_launch(five, Tally(holds=2, holes=1, launched=3)) == 2   # "2 HOLDS + 1 HOLE: launch 2 more"
     assert decide(five, Tally(holes=2, launched=2)) is Outcome.REFUTED   # 2 HOLE FOUND refute, 3 calls saved
     assert decide(five, Tally(holds=4, launched=4)) is Outcome.CONFIRMED  # 4 HOLDS confirm, the 5th saved
-    assert to_launch(five, Tally(holds=3, launched=4)) == 0       # one in flight already could confirm
+    assert to_launch(five, Tally(holds=3, launched=4)) == 0       # a wave is in flight: wait for it
+    assert to_launch(five, Tally(holes=1, launched=4)) == 0       # ... even after a HOLE FOUND
+    assert to_launch(five, Tally(holes=1, launched=4), policy="eager") == 1   # eager tops up to the bound
 
 
 def test_pigeonhole_bound_caps_eager_launching() -> None:

@@ -1,7 +1,10 @@
-"""``anchorage audit lean PROJECT``: the formalization audit of a Lean project (seed 001, SPEC §7).
+"""``anchorage audit lean|judge PROJECT``: the formalization audit of a Lean project (seed 001, SPEC §7).
 
-Registered by :mod:`anchorage.cli`; the work is :func:`anchorage.verify.lean_audit.audit_project`.
-Exit codes: 0 every gate passed or was skipped (the output says why), 1 a gate failed, 2 bad input.
+Registered by :mod:`anchorage.cli`. ``lean`` runs the mechanical gates
+(:func:`anchorage.verify.lean_audit.audit_project`): exit 0 every gate passed or was skipped (the output
+says why), 1 a gate failed, 2 bad input. ``judge`` runs the judge-based semantic audit through the
+gateway (:func:`anchorage.verify.semantic_audit.judge_pairs`): exit 1 when a judged declaration is not
+faithful or duplicates another.
 """
 
 from __future__ import annotations
@@ -64,3 +67,37 @@ def _print(record: dict[str, Any]) -> None:
         style = {"pass": "green", "fail": "red", "skipped": "yellow"}[g["status"]]
         gates.add_row(g["name"], f"[{style}]{g['status']}[/{style}]", g["detail"])
     console.print(gates)
+
+
+@audit_app.command("judge")
+def judge(
+    project: Path = typer.Argument(..., help="The Lean project folder."),
+    pairs: Path = typer.Option(..., "--pairs", help='JSON [{"declaration": "Ns.name", "statement": "the source '
+                               'text"}] pairing each declaration with its natural-language statement.'),
+    model: str = typer.Option("mock-model", "--model", help="Judge model id sent through the gateway."),
+    base_url: str | None = typer.Option(None, "--base-url", help="Gateway URL (default $ANCHORAGE_GATEWAY_URL; "
+                                        "token $ANCHORAGE_GATEWAY_TOKEN)."),
+    mock: bool = typer.Option(False, "--mock", help="In-process gateway in front of the labelled mock model."),
+    mock_replies: Path | None = typer.Option(None, "--mock-replies", help="YAML of the mock's scripted replies; "
+                                             "implies --mock."),
+    out: Path | None = typer.Option(None, "-o", "--out", help="Write the record (JSON) here."),
+) -> None:
+    """Semantic audit: faithfulness, library reuse and cross-file reuse per declaration (LLM judge)."""
+    from anchorage.commands.verify import model_client
+    from anchorage.errors import InputError
+    from anchorage.verify.semantic_audit import judge_pairs
+
+    try:
+        rows = json.loads(pairs.read_text(encoding="utf-8"))
+        if not isinstance(rows, list) or not all(isinstance(r, dict) and "declaration" in r and "statement" in r
+                                                 for r in rows):
+            raise ValueError("expected a list of {declaration, statement}")
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--pairs {pairs}: {exc}", hint='[{"declaration": "Ns.name", "statement": "..."}]') from exc
+    with model_client(base_url, mock, mock_replies) as client:
+        record = judge_pairs(project, rows, client, model=model)
+    text = json.dumps(record, indent=2, ensure_ascii=False)
+    if out is not None:
+        out.write_text(text + "\n", encoding="utf-8")
+    typer.echo(text)
+    raise typer.Exit(0 if record["ok"] else 1)

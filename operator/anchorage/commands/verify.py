@@ -54,7 +54,7 @@ def _read(path: Path, what: str) -> str:
 
 
 @contextmanager
-def _client(base_url: str | None, mock: bool, mock_replies: Path | None) -> Iterator[ModelClient]:
+def model_client(base_url: str | None, mock: bool, mock_replies: Path | None) -> Iterator[ModelClient]:
     """A gateway client: the given gateway, or an in-process gateway + mock upstream."""
     from anchorage.errors import InputError
     from anchorage.verify.models import GatewayClient
@@ -88,6 +88,20 @@ def _emit(record: dict[str, Any], out: Path | None, as_json: bool) -> None:
         typer.echo(text)
 
 
+def _settings(model: Any, values: dict[str, Any]) -> Any:
+    """Validate flags into a settings model; a bad flag is an InputError naming it."""
+    from pydantic import ValidationError
+
+    from anchorage.errors import InputError
+
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        problems = "; ".join(f"--{'-'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}"
+                             for e in exc.errors())
+        raise InputError(f"invalid option: {problems}", hint="see anchorage verify panel --help") from exc
+
+
 @verify_app.command("clean")
 def clean(
     solution: Path = typer.Argument(..., help="A solver's raw output (markdown/text)."),
@@ -116,8 +130,8 @@ def panel(
     refute: int | None = typer.Option(None, "--refute", help="HOLE FOUND votes that refute (default: tier)."),
     max_revisions: int | None = typer.Option(None, "--max-revisions", help="Revision rounds before abstaining "
                                              "(default: tier; 0 = judge only)."),
-    policy: str = typer.Option("confirm", "--policy", help="confirm (launch what could confirm) | eager (fill the "
-                               "pigeonhole bound)."),
+    policy: str = typer.Option("wave", "--policy", help="wave (launch what could confirm, wait for it) | eager "
+                               "(keep the pigeonhole bound filled)."),
     max_parallel: int | None = typer.Option(None, "--max-parallel", help="Verifiers in flight at most (1: sequential)."),
     model: str = typer.Option("mock-model", "--model", help="Model id sent through the gateway."),
     base_url: str | None = typer.Option(None, "--base-url", help=BASE_URL_HELP),
@@ -130,11 +144,11 @@ def panel(
     from anchorage.verify.panel import run_panel, solve_and_verify
     from anchorage.verify.settings import PanelSettings
 
-    settings = PanelSettings.model_validate({
+    settings = _settings(PanelSettings, {
         "tier": tier, "verifiers": verifiers, "confirm": confirm, "refute": refute, "max_revisions": max_revisions,
         "policy": policy, "max_parallel": max_parallel, "model": model})
     statement = _problem(problem)
-    with _client(base_url, mock, mock_replies) as client:
+    with model_client(base_url, mock, mock_replies) as client:
         if solution is not None:
             record = run_panel(statement, _read(solution, "solution"), client, settings)
         else:
@@ -179,7 +193,7 @@ def numeric(
     """Numeric answers: majority vote over 5–7 solvers, top two checked by substitution without a majority."""
     from anchorage.verify.numeric import run_numeric
 
-    with _client(base_url, mock, mock_replies) as client:
+    with model_client(base_url, mock, mock_replies) as client:
         record = run_numeric(_problem(problem), client, model=model, solvers=solvers)
     _emit(record, out, True)
     raise typer.Exit(0 if record["answer"] is not None else 1)
@@ -204,9 +218,9 @@ def cbu(
     from anchorage.verify.settings import CbuSettings
 
     target = _problem(problem)
-    settings = CbuSettings(model=model, rollouts=rollouts)
+    settings = _settings(CbuSettings, {"model": model, "rollouts": rollouts})
     pool = {path.stem: _read(path, "candidate") for path in candidates}
-    with _client(base_url, mock, mock_replies) as client:
+    with model_client(base_url, mock, mock_replies) as client:
         result = score_pool(target, pool, _neighbours(neighbours), client, settings)
     _emit({"scores": {target.id: result["scores"]}, "details": {target.id: result["details"]}}, out, True)
 

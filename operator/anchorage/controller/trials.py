@@ -9,6 +9,7 @@ second one.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, cast
 
@@ -39,14 +40,20 @@ def condition(type_: str, status: str, reason: str, message: str = "", generatio
                      ).model_dump(by_alias=True, exclude_none=True)
 
 
-def _task_inputs(spec: TrialSpec) -> tuple[str, dict[str, float]]:
+@functools.lru_cache(maxsize=256)
+def _task_inputs_cached(task_name: str) -> tuple[str, dict[str, float]]:
     from anchorage.tasks import load_task, resolve_task
 
-    task = load_task(resolve_task(spec.task))
+    task = load_task(resolve_task(task_name))
     env = task.config.environment
     defaults = {"cpus": float(env.cpus), "memory_mb": float(env.memory_mb), "storage_mb": float(env.storage_mb),
                 "gpus": float(env.gpus), "agent_timeout_sec": float(task.config.agent.timeout_sec)}
     return task.instruction, defaults
+
+
+def _task_inputs(spec: TrialSpec) -> tuple[str, dict[str, float]]:
+    """The task's instruction and its task.toml limits (loaded once per task by this process)."""
+    return _task_inputs_cached(spec.task)
 
 
 def _launch(body: kopf.Body, spec: TrialSpec, attempt: int) -> dict[str, Any]:

@@ -13,6 +13,10 @@ when the pod carries the label ``anchorage.dev/network: none``. **The container 
 commands run with this machine's programs, with the virtualenv of this Python first on ``PATH`` (so
 ``python -m anchorage...`` works as it does in the operator image). CPU and memory limits are not
 enforced here. Without bubblewrap a pod fails with reason ``SandboxUnavailable``.
+
+``simulate=True`` (load tests, ``bench/operator.py``) runs no container at all: each pod succeeds at
+once and the store receives what Anchorage's own pod programs would have written (the trial's
+``upload.json``, a synthetic perfect ``score.json`` marked ``"simulated": true``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -57,8 +62,10 @@ class ContainerResult:
 class FakeKubelet:
     """Runs Jobs' pods (see the module docstring)."""
 
-    def __init__(self, store: ObjectStore, *, writable: tuple[Path, ...] = (), grace: float = 5.0) -> None:
+    def __init__(self, store: ObjectStore, *, writable: tuple[Path, ...] = (), grace: float = 5.0,
+                 simulate: bool = False) -> None:
         self.store = store
+        self.simulate = simulate
         self.writable = writable
         self.grace = grace
         self.runs: dict[tuple[str, str], PodRun] = {}
@@ -175,6 +182,8 @@ class FakeKubelet:
     async def _run_pod(self, run: PodRun) -> tuple[str, str]:
         pod = self.store.get(self.pods, run.ns, run.name)
         spec = pod["spec"]
+        if self.simulate:
+            return self._simulate(run, pod)
         if self.bwrap is None:
             self._pod_status(run, "Failed", reason="SandboxUnavailable")
             return "Failed", "SandboxUnavailable"
@@ -205,6 +214,28 @@ class FakeKubelet:
         ok = all(r.exit_code == 0 for r in results)
         self._pod_status(run, "Succeeded" if ok else "Failed", statuses=statuses)
         return ("Succeeded", "") if ok else ("Failed", "BackoffLimitExceeded")
+
+    def _simulate(self, run: PodRun, pod: Obj) -> tuple[str, str]:
+        """Load-test mode: run nothing; write what Anchorage's pod programs would write to the store."""
+        from anchorage.store import open_store
+
+        containers = [*pod["spec"].get("initContainers", []), *pod["spec"]["containers"]]
+        env = {e["name"]: e.get("value", "") for c in containers for e in c.get("env", [])}
+        args = [a for c in containers for a in c.get("args", [])]
+        store = open_store(env["ANCHORAGE_STORE"])
+        dest = env["ANCHORAGE_DEST"].strip("/")
+        if "score" in args:  # a verifier pod: one synthetic perfect score per item
+            record = {"raw": 1.0, "oracle_raw": 1.0, "baseline_raw": 0.0, "o_eval": 1.0, "bo_eval": 1.0,
+                      "gradable": True, "simulated": True}
+            for i, arg in enumerate(args):
+                if arg == "--item":
+                    out = args[i + 1].partition("=")[2]
+                    store.put_bytes("/".join(p for p in (dest, out, "score.json") if p), json.dumps(record).encode())
+        else:
+            store.put_bytes(f"{dest}/upload.json", json.dumps({"exit_code": 0, "files": {"artifacts": 1}}).encode())
+        statuses = [self._terminated(c["name"], ContainerResult(0, "Completed")) for c in pod["spec"]["containers"]]
+        self._pod_status(run, "Succeeded", statuses=statuses)
+        return "Succeeded", ""
 
     @staticmethod
     def _terminated(name: str, result: ContainerResult) -> Obj:

@@ -56,7 +56,7 @@ def load_crd_docs(crds_dir: Path) -> list[dict[str, Any]]:
 @contextlib.asynccontextmanager
 async def running_cluster(kubeconfig: Path, *, port: int = 0, crds_dir: Path | None = None,
                           kubelet: bool = True, writable: tuple[Path, ...] = (),
-                          namespaces: tuple[str, ...] = ()) -> AsyncIterator[Cluster]:
+                          namespaces: tuple[str, ...] = (), simulate: bool = False) -> AsyncIterator[Cluster]:
     """Serve the fake on 127.0.0.1 for the duration of the ``async with`` block."""
     api = FakeApiServer()
     if crds_dir is not None:
@@ -67,7 +67,7 @@ async def running_cluster(kubeconfig: Path, *, port: int = 0, crds_dir: Path | N
         url = f"http://{server.host}:{server.port}"
         kubeconfig.parent.mkdir(parents=True, exist_ok=True)
         kubeconfig.write_text(kubeconfig_text(url))
-        runner = FakeKubelet(api.store, writable=writable) if kubelet else None
+        runner = FakeKubelet(api.store, writable=writable, simulate=simulate) if kubelet else None
         if runner is not None:
             runner.start()
         try:

@@ -183,10 +183,10 @@ class GatewayApp:
         raw = await request.read()
         try:
             payload = json.loads(raw)
-            model = payload["model"]
-            if not isinstance(payload, dict) or not isinstance(model, str):
+            model = payload.get("model") if isinstance(payload, dict) else None
+            if not isinstance(model, str):
                 raise TypeError
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, TypeError):
             return error_response(400, "invalid_request", "the body must be a JSON object with a string 'model'")
         upstream = self.config.upstream_for(model, api)
         if upstream is None:

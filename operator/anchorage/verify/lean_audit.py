@@ -98,6 +98,7 @@ class Declaration:
     end_line: int
     sorries: int = 0
     axioms: list[str] | None = None    # from #print axioms, where Lean ran
+    header: str = ""                   # the statement: keyword to ``:=``/``where``, comments removed
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "file": self.file, "line": self.line,
@@ -141,6 +142,13 @@ def _decl_name(kind: str, rest: str, prefix: list[str], line: int) -> str:
     return ".".join([*prefix, name])
 
 
+def _header(code: str, start: int, end: int) -> str:
+    """The declaration's statement: from its keyword to the first ``:=``, ``where`` or ``|`` alternative."""
+    body = code[start:end]
+    stop = re.search(r":=|\bwhere\b|\n\s*\|", body)
+    return re.sub(r"\s+", " ", body[:stop.start()] if stop else body).strip()[:1000]
+
+
 def scan_source(source: str, filename: str = "<source>") -> FileScan:
     """Declarations with their sorry counts, for one Lean file."""
     code = mask(source)
@@ -154,7 +162,8 @@ def scan_source(source: str, filename: str = "<source>") -> FileScan:
         name = _decl_name(match.group("kw"), match.group("rest"), _namespaces(code, start), line)
         body = code[start:end]
         scan.declarations.append(Declaration(name, match.group("kw"), filename, line,
-                                             _line_of(code, max(start, end - 1)), len(_SORRY.findall(body))))
+                                             _line_of(code, max(start, end - 1)), len(_SORRY.findall(body)),
+                                             header=_header(code, start, end)))
         covered += len(_SORRY.findall(body))
     scan.top_level_sorries = len(_SORRY.findall(code)) - covered
     return scan

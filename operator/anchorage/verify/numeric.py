@@ -12,7 +12,7 @@ numeric``; :func:`majority_vote` and :func:`decide_numeric` are pure.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -54,7 +54,9 @@ def answer_key(text: str) -> str:
     value = parse_number(text)
     if value is not None:
         return f"={value}"
-    return re.sub(r"\s+|\$|\\boxed\{|\}$", "", text).lower()
+    text = text.strip().strip("$").strip()
+    boxed = _BOXED.search(text)
+    return re.sub(r"\s+", "", boxed.group(1) if boxed else text).lower()
 
 
 def answers_match(given: str | None, expected: str, rel_tol: float = 1e-6) -> bool:
@@ -91,7 +93,7 @@ class NumericVote:
         return [(g[1], g[2]) for _, g in ranked[:2]]
 
 
-def majority_vote(answers: list[str | None]) -> NumericVote:
+def majority_vote(answers: Sequence[str | None]) -> NumericVote:
     vote = NumericVote(solvers=len(answers))
     index: dict[str, int] = {}
     for answer in answers:

@@ -13,11 +13,12 @@ so far, at most ``(confirm − h) + (refute − f) − 1`` further decisive vote
 threshold is reached, so verifiers in flight beyond that bound carry no information (``inflight ≥
 confirm + refute − 1`` at the start) and are never launched. Within the bound two policies:
 
-* ``"confirm"`` (default, the seed's): keep just enough verifiers in flight to confirm if they all say
-  HOLDS (``confirm − h``), or, once confirmation is out of reach, to refute (``refute − f``). With 5
-  verifiers and 4/2 this launches 4, then one more after a HOLE FOUND, exactly as the seed describes
-  ("3 HOLDS + 0 HOLE: launch 1 more"; "2 HOLDS + 1 HOLE: launch 2 more").
-* ``"eager"``: fill the pigeonhole bound at once (lowest latency, fewest savings).
+* ``"wave"`` (default, the seed's): when nothing is in flight, launch just enough verifiers to confirm
+  if they all say HOLDS (``confirm − h``) — or, once confirmation is out of reach, to refute
+  (``refute − f``) — and wait for that wave. With 5 verifiers and 4/2: a wave of 4; four HOLDS confirm
+  (the 5th is saved); two HOLE FOUND refute; 3 HOLDS + 1 HOLE launch one more ("3 HOLDS + 0 HOLE:
+  launch 1 more"; "2 HOLDS + 1 HOLE: launch 2 more", as the seed describes).
+* ``"eager"``: keep the pigeonhole bound filled at all times (lowest latency, fewest savings).
 
 ``max_parallel`` caps the verifiers in flight (1 = strictly sequential, the cheapest).
 
@@ -35,7 +36,7 @@ from typing import Literal
 from anchorage.errors import InputError
 from anchorage.verify.verdicts import Kind
 
-Policy = Literal["confirm", "eager"]
+Policy = Literal["wave", "eager"]
 
 
 class Outcome(StrEnum):
@@ -115,10 +116,10 @@ def pigeonhole_bound(thresholds: Thresholds, tally: Tally) -> int:
     return (thresholds.confirm - tally.holds) + (thresholds.refute - tally.holes) - 1
 
 
-def to_launch(thresholds: Thresholds, tally: Tally, *, policy: Policy = "confirm",
+def to_launch(thresholds: Thresholds, tally: Tally, *, policy: Policy = "wave",
               max_parallel: int | None = None) -> int:
     """How many verifiers to start now (0 once the outcome is settled or enough are in flight)."""
-    if decide(thresholds, tally) is not Outcome.PENDING:
+    if decide(thresholds, tally) is not Outcome.PENDING or (policy == "wave" and tally.inflight > 0):
         return 0
     budget = thresholds.verifiers - tally.launched
     reachable = tally.holds + budget + tally.inflight >= thresholds.confirm

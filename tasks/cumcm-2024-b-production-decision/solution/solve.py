@@ -274,8 +274,10 @@ def q4_block(case1: Line, q3: Line, plan: dict[str, Any]) -> dict[str, Any]:
             "observed_defects": k,
             "posterior_mean_defect_rate": round(float(rate), 5),
             "posterior_q95_defect_rate": round(float(beta.ppf(0.95, 1 + k, 1 + n - k)), 5),
-            "q2_best_profit_case1": round(float(q2_value), 6),
-            "q3_best_policy_profit_under_posterior": round(float(q3_value), 6),
+            "q2_best_profit_case1": round(float(q2_value), 4),             # the anchor's precision
+            "q3_best_policy_profit_under_posterior": round(float(q3_value), 4),
+            "q2_best_profit_case1_exact": str(q2_value),                      # exact rational
+            "q3_best_policy_profit_exact": str(q3_value),
             "q3_best_policy_bits": list(q3_bits),
         })
     return {"sample_size": n, "prior": "Beta(1, 1)", "posterior_rows": rows,

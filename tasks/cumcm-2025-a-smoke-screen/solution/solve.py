@@ -423,9 +423,56 @@ def grid_plan(world: World, batch: Batch, drone: str, missile: str, heading: flo
     return sorted(plan, key=lambda g: g.drop), gained
 
 
+def de_plan(world: World, batch: Batch, drone: str, missile: str, count: int, start: Found,
+            have: Array, iterations: int = 50, seed: int = 7) -> tuple[list[Grenade], float]:
+    """Joint search of one drone's heading, speed and ``count`` grenades (differential evolution).
+
+    Coordinates: heading, speed, then per grenade (burst time after the previous burst, Δ) decoded
+    by :func:`track_grenades`; the single-grenade optimum ``start`` seeds the population.
+    """
+    st = world.st
+    arrival = world.arrival[missile]
+
+    def decode(xs: Array) -> tuple[Array, Array, list[Array], list[Array], Array]:
+        heading, speed = xs[0] % 360, xs[1]
+        drops: list[Array] = []
+        fuses: list[Array] = []
+        bad = np.zeros(xs.shape[1])
+        t_b = np.zeros(xs.shape[1])
+        for k in range(count):
+            t_b = t_b + xs[2 + 2 * k]
+            d, f = track_grenades(world, drone, heading, speed, missile, t_b, xs[3 + 2 * k])
+            bad = bad + np.maximum(-d, 0) * 10
+            for prev in drops:
+                bad = bad + np.maximum(st.drop_gap + 1e-6 - np.abs(d - prev), 0)
+            drops.append(d)
+            fuses.append(f)
+        return heading, speed, drops, fuses, bad
+
+    def objective(xs: Array) -> Array:
+        heading, speed, drops, fuses, bad = decode(xs)
+        gain = union_gain(batch, drone, missile, heading, speed, drops, fuses, have)
+        return np.asarray(np.where(bad > 1e-9, 1.0 + bad, -gain))
+
+    g0, x_los = start
+    bounds = [(g0.heading_deg - 30.0, g0.heading_deg + 30.0), (st.speed_lo, st.speed_hi),
+              (0.0, arrival - 1.0), (0.0, st.cloud_life)]
+    bounds += [(st.drop_gap * 0.5, 20.0), (0.0, st.cloud_life)] * (count - 1)
+    x0 = [g0.heading_deg, g0.speed, g0.burst, float(x_los[1])] + [2.0, float(x_los[1])] * (count - 1)
+    res = differential_evolution(objective, bounds, seed=seed, popsize=8, maxiter=iterations,
+                                 tol=1e-7, polish=False, vectorized=True, updating="deferred", x0=x0)
+    heading, speed, drops, fuses, bad = decode(res.x[:, None])
+    if bad[0] > 1e-9 or res.fun >= 0:
+        return [], 0.0
+    plan = [Grenade(drone, float(heading[0]), float(speed[0]), float(d[0]), float(f[0]))
+            for d, f in zip(drops, fuses, strict=True)]
+    return sorted(plan, key=lambda g: g.drop), float(-res.fun)
+
+
 def best_plan(world: World, batch: Batch, drone: str, missile: str, count: int,
-              start: Found, others: list[Grenade] | None = None) -> list[Grenade]:
-    """The best greedy grid plan over a few headings/speeds around the single-grenade optimum."""
+              start: Found, others: list[Grenade] | None = None, iterations: int = 50) -> list[Grenade]:
+    """The better of the greedy grid plans (a few headings/speeds around the single-grenade
+    optimum) and the joint differential-evolution plan, by the union time they add."""
     st = world.st
     grid = np.arange(0.0, world.arrival[missile] + SEARCH_DT, SEARCH_DT)
     have = coverage_mask(world, list(others or []), missile, grid)
@@ -441,6 +488,9 @@ def best_plan(world: World, batch: Batch, drone: str, missile: str, count: int,
                                  cache[(heading, speed)], first)
         if gained > best[0]:
             best = (gained, plan)
+    plan, gained = de_plan(world, batch, drone, missile, count, start, have, iterations)
+    if gained > best[0]:
+        best = (gained, plan)
     return best[1]
 
 

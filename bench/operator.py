@@ -1,0 +1,133 @@
+"""Operator load benchmark: a campaign of trivial trials against the cluster fake, measured side by side
+with the fake's raw create throughput in the same run.
+
+    .venv/bin/python -m bench.operator --trials 10000 --parallelism 200
+    (or .venv/bin/python bench/operator.py: the script then drops bench/ from sys.path, where this
+    file would shadow the standard library's ``operator`` module)
+
+Pods are simulated (``FakeKubelet(simulate=True)``: nothing runs; the store receives what the pod
+programs would write), so the figures are the operator's own: API requests per trial by verb (from
+the fake's request log), operator CPU ms per trial and peak RSS (``wait4`` rusage of the operator
+process, startup included and also shown separately), and the campaign's trial throughput as a
+ratio of raw ``POST`` throughput of Trial objects by one client (the kubernetes Python client, as
+the operator uses). Goals from issue 4: ≤ 8 API writes per trial, ≤ 5 ms CPU per trial, ≤ 300 MB RSS.
+"""
+
+from __future__ import annotations
+
+import sys
+
+if sys.path and sys.path[0].rstrip("/").endswith("bench"):  # run as a script: do not shadow stdlib operator
+    sys.path.pop(0)
+
+import argparse  # noqa: E402
+import collections  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _raw_create_rate(kubeconfig: Path, count: int) -> float:
+    import kubernetes
+
+    configuration = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    api = kubernetes.client.CustomObjectsApi(kubernetes.client.ApiClient(configuration))
+    body: dict[str, Any] = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "Trial",
+                            "spec": {"task": "smoke-inventory", "agent": {"kind": "command", "command": ["true"]}}}
+    start = time.perf_counter()
+    for i in range(count):
+        api.create_namespaced_custom_object("anchorage.dev", "v1alpha1", "raw", "trials",
+                                            {**body, "metadata": {"name": f"raw-{i}"}})
+    return count / (time.perf_counter() - start)
+
+
+def _operator(env: dict[str, str], store: Path, log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "anchorage"), "operator", "--store", f"file://{store}",
+         "--task-source", str(REPO / "tasks"), "--standalone", "--log-format", "plain", "-n", "bench"],
+        env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> tuple[float, float]:
+    """SIGTERM the operator; (CPU seconds, peak RSS in MB) from its rusage."""
+    proc.send_signal(signal.SIGTERM)
+    _, _, usage = os.wait4(proc.pid, 0)
+    proc.returncode = 0
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def _campaign(trials: int, parallelism: int) -> str:
+    import yaml
+
+    seeds = max(1, trials // 100)
+    entries = [{"name": f"e{i}", "agent": {"kind": "command", "command": ["true"]}} for i in range(trials // seeds)]
+    return yaml.safe_dump({"apiVersion": "anchorage.dev/v1alpha1", "kind": "VerificationCampaign",
+                           "metadata": {"name": "bench", "namespace": "bench"},
+                           "spec": {"tasks": ["smoke-inventory"], "seeds": seeds, "parallelism": parallelism,
+                                    "entries": entries}})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trials", type=int, default=10000, help="campaign size (entries × seeds)")
+    parser.add_argument("--parallelism", type=int, default=200)
+    parser.add_argument("--raw", type=int, default=500, help="Trial objects created for the raw rate")
+    args = parser.parse_args()
+
+    from anchorage.devcluster.serving import ClusterThread
+
+    root = Path(tempfile.mkdtemp(prefix="anchorage-bench-"))
+    store = root / "runs"
+    store.mkdir()
+    thread = ClusterThread(root / "kubeconfig", crds_dir=REPO / "crds", writable=(store,), simulate=True,
+                           namespaces=("raw", "bench"))
+    cluster = thread.__enter__()
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "ANCHORAGE_CAMPAIGN_INTERVAL": "0.5",
+           "ANCHORAGE_WORKERS": "16"}
+    try:
+        raw_rate = _raw_create_rate(cluster.kubeconfig, args.raw)
+        idle = _operator(env, store, root / "idle.log")
+        time.sleep(8)
+        idle_cpu, idle_rss = _stop(idle)
+        first = len(cluster.api._requests)
+        proc = _operator(env, store, root / "operator.log")
+        subprocess.run(["kubectl", "apply", "-f", "-"], input=_campaign(args.trials, args.parallelism).encode(),
+                       env=env, check=True, capture_output=True)
+        start = time.perf_counter()
+        campaigns = cluster.api.store.resource("anchorage.dev", "verificationcampaigns")
+        while True:
+            time.sleep(1)
+            status = thread.call(lambda: dict(campaigns.objects.get(("bench", "bench"), {}).get("status") or {}))
+            if status.get("phase") == "Succeeded":
+                break
+            print(f"  {status.get('progress', '0/?')} after {time.perf_counter() - start:.0f}s", file=sys.stderr)
+        elapsed = time.perf_counter() - start
+        cpu, rss = _stop(proc)
+        requests = cluster.api._requests[first:]
+    finally:
+        thread.__exit__(None, None, None)
+    total = int(status["total"])
+    verbs: collections.Counter[str] = collections.Counter()
+    for request in requests:
+        method = request.method.value.upper()
+        verbs["WATCH" if request.params.get("watch") == "true" else method] += 1
+    writes = sum(verbs[v] for v in ("POST", "PATCH", "PUT", "DELETE"))
+    rate = total / elapsed
+    print(f"trials: {total} (parallelism {args.parallelism}, simulated pods), wall {elapsed:.1f} s")
+    print("API requests per trial by verb: " + ", ".join(f"{v} {n / total:.2f}" for v, n in sorted(verbs.items())))
+    print(f"API writes per trial: {writes / total:.2f} (goal ≤ 8)")
+    print(f"operator CPU per trial: {1000 * cpu / total:.2f} ms total, {1000 * (cpu - idle_cpu) / total:.2f} ms "
+          f"without startup (idle 8 s run: {idle_cpu:.2f} s CPU) (goal ≤ 5 ms)")
+    print(f"operator peak RSS: {rss:.0f} MB (idle run {idle_rss:.0f} MB) (goal ≤ 300 MB)")
+    print(f"throughput: {rate:.1f} trials/s; raw Trial create {raw_rate:.1f}/s; ratio {rate / raw_rate:.3f}")
+
+
+if __name__ == "__main__":
+    main()
