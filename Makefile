@@ -30,6 +30,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --ignore-requires-python helm-sdkpy
 	touch $@
 
 ## system: Debian packages for the sandbox (bubblewrap), Prometheus and figure rendering (poppler)

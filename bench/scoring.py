@@ -16,13 +16,17 @@ Run: ``.venv/bin/python bench/scoring.py [--variants 20] [--subprocess-sample 18
 
 from __future__ import annotations
 
+import sys
+
+if sys.path and sys.path[0].rstrip("/").endswith("bench"):  # run as a script: bench/operator.py would
+    sys.path.pop(0)                                         # shadow the standard library's operator module
+
 import argparse
 import json
 import os
 import random
 import resource
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path

@@ -175,7 +175,9 @@ class FakeApi:
             "apiVersion": "v1", "kind": "Config", "current-context": "fake",
             "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
             "users": [{"name": "fake", "user": {"token": "fake"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}]}, sort_keys=False)
+            "contexts": [{"name": "fake",
+                          "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}],
+        }, sort_keys=False)
 
     def stop(self) -> None:
         self.server.shutdown()

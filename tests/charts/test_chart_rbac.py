@@ -84,17 +84,17 @@ def client_ops(node: ast.AST) -> Iterator[tuple[str | None, str, str]]:
     if match and match["kind"] == "custom_object":
         yield None, "/status" if match["status"] else "", VERB.get(match["verb"], match["verb"])
     elif match:
-        assert match["kind"] in TYPED_KINDS, f"unknown kind in {node.attr}: add it to TYPED_KINDS"
+        assert match["kind"] in TYPED_KINDS, f"unknown kind in {match.string}: add it to TYPED_KINDS"
         group, plural = TYPED_KINDS[match["kind"]]
         yield group, plural + ("/status" if match["status"] else ""), VERB.get(match["verb"], match["verb"])
     elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "call_api":
         path = node.args[0]
-        text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in path.values) \
-            if isinstance(path, ast.JoinedStr) else ast.literal_eval(path)
+        parts = path.values if isinstance(path, ast.JoinedStr) else [path]
+        text = "".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in parts)
         found = re.match(r"^/apis?/(?:(?P<g>[^/]+)/)?v\d\w*/namespaces/\{\}/(?P<plural>[a-z]+)", text)
         method = node.args[1]
         assert found and isinstance(method, ast.Constant), f"cannot read call_api({ast.unparse(node)})"
-        yield found["g"] or "", found["plural"], VERB[method.value]
+        yield found["g"] or "", found["plural"], VERB[str(method.value)]
 
 
 def wrapper_ops(tree: ast.Module) -> dict[str, set[tuple[str | None, str, str]]]:
@@ -119,7 +119,7 @@ def call_rules(module: Any, tree: ast.Module, kube: dict[str, set[tuple[str | No
                group: str) -> set[Rule]:
     rules: set[Rule] = set()
     for node in ast.walk(tree):
-        ops = [(op, None) for op in client_ops(node)]
+        ops: list[tuple[tuple[str | None, str, str], ast.Call | None]] = [(op, None) for op in client_ops(node)]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and dotted(node.func.value) == "kube":
             ops += [(op, node) for op in kube[node.func.attr]]
         for (op_group, resource, verb), call in ops:

@@ -188,9 +188,9 @@ def test_store_credentials_only_by_secret_reference(render: Render) -> None:
 # ----- gateway ---------------------------------------------------------------------------------------
 
 
-def test_gateway_service_and_labels_match_the_operator_defaults(rendered: Rendered) -> None:
-    if not any(s["metadata"]["name"] == "anchorage-gateway" for s in rendered.of_kind("Service")):
-        pytest.skip("gateway disabled in this value set")
+@pytest.mark.parametrize("values", [{}, FULL], ids=["defaults", "full"])
+def test_gateway_service_and_labels_match_the_operator_defaults(render: Render, values: dict[str, Any]) -> None:
+    rendered = render(values)
     defaults = OperatorConfig()
     url = urlparse(defaults.gateway_url)
     service = rendered.one("Service", "anchorage-gateway")
@@ -199,6 +199,26 @@ def test_gateway_service_and_labels_match_the_operator_defaults(rendered: Render
     pod_labels = rendered.one("Deployment", "anchorage-gateway")["spec"]["template"]["metadata"]["labels"]
     assert defaults.gateway_selector.items() <= pod_labels.items()
     assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_disabled_parts_render_nothing(render: Render) -> None:
+    rendered = render(MINIMAL)
+    kinds = {o["kind"] for o in rendered.objects}
+    assert not kinds & {"Service", "CustomResourceDefinition", "NetworkPolicy", "Namespace", "Pod"}
+    assert [d["metadata"]["name"] for d in rendered.of_kind("Deployment")] == ["anchorage-operator"]
+    assert rendered.of_kind("ConfigMap") == []
+
+
+def test_gateway_prices_are_the_repositorys_snapshot(render: Render, repo_root: Path, chart_dir: Path) -> None:
+    shipped = {p.name: p.read_text() for p in (chart_dir / "files" / "prices").glob("*.yaml")}
+    assert shipped == {p.name: p.read_text() for p in (repo_root / "prices").glob("*.yaml")}, \
+        "charts/anchorage/files/prices is stale: cp prices/*.yaml charts/anchorage/files/prices/"
+    rendered = render({})
+    assert rendered.one("ConfigMap", "anchorage-prices")["data"] == {k: v.rstrip("\n") for k, v in shipped.items()}
+    gateway = container(rendered, "anchorage-gateway")
+    mounts = {m["name"]: m["mountPath"] for m in gateway["volumeMounts"]}
+    env = {e["name"]: e.get("value") for e in gateway["env"]}
+    assert env["ANCHORAGE_PRICES"] == mounts["prices"]
 
 
 def test_gateway_config_is_valid_and_keys_come_from_secrets(render: Render, tmp_path: Path) -> None:
@@ -212,10 +232,10 @@ def test_gateway_config_is_valid_and_keys_come_from_secrets(render: Render, tmp_
     env = {e["name"]: e for e in gateway["env"]}
     for name in [u.api_key_env for u in config.upstreams] + [config.token_secret_env, config.admin_token_env]:
         assert name is not None and "secretKeyRef" in env[name]["valueFrom"], name
-    assert "key" not in text.replace("_key_env", "").replace("api_key", ""), "no key material in the config"
+    assert all(u.api_key is None for u in config.upstreams), "no key material in the config"
     config_file = tmp_path / "gateway.yaml"
     config_file.write_text(text)
-    args = [a.replace("/etc/anchorage/gateway.yaml", str(config_file)) for a in gateway["args"][1:]]
+    args = [a.replace("/etc/anchorage/config/gateway.yaml", str(config_file)) for a in gateway["args"][1:]]
     assert cli_params("gateway", args)["mock"] is False
 
 
@@ -227,10 +247,15 @@ def test_default_gateway_serves_the_labelled_mock_and_says_so(render: Render) ->
     assert "MOCK" in rendered.notes
 
 
+def test_notes_warn_when_trial_pods_cannot_reach_the_gateway(render: Render) -> None:
+    assert "WARNING: trial pods reach the gateway" not in render({}).notes
+    assert "WARNING: trial pods reach the gateway" in render({"fullnameOverride": "evals"}).notes
+
+
 def test_gateway_without_upstream_or_mock_fails_with_the_fix(helm: Any) -> None:
     from charts.conftest import install
 
-    with pytest.raises(helm.InstallError, match="gateway.upstreams"):
+    with pytest.raises(helm.InstallError, match=r"gateway\.upstreams"):
         install(helm, {"gateway": {"mock": False}})
 
 

@@ -117,3 +117,22 @@ def test_digest_names_the_exact_text() -> None:
 def test_a_cleaned_solution_cannot_be_built_by_hand() -> None:
     with pytest.raises(TypeError, match="clean_solution"):
         CleanedSolution("m", "raw trace smuggled in", "a", True)
+
+
+R1_TEMPLATE_STYLE = """Okay, the problem asks for the maximum. Let me consider f'(x) = 0 ... so x = 2.
+Wait, check the endpoints too. f(0) = 1, f(3) = 4. Hmm, f(2) = 5 is larger.
+</think>
+
+**Proof.** On [0, 3], f is continuous, so it attains a maximum at a critical point or an endpoint.
+The only critical point is x = 2 with f(2) = 5, while f(0) = 1 and f(3) = 4.
+
+**Answer.** The maximum is 5, attained at x = 2.
+"""
+
+
+def test_orphan_closing_tag_and_period_headings() -> None:
+    cleaned = clean_solution(R1_TEMPLATE_STYLE)
+    assert cleaned.sectioned and "Okay" not in cleaned.text and "endpoints too" not in cleaned.text
+    assert cleaned.proof.startswith("On [0, 3], f is continuous")
+    assert cleaned.answer == "The maximum is 5, attained at x = 2."
+    assert cleaned.removed[0].reason == "thinking before an orphan closing tag"

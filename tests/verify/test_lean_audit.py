@@ -107,3 +107,55 @@ def test_scanner_attributes_sorries_and_namespaces() -> None:
     decls = {d.name: d.sorries for d in scan_source(source).declarations}
     assert decls == {"A.B.t1": 1, "A.t2": 1, "example@8": 1, "top": 0, "instance@11": 1}
     assert len(mask("/- a -/ b")) == len("/- a -/ b")
+
+
+FAKE_LAKE = """#!/bin/sh
+# A stand-in for lake (no Lean toolchain on this machine): prints what Lean prints for the sample project.
+if [ "$1" = "build" ]; then
+  [ -f BROKEN ] && { echo "error: Sample/Basic.lean:3:0: unexpected token"; exit 1; }
+  echo "Build completed successfully."; exit 0
+fi
+if [ "$1" = "env" ] && [ "$2" = "lean" ]; then
+  grep -q "#print axioms Sample.pending_lemma" "$3" || exit 3
+  echo "'Sample.add_comm'' does not depend on any axioms"
+  echo "'Sample.double' depends on axioms: [propext, Classical.choice, Quot.sound]"
+  echo "'Sample.uses_cheat' depends on axioms: [Sample.cheat]"
+  echo "'Sample.pending_lemma' depends on axioms: [sorryAx]"
+  exit 0
+fi
+exit 2
+"""
+
+
+@pytest.fixture
+def fake_lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A labelled stand-in for `lake` on PATH, to exercise the Lean branch of the audit."""
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    lake = bin_dir / "lake"
+    lake.write_text(FAKE_LAKE)
+    lake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    return lake
+
+
+def test_axiom_audit_with_lean_flags_sorry_ax_and_the_planted_axiom(sample: Path, fake_lake: Path) -> None:
+    record = audit_project(sample, allow_axioms=frozenset({"Sample.cheat"}))
+    gates = {g["name"]: g for g in record["gates"]}
+    assert gates["build"]["status"] == "pass"
+    assert gates["axiom_audit"]["status"] == "fail" and "Sample.pending_lemma: sorryAx" in gates["axiom_audit"]["detail"]
+    assert "Sample.uses_cheat" not in gates["axiom_audit"]["detail"]          # allowed explicitly
+    axioms = {d["name"]: d["axioms"] for d in record["declarations"]}
+    assert axioms["Sample.double"] == ["propext", "Classical.choice", "Quot.sound"]
+    assert axioms["Sample.add_comm'"] == [] and axioms["Sample.greeting"] is None   # not printed → None
+    assert not (sample / "AnchorageAxiomAudit.lean").exists()                 # the temporary file is removed
+    strict = audit_project(sample)
+    detail = {g["name"]: g["detail"] for g in strict["gates"]}["axiom_audit"]
+    assert "Sample.uses_cheat: Sample.cheat" in detail
+
+
+def test_build_gate_fails_when_lake_build_fails(sample: Path, fake_lake: Path) -> None:
+    (sample / "BROKEN").write_text("")
+    record = audit_project(sample, allow_axioms=frozenset({"Sample.cheat"}))
+    build = next(g for g in record["gates"] if g["name"] == "build")
+    assert build["status"] == "fail" and "unexpected token" in build["detail"] and not record["ok"]

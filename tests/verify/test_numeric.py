@@ -42,7 +42,9 @@ def test_no_majority_checks_the_top_two_by_substitution() -> None:
     both = decide_numeric(majority_vote(["7", "8", "8", "7", "8", "9", "1"]), lambda a: True)
     assert both["answer"] == "8"                           # both pass: the more frequent wins
     none = decide_numeric(vote, lambda a: False)
-    assert none["answer"] is None and none["decided_by"] == "abstain"
+    assert none["answer"] is None and none["decided_by"] == "abstain" and "top two" in none["reason"]
+    silent = decide_numeric(majority_vote([None, " ", None, None, None]), lambda a: True)
+    assert silent["answer"] is None and "no solver returned" in silent["reason"] and silent["checks"] == []
 
 
 def test_answers_match_by_value_or_text() -> None:

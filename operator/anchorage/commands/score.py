@@ -29,11 +29,13 @@ def score(
     reward_file: Path | None = typer.Option(None, "--reward-file", help="Also write a Harbor reward.json "
                                             "(flat map of numbers: reward = O-Eval, raw, o_eval, bo_eval, ...)."),
     no_gates: bool = typer.Option(False, "--no-gates", help="Skip the programmatic gates (no hard-gate penalty)."),
+    lean: bool = typer.Option(False, "--lean", help="Also check the Lean obligation layer (verification.lean): "
+                              "counts in the record's obligations{}; lake build only where lake is on PATH."),
 ) -> None:
     """Score an artifact: raw panel R, O-Eval, Robust BO-Eval, per-metric rewards and gates."""
     from anchorage.scoring import score_artifact
 
-    record = score_artifact(task, artifact, baseline=baseline, gates=not no_gates)
+    record = score_artifact(task, artifact, baseline=baseline, gates=not no_gates, lean=lean)
     if reward_file is not None:
         reward_file.parent.mkdir(parents=True, exist_ok=True)
         reward_file.write_text(json.dumps(record.reward_map(), indent=2) + "\n", encoding="utf-8")
@@ -74,4 +76,8 @@ def _print_table(rec: dict[str, Any]) -> None:
         console.print(f"[red]penalty:[/] {rec['penalty']}")
     console.print(f"raw R = {_fmt(rec['raw'])}   oracle O = {_fmt(rec['oracle_raw'])}   baseline F = "
                   f"{_fmt(rec['baseline_raw'])} ({rec['baseline_source']})")
+    if rec["obligations"]:
+        ob = rec["obligations"]
+        console.print(f"obligations ({ob['checker']}): {ob['proved']}/{ob['total']} proved, {ob['failed']} failed, "
+                      f"{ob['missing']} missing evidence")
     console.print(f"O-Eval = {_fmt(rec['o_eval'])}   Robust BO-Eval = {_fmt(rec['bo_eval'])} ({rec['bo_branch']})")

@@ -261,38 +261,42 @@ class _Names:
         return names[index]
 
 
-def compile_invariant(inv: Invariant) -> Generator:
-    """The obligation generator of one invariant."""
+Item = tuple[str, tuple[str, ...], list[Any] | None]
+"""One expanded field of an invariant: (theorem name, concrete paths, raw values; None = empty scenario)."""
+Expander = Callable[[Any], list[Item]]
+EMPTY_SCENARIO = "empty scenario: the list or map has no elements"
+
+
+def compile_expansion(inv: Invariant) -> Expander:
+    """The path expansion of one invariant: ``data -> [(name, paths, raw values)]`` (shared by checkers)."""
     segments = [parse_path(p) for p in inv.read_paths()]
-    build = _BUILDERS[inv.form]
     patterns = [_Pattern(s) for s in segments]
     simple = all(s.count(WILDCARD) <= 1 for s in segments) and (patterns[0].wild or not any(p.wild for p in patterns))
-    length = inv.measure == "length"
     plain_name = f"{inv.name}_{inv.form}"
     names = _Names(inv)
     texts = tuple(p.text for p in patterns)
     first, rest = patterns[0], patterns[1:]
 
-    def generate(data: Any) -> list[Obligation]:
+    def expand(data: Any) -> list[Item]:
         if not simple:
-            return _generate_general(inv, segments, build, data)
+            return _expand_general(inv, segments, data)
         if not first.wild:
-            return [_obligation(inv, plain_name, texts, [_get(data, p.segments) for p in patterns], build, length)]
+            return [(plain_name, texts, [_get(data, p.segments) for p in patterns])]
         container = _get(data, first.head)
         if type(container) is list:
             keys: Any = range(len(container))
         elif isinstance(container, dict):
             keys = list(container)
         else:
-            return [_obligation(inv, plain_name, texts, [MISSING] * len(patterns), build, length)]
+            return [(plain_name, texts, [MISSING] * len(patterns))]
         if not keys:
-            return [_skipped(inv, plain_name, texts, "empty scenario: the list or map has no elements")]
+            return [(plain_name, texts, None)]
         tail, element_path = first.tail, first.element_path
         if not rest:
-            return [_obligation(inv, names[index], (element_path(key),), [_get(_element(container, key), tail)],
-                                build, length) for index, key in enumerate(keys)]
+            return [(names[index], (element_path(key),), [_get(_element(container, key), tail)])
+                    for index, key in enumerate(keys)]
         others = [(p, _get(data, p.head) if p.wild else _get(data, p.segments)) for p in rest]
-        out: list[Obligation] = []
+        out: list[Item] = []
         for index, key in enumerate(keys):
             paths_list = [element_path(key)]
             raws = [_get(_element(container, key), tail)]
@@ -303,25 +307,36 @@ def compile_invariant(inv: Invariant) -> Generator:
                 else:
                     paths_list.append(pattern.text)
                     raws.append(base)
-            out.append(_obligation(inv, names[index], tuple(paths_list), raws, build, length))
+            out.append((names[index], tuple(paths_list), raws))
         return out
+
+    return expand
+
+
+def compile_invariant(inv: Invariant) -> Generator:
+    """The obligation generator of one invariant (exact: scaled integers, one proposition tree each)."""
+    expand = compile_expansion(inv)
+    build = _BUILDERS[inv.form]
+    length = inv.measure == "length"
+
+    def generate(data: Any) -> list[Obligation]:
+        return [_skipped(inv, name, paths, EMPTY_SCENARIO) if raws is None
+                else _obligation(inv, name, paths, raws, build, length)
+                for name, paths, raws in expand(data)]
 
     return generate
 
 
-def _generate_general(inv: Invariant, patterns: list[tuple[Segment, ...]],
-                      build: Callable[[Invariant, list[Scaled]], Built], data: Any) -> list[Obligation]:
+def _expand_general(inv: Invariant, patterns: list[tuple[Segment, ...]], data: Any) -> list[Item]:
     """Patterns with several wildcards: full expansion, zipped over the first pattern's wildcards."""
     expansions = _expand(data, patterns)
     if expansions is None:
-        return [_skipped(inv, f"{inv.name}_{inv.form}", tuple(inv.read_paths()),
-                         "empty scenario: the list or map has no elements")]
-    out: list[Obligation] = []
+        return [(f"{inv.name}_{inv.form}", tuple(inv.read_paths()), None)]
+    out: list[Item] = []
     for index, binding in enumerate(expansions):
         expanded = WILDCARD not in binding[0][0]
         name = f"{inv.name}_{index}_{inv.form}" if expanded else f"{inv.name}_{inv.form}"
-        out.append(_obligation(inv, name, tuple(p for p, _ in binding), [raw for _, raw in binding], build,
-                               inv.measure == "length"))
+        out.append((name, tuple(p for p, _ in binding), [raw for _, raw in binding]))
     return out
 
 
@@ -367,3 +382,10 @@ def compile_file(spec: InvariantsFile) -> list[Generator]:
 def obligations(spec: InvariantsFile, data: Any) -> list[Obligation]:
     """Every obligation (checkable or skipped) the file generates for one artifact."""
     return [ob for generate in compile_file(spec) for ob in generate(data)]
+
+
+def exact_obligation(inv: Invariant, name: str, paths: tuple[str, ...], raws: list[Any] | None) -> Obligation:
+    """The exact obligation of one expanded field (an :data:`Item` of :func:`compile_expansion`)."""
+    if raws is None:
+        return _skipped(inv, name, paths, EMPTY_SCENARIO)
+    return _obligation(inv, name, paths, raws, _BUILDERS[inv.form], inv.measure == "length")

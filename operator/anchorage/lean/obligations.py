@@ -2,8 +2,9 @@
 
 :func:`check_artifact` runs the exact Python checker always and ``lake build`` where Lean is
 installed, and returns the JSON report of ``anchorage lean check``. :func:`summarize` is the hook
-the scorer puts in ``ScoreRecord.obligations`` when ``verification.lean`` is on (counts and which
-checker ran). Both take the task directory and the artifact (text, ``Decimal``- or float-parsed).
+the scorer (``score_artifact(..., lean=True)``) puts in ``ScoreRecord.obligations`` when
+``verification.lean`` is on (counts, the hard failures by name, and which checker ran).
+Both take the task directory and the artifact (text, ``Decimal``- or float-parsed).
 """
 
 from __future__ import annotations
@@ -19,24 +20,51 @@ from anchorage.lean.generation import build_obligations, generate_package
 
 
 def summarize(task_root: Path, data: Any, *, lean: bool = False) -> dict[str, Any]:
-    """Counts of the task's obligations on ``data`` (Python exact checker; Lean too if ``lean``)."""
-    if load_invariants(Path(task_root)) is None:
-        return {"total": 0, "proved_by_python": 0, "failed": 0, "missing": 0, "checker": "python",
+    """Counts of the task's obligations on ``data`` for the score record's ``obligations{}``.
+
+    The exact Python checker always runs; with ``lean`` ``lake build`` runs too where ``lake`` is on
+    PATH (``checker`` says ``python`` or ``python+lean``; ``lean.reason`` says why Lean did not run).
+    Keys: ``total = proved + unconfirmed + failed + missing``, where ``failed`` and ``failed_hard``
+    (obligation names, as the gates name them) are the Python checker's verdicts — the gates' verdicts
+    on the same fields — and ``unconfirmed`` counts obligations Python proved but Lean did not
+    (``disagreements`` counts every field where the two differ); ``proved_by_python`` and, when Lean
+    ran, ``proved_by_lean``.
+    """
+    spec = load_invariants(Path(task_root))
+    if spec is None:
+        return {"total": 0, "proved": 0, "unconfirmed": 0, "failed": 0, "missing": 0, "proved_by_python": 0,
+                "failed_hard": [], "checker": "python",
+                "lean": {"requested": lean, "ran": False, "ok": False, "reason": "no obligations to check"},
                 "note": "task has no tests/invariants.yaml"}
     if lean:
-        return _counts(check_artifact(Path(task_root), data, lean=True))
-    _, obs = build_obligations(Path(task_root), exact_view(data))
-    proved = sum(1 for ob in obs if not ob.skipped and ob.holds())
-    missing = sum(1 for ob in obs if ob.skipped)
-    return {"total": len(obs), "proved_by_python": proved, "failed": len(obs) - proved - missing,
-            "missing": missing, "checker": "python"}
+        report = check_artifact(Path(task_root), data, lean=True)
+        rows, lake = report["obligations"], report["lean"]
+        checker: str = report["checker"]
+    else:
+        _, obs = build_obligations(Path(task_root), exact_view(data))
+        rows = [{"theorem": f"{spec.namespace}.{ob.name}", "severity": ob.severity,
+                 "python": "missing" if ob.skipped else ("passed" if ob.holds() else "failed")} for ob in obs]
+        lake = {"ran": False, "ok": False, "reason": "Lean not requested: the Python exact checker ran"}
+        checker = "python"
+    return _counts(rows, lake, checker, lean)
 
 
-def _counts(report: dict[str, Any]) -> dict[str, Any]:
-    keys = ("total", "proved_by_python", "failed", "missing", "checker")
-    out = {key: report["counts"][key] if key in report["counts"] else report[key] for key in keys}
-    if report["lean"]["ran"]:
-        out["proved_by_lean"] = report["counts"]["proved_by_lean"]
+def _counts(rows: list[dict[str, Any]], lake: dict[str, Any], checker: str, requested: bool) -> dict[str, Any]:
+    ran = bool(lake["ran"])
+    proved = sum(r["python"] == "passed" and (not ran or r.get("lean") == "proved") for r in rows)
+    python_proved = sum(r["python"] == "passed" for r in rows)
+    failed = [r for r in rows if r["python"] == "failed"]
+    out: dict[str, Any] = {
+        "total": len(rows), "proved": proved, "unconfirmed": python_proved - proved, "failed": len(failed),
+        "missing": sum(r["python"] == "missing" for r in rows), "proved_by_python": python_proved,
+        "failed_hard": [r["theorem"].split(".", 1)[1] for r in failed if r["severity"] == "hard"],
+        "checker": checker,
+        "lean": {"requested": requested, "ran": ran, "ok": bool(lake["ok"]), "reason": lake["reason"]},
+    }
+    if ran:
+        out["proved_by_lean"] = sum(r.get("lean") == "proved" for r in rows)
+        out["disagreements"] = sum(1 for r in rows if r["python"] != "missing"
+                                   and (r["python"] == "passed") != (r.get("lean") == "proved"))
     return out
 
 

@@ -1,11 +1,17 @@
 """Scoring one artifact against one task: the entry point every driver uses.
 
-``score_artifact(task, artifact_path_or_results_dir, *, baseline=None, gates=True) -> ScoreRecord``
+``score_artifact(task, artifact_path_or_results_dir, *, baseline=None, gates=True, lean=False) -> ScoreRecord``
 is called by ``anchorage score``, the local engine, the operator's ScoringRun handler and the
 benchmark. It never raises on a bad *artifact* (too large, not JSON, not an object, too deep, NaN,
 strings ...): each becomes a record with ``gradable: false`` (BO-Eval −1) or per-metric reasons. It
 raises :class:`~anchorage.errors.InputError` only for a bad *task* or *baseline* (missing or invalid
 score_config.json, unreadable baseline file) — those are the caller's to fix.
+
+The artifact is read once and parsed once, with ``parse_float=Decimal``: the metrics read those leaves
+as floats (``float(Decimal(text))`` is the float ``json`` would have parsed), and the gates
+(:func:`anchorage.invariants.gates.check`) and, with ``lean=True``, the obligation summary
+(:func:`anchorage.lean.obligations.summarize`) get the same exact data — decimals to the last digit of
+the file, never through binary floats.
 
 Per task, the compiled configuration and the oracle panel O (the task's ``tests/expected_result.json``
 scored with the same configuration) are cached, keyed by the files' mtime and size, so thousands of
@@ -20,6 +26,7 @@ import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +62,10 @@ class ArtifactError(Exception):
 
 # --- reading -------------------------------------------------------------------------------------------
 
-def read_json_file(path: Path, limit: int = MAX_ARTIFACT_BYTES) -> Any:
+def read_json_file(path: Path, limit: int = MAX_ARTIFACT_BYTES, *, exact: bool = False) -> Any:
     """Parse a JSON file, checking its size *before* reading; raise :class:`ArtifactError` saying why not.
 
+    With ``exact``, non-integral numbers are parsed as ``Decimal`` (the form the gates need).
     The size comes from ``stat`` (FIFOs and devices are refused before they are opened, so nothing
     blocks), and the read itself is capped at ``limit + 1`` bytes in case the file grows meanwhile.
     """
@@ -80,16 +88,16 @@ def read_json_file(path: Path, limit: int = MAX_ARTIFACT_BYTES) -> Any:
         raise ArtifactError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if len(blob) > limit:
         raise ArtifactError(f"artifact is too large: more than {limit} bytes")
-    return parse_json_bytes(blob)
+    return parse_json_bytes(blob, exact=exact)
 
 
-def parse_json_bytes(blob: bytes) -> Any:
+def parse_json_bytes(blob: bytes, *, exact: bool = False) -> Any:
     try:
         text = blob.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ArtifactError(f"artifact is not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
     try:
-        return json.loads(text)
+        return json.loads(text, parse_float=Decimal) if exact else json.loads(text)
     except RecursionError as exc:
         raise ArtifactError("artifact JSON is nested too deeply to parse (more than ~1000 levels)") from exc
     except ValueError as exc:  # JSONDecodeError, and int strings longer than Python's digit limit
@@ -166,6 +174,8 @@ def as_task(task: Task | str | os.PathLike[str]) -> Task:
 def score_metric(metric: Metric, data: Any) -> MetricResult:
     """Read and score one metric of a parsed artifact (see values.py for the value rule)."""
     value, missing = lookup(data, metric.tokens)
+    if type(value) is Decimal:  # exact parse: the metric reads the float json.loads would have given
+        value = float(value)
     if metric.excluded_reason is not None:
         return _result(metric, summarise(value), None, None, "excluded", metric.excluded_reason)
     if missing is not None:
@@ -276,8 +286,12 @@ def _raw_of_record(task: Task, data: dict[str, Any], path: Path) -> float:
 # --- the entry point -------------------------------------------------------------------------------------
 
 def score_artifact(task: Task | str | os.PathLike[str], artifact_path_or_results_dir: str | os.PathLike[str],
-                   *, baseline: BaselineArg = None, gates: bool = True) -> ScoreRecord:
-    """Score one artifact (a file, or a results folder searched with near-miss recovery)."""
+                   *, baseline: BaselineArg = None, gates: bool = True, lean: bool = False) -> ScoreRecord:
+    """Score one artifact (a file, or a results folder searched with near-miss recovery).
+
+    ``lean`` (``verification.lean``): also fill ``obligations{}`` with the Lean obligation layer's
+    summary (the exact Python checker; ``lake build`` as well where ``lake`` is on PATH).
+    """
     task = as_task(task)
     entry = compiled(task)
     f_value, f_source = resolve_baseline(task, baseline, entry.config)
@@ -285,37 +299,66 @@ def score_artifact(task: Task | str | os.PathLike[str], artifact_path_or_results
     record = _empty_record(task, entry, f_value, f_source, location.path or location.expected)
     record.recovered_from, record.recovery_note = location.recovered_from, location.note
     if location.path is None:
-        return _ungradable(record, entry, f"missing artifact: {location.note or location.expected}")
+        return _ungradable(record, entry, f"missing artifact: {location.note or location.expected}", task, lean)
     try:
-        data = read_json_file(location.path)
+        data = read_json_file(location.path, exact=True)
     except ArtifactError as exc:
-        return _ungradable(record, entry, str(exc))
-    return _score_parsed(task, entry, record, data, gates)
+        return _ungradable(record, entry, str(exc), task, lean)
+    return _score_parsed(task, entry, record, data, gates, lean)
 
 
 def score_data(task: Task | str | os.PathLike[str], data: Any, *, baseline: BaselineArg = None,
-               gates: bool = True) -> ScoreRecord:
-    """Score an already-parsed artifact (in-memory callers); ``artifact`` is None in the record."""
+               gates: bool = True, lean: bool = False) -> ScoreRecord:
+    """Score an already-parsed artifact (in-memory callers); ``artifact`` is None in the record.
+
+    Parse with ``parse_float=Decimal`` for gates exact to the last digit; float-parsed data is read by
+    the gates through each float's shortest ``repr``.
+    """
     task = as_task(task)
     entry = compiled(task)
     f_value, f_source = resolve_baseline(task, baseline, entry.config)
-    return _score_parsed(task, entry, _empty_record(task, entry, f_value, f_source, None), data, gates)
+    return _score_parsed(task, entry, _empty_record(task, entry, f_value, f_source, None), data, gates, lean)
 
 
-def _score_parsed(task: Task, entry: _Compiled, record: ScoreRecord, data: Any, gates: bool) -> ScoreRecord:
+def _score_parsed(task: Task, entry: _Compiled, record: ScoreRecord, data: Any, gates: bool,
+                  lean: bool = False) -> ScoreRecord:
     if not isinstance(data, dict):
         kind = "an array" if isinstance(data, list) else type(data).__name__
-        return _ungradable(record, entry, f"the artifact's top-level JSON value is {kind}; expected an object")
+        return _ungradable(record, entry, f"the artifact's top-level JSON value is {kind}; expected an object",
+                           task, lean)
     record.metrics = [score_metric(m, data) for m in entry.config.metrics]
     record.gradable = True
     record.raw = record.raw_before_gates = panel([(r.weight, r.reward or 0.0) for r in record.metrics])
     record.gates = run_gates(task, data) if gates else []
+    if lean:
+        record.obligations = obligations_summary(task, data, record.gates if gates else None)
     failed = [g.name for g in record.gates if g.hard_error]
     if failed:
         return _penalise(record, failed)
     record.o_eval = o_eval(record.raw, record.oracle_raw)
     record.bo_eval, record.bo_branch = bo_eval(record.raw, record.oracle_raw, record.baseline_raw)
     return record
+
+
+def obligations_summary(task: Task, data: Any, gate_results: list[GateResult] | None) -> dict[str, Any]:
+    """``obligations{}`` of the record: the Lean layer's counts, checked against the gates' verdicts.
+
+    The obligations are the task's invariants, the same fields the gates decided (with the same
+    exact data), so the hard failures must coincide: ``agrees_with_gates`` says they do (the gate
+    names of hard-failed invariants equal ``failed_hard``; replay checks have no obligation). With
+    gates off (``gate_results`` None) nothing is penalised, and ``gates_applied: false`` says so.
+    """
+    from anchorage.lean.obligations import summarize
+
+    summary = summarize(task.root, data, lean=True)
+    summary["gates_applied"] = gate_results is not None
+    if gate_results is not None:
+        invariant_failures = sorted(g.name for g in gate_results if g.hard_error and g.form != "replay")
+        summary["agrees_with_gates"] = invariant_failures == sorted(summary["failed_hard"])
+        if not summary["agrees_with_gates"]:
+            summary["note"] = (f"gates hard-failed {invariant_failures} but the obligations failed "
+                               f"{summary['failed_hard']}: report this as a bug of anchorage.invariants")
+    return summary
 
 
 def _penalise(record: ScoreRecord, failed: list[str]) -> ScoreRecord:
@@ -335,11 +378,18 @@ def _empty_record(task: Task, entry: _Compiled, f_value: float, f_source: str, a
     )
 
 
-def _ungradable(record: ScoreRecord, entry: _Compiled, error: str) -> ScoreRecord:
+def _ungradable(record: ScoreRecord, entry: _Compiled, error: str, task: Task | None = None,
+                lean: bool = False) -> ScoreRecord:
     record.error, record.gradable, record.bo_branch = error, False, "ungradable"
     record.o_eval, record.bo_eval = 0.0, -1.0
     record.metrics = [_result(m, None, None, None if m.excluded_reason else 0.0,
                               "excluded" if m.excluded_reason else "missing",
                               m.excluded_reason or "artifact ungradable")
                       for m in entry.config.metrics]
+    if lean and task is not None:
+        from anchorage.lean.obligations import summarize
+
+        record.obligations = summarize(task.root, None)  # every field is missing evidence; no Lean build
+        if record.obligations["total"]:
+            record.obligations["note"] = f"artifact ungradable ({error}): every obligation is missing evidence"
     return record

@@ -5,7 +5,8 @@ A verifier that reads the solver's trace is biased towards agreeing with it, so 
 
 * thinking blocks are removed (``<think>…</think>``, ``<thinking>``, ``<reasoning>``, ``<scratchpad>``,
   fenced ```` ```thinking ```` blocks; an unclosed opening tag swallows everything up to the first
-  kept section heading);
+  section heading; a closing tag without an opening one — the chat template opened the block —
+  removes everything before it);
 * only the **Method**, **Proof** / **Detailed Solution** and **Answer** sections are kept (the solver's
   Verdict, Rounds and Self-verification notes are dropped: they describe the process, not the proof);
 * inside the kept sections, exploratory prose is removed: a paragraph holding an abandonment marker
@@ -43,8 +44,8 @@ _NAMES = "|".join(sorted((re.escape(n) for n in _SECTION_NAMES), key=len, revers
 # A heading is a markdown heading, a bold/underlined name, or a plain name followed by a colon.
 _HEADING = re.compile(
     r"^[ \t]*(?:"
-    rf"#{{1,6}}[ \t]*(?:\*\*|__)?(?P<h>{_NAMES})(?:\*\*|__)?[ \t]*[:：]?"
-    rf"|(?:\*\*|__)(?P<b>{_NAMES})[ \t]*(?:[:：][ \t]*(?:\*\*|__)|(?:\*\*|__)[ \t]*[:：]?)"
+    rf"#{{1,6}}[ \t]*(?:\*\*|__)?(?P<h>{_NAMES})[.:：]?(?:\*\*|__)?[ \t]*[.:：]?"
+    rf"|(?:\*\*|__)(?P<b>{_NAMES})[ \t]*(?:[.:：][ \t]*(?:\*\*|__)|(?:\*\*|__)[ \t]*[.:：]?)"
     rf"|(?P<p>{_NAMES})[ \t]*[:：]"
     r")[ \t]*(?P<rest>.*)$",
     re.IGNORECASE | re.MULTILINE,
@@ -67,7 +68,7 @@ _ABANDONMENT = re.compile(
     r"let me start again|never ?mind|that was wrong|this is wrong",
     re.IGNORECASE,
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+_SEGMENT = re.compile(r"((?<=[.!?])[ \t]+(?=\S)|[ \t]*\n[ \t]*)")
 _DISPLAY_MATH = re.compile(r"^\s*(?:\$\$|\\\[|\\begin\{)")
 GAP_MARKER = re.compile(r"\[GAP:\s*(?P<text>[^\]]*)\]")
 
@@ -132,6 +133,12 @@ def strip_thinking(text: str) -> tuple[str, list[Removed]]:
         return "\n"
 
     text = _FENCED_THINKING.sub(drop, _CLOSED_BLOCK.sub(drop, text))
+    orphan = _STRAY_CLOSE.search(text)
+    if orphan is not None and not _OPEN_TAG.search(text, 0, orphan.start()):
+        # a closing tag without its opening one: the template opened the block (e.g. "<think>" in the
+        # prompt), so everything before the tag is thinking
+        removed.append(Removed("thinking before an orphan closing tag", text[:orphan.end()]))
+        text = text[orphan.end():]
     while (opening := _OPEN_TAG.search(text)) is not None:
         heading = _HEADING.search(text, opening.end())
         end = heading.start() if heading else len(text)
@@ -179,13 +186,16 @@ def _chunks(paragraph: str) -> list[tuple[bool, str]]:
 
 
 def _clean_prose(prose: str, removed: list[Removed]) -> str:
+    """Drop exploratory sentences; a sentence ends at ``.``/``!``/``?`` + space or at a line break."""
+    pieces = _SEGMENT.split(prose)      # [text, separator, text, separator, ..., text]
     kept: list[str] = []
-    for sentence in _SENTENCE_END.split(prose):
+    for index in range(0, len(pieces), 2):
+        sentence, separator = pieces[index], pieces[index + 1] if index + 1 < len(pieces) else ""
         if _EXPLORATORY_OPENERS.match(sentence) and not GAP_MARKER.search(sentence):
             removed.append(Removed("exploratory prose", sentence))
         else:
-            kept.append(sentence)
-    return " ".join(kept)
+            kept.append(sentence + separator)
+    return "".join(kept).strip()
 
 
 def _clean_paragraph(paragraph: str, removed: list[Removed]) -> str:

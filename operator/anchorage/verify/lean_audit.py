@@ -9,7 +9,8 @@ Called by ``anchorage audit lean PROJECT [--base REV]``. Parts:
   qualified by the enclosing ``namespace``s. Per declaration it counts ``sorry`` (and ``admit``, Lean's
   synonym) tokens; every ``axiom`` declaration is flagged (a planted axiom makes anything provable);
 * an **axiom audit** per declaration where ``lake`` is on PATH: ``#print axioms`` of every named
-  declaration via ``lake env lean`` (parsed by :func:`anchorage.lean.audit.parse_print_axioms`); anything
+  declaration via ``lake env lean`` (parsed by :func:`parse_print_axioms`, which, unlike the obligation
+  layer's, accepts names with ``'``); anything
   outside ``propext``, ``Quot.sound``, ``Classical.choice`` (and ``--allow-axiom``) — ``sorryAx``,
   ``Lean.ofReduceBool``, a planted axiom — is a violation. Without ``lake`` it is skipped and says so;
 * **gates**: ``sorry_not_rising`` (the total may not rise against ``--base REV``: every ``.lean`` file of
@@ -228,10 +229,21 @@ def build(project: Path, lake: str) -> tuple[bool, str]:
     return _run([lake, "build"], project)
 
 
+_DEPENDS = re.compile(r"^'(?P<name>.+?)' depends on axioms: \[(?P<axioms>[^\]]*)\]", re.MULTILINE)
+_NO_AXIOMS = re.compile(r"^'(?P<name>.+?)' does not depend on any axioms", re.MULTILINE)
+
+
+def parse_print_axioms(output: str) -> dict[str, list[str]]:
+    """Declaration → axioms from ``#print axioms`` output. Unlike the obligation layer's parser this one
+    accepts names containing ``'`` (``add_comm'``), common in hand-written projects."""
+    found = {m.group("name"): [a.strip() for a in m.group("axioms").split(",") if a.strip()]
+             for m in _DEPENDS.finditer(output)}
+    found.update({m.group("name"): [] for m in _NO_AXIOMS.finditer(output)})
+    return found
+
+
 def print_axioms(project: Path, lake: str, scans: list[FileScan]) -> tuple[dict[str, list[str]], str]:
     """``#print axioms`` of every named declaration (a temporary file beside the sources)."""
-    from anchorage.lean.audit import parse_print_axioms
-
     modules = [s.file.removesuffix(".lean").replace("/", ".") for s in scans]
     names = [d.name for s in scans for d in s.declarations if "@" not in d.name and d.kind != "axiom"]
     audit = project / "AnchorageAxiomAudit.lean"

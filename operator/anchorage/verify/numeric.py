@@ -116,6 +116,8 @@ def decide_numeric(vote: NumericVote, check: Callable[[str], bool | None]) -> di
                               "solvers": vote.solvers, "answered": vote.answered, "checks": []}
     if vote.majority is not None:
         return {**record, "answer": vote.majority, "decided_by": "majority"}
+    if not vote.answered:
+        return {**record, "answer": None, "decided_by": "abstain", "reason": "no solver returned an **Answer**"}
     top = vote.top_two()
     passing = []
     for answer, count in top:

@@ -366,7 +366,7 @@ def union_gain(batch: Batch, drone: str, missile: str, heading: Array, speed: Ar
 
 GRID_TB = 0.4       # s, burst-time step of the greedy grid
 GRID_DELTA = 0.5    # s, step of Δ (time from burst to meeting the sight line)
-CHUNK = 1500
+CHUNK = 256
 
 
 def grid_candidates(world: World, batch: Batch, drone: str, missile: str, heading: float,
@@ -590,11 +590,14 @@ def question2(world: World, batch: Batch) -> tuple[dict[str, Any], Found]:
     return {"strategy": row, "effective_duration_s": row["individual_duration_s"]}, found
 
 
-def question3(world: World, batch: Batch, q2: Found) -> dict[str, Any]:
-    plan = best_plan(world, batch, "FY1", "M1", 3, start=q2)
+Q3_ITERATIONS = 150   # FY1's three-grenade plan gets a longer joint search (it is reused in Q5)
+
+
+def question3(world: World, batch: Batch, q2: Found) -> tuple[dict[str, Any], list[Grenade]]:
+    plan = best_plan(world, batch, "FY1", "M1", 3, start=q2, iterations=Q3_ITERATIONS)
     out = summarise(world, [(g, "M1") for g in plan], ["M1"])
     out["grenades"] = len(plan)
-    return out
+    return out, plan
 
 
 MISSILES = ["M1", "M2", "M3"]
@@ -619,7 +622,8 @@ def question4(world: World, table: dict[tuple[str, str], Found]) -> dict[str, An
 MAX_DRONES_PER_MISSILE = 2   # every missile is served, none by more than two of the five drones
 
 
-def question5(world: World, batch: Batch, table: dict[tuple[str, str], Found]) -> dict[str, Any]:
+def question5(world: World, batch: Batch, table: dict[tuple[str, str], Found],
+              known: dict[tuple[str, str], list[Grenade]]) -> dict[str, Any]:
     """Assign each drone to one missile (each missile served by one or two drones) maximising the
     single-grenade table's total shielded time, then
     plan three grenades per drone (one heading and speed), counting what the others already hide."""
@@ -642,8 +646,14 @@ def question5(world: World, batch: Batch, table: dict[tuple[str, str], Found]) -
     assigned: list[tuple[Grenade, str]] = []
     for drone, missile in order:
         others = [g for g, m in assigned if m == missile]
-        plan = best_plan(world, batch, drone, missile, 3, start=table[(drone, missile)], others=others)
+        if not others and (drone, missile) in known:      # nothing hidden yet: Q3's plan applies
+            plan = known[(drone, missile)]
+        else:
+            plan = best_plan(world, batch, drone, missile, 3, start=table[(drone, missile)], others=others)
         assigned += [(g, missile) for g in plan]
+    # a grenade that hides nothing in the exact replay (the search samples the target coarser) is
+    # not dropped: "at most three" per drone
+    assigned = [(g, m) for g, m in assigned if any(world.intervals(g, mm) for mm in MISSILES)]
     out = summarise(world, assigned, MISSILES)
     out["assignment"] = dict(zip(drones, combo, strict=False))
     out["grenades"] = len(assigned)
@@ -713,9 +723,10 @@ def write_tables(data_dir: Path, out_dir: Path, q3: dict[str, Any], q4: dict[str
 
 
 def timed(label: str, fn: Any, clock: dict[str, float]) -> Any:
-    start = time.perf_counter()
+    """Run ``fn`` and record its CPU seconds (wall time depends on the machine's load)."""
+    start = time.process_time()
     value = fn()
-    clock[label] = round(time.perf_counter() - start, 3)
+    clock[label] = round(time.process_time() - start, 3)
     return value
 
 
@@ -729,10 +740,10 @@ def main() -> int:
     clock: dict[str, float] = {}
     q1 = timed("q1", lambda: question1(world), clock)
     q2, found = timed("q2", lambda: question2(world, batch), clock)
-    q3 = timed("q3", lambda: question3(world, batch, found), clock)
+    q3, q3_plan = timed("q3", lambda: question3(world, batch, found), clock)
     table = timed("table", lambda: single_table(world, batch, found), clock)
     q4 = timed("q4", lambda: question4(world, table), clock)
-    q5 = timed("q5", lambda: question5(world, batch, table), clock)
+    q5 = timed("q5", lambda: question5(world, batch, table, {("FY1", "M1"): q3_plan}), clock)
     tables = timed("xlsx", lambda: write_tables(data_dir, out_dir, q3, q4, q5), clock)
     result = {
         "problem_id": "2025-A",
@@ -765,7 +776,7 @@ def main() -> int:
             "q5_union_duration_s": q5["union_duration_s"],
         },
         "artifact_paths": tables,
-        "timings_s": clock,
+        "cpu_seconds": clock,
     }
     target = out_dir / f"{SLUG}_result.json"
     target.write_text(json.dumps(result, ensure_ascii=False, indent=2), encoding="utf-8")
@@ -774,7 +785,7 @@ def main() -> int:
     print(f"Q3 union (FY1, {q3['grenades']} grenades): {q3['union_duration_s']['M1']:.4f} s")
     print(f"Q4 union (FY1-FY3): {q4['union_duration_s']['M1']:.4f} s")
     print(f"Q5 union: {q5['union_duration_s']} assignment {q5['assignment']}")
-    print(f"wrote {target} in {sum(clock.values()):.1f} s {clock}")
+    print(f"wrote {target} in {sum(clock.values()):.1f} s of CPU {clock}")
     return 0
 
 

@@ -51,14 +51,15 @@ class GatewayLike(Protocol):
     def usage(self, trial_id: str) -> Any: ...
 
 
-Scorer = Callable[[Task, Path, bool], dict[str, Any]]
+Scorer = Callable[[Task, Path, bool, bool], dict[str, Any]]  # (task, results dir, gates, lean) -> record
 
 
-def default_scorer(task: Task, results_dir: Path, gates: bool) -> dict[str, Any]:
-    """Score the results folder in-process with the shared scorer (F from the task's configuration)."""
+def default_scorer(task: Task, results_dir: Path, gates: bool, lean: bool = False) -> dict[str, Any]:
+    """Score the results folder in-process with the shared scorer (F from the task's configuration);
+    ``gates``/``lean`` are the trial's ``verification.gates``/``verification.lean``."""
     from anchorage.scoring import score_artifact
 
-    record: dict[str, Any] = score_artifact(task, results_dir, gates=gates).to_dict()
+    record: dict[str, Any] = score_artifact(task, results_dir, gates=gates, lean=lean).to_dict()
     return record
 
 
@@ -294,7 +295,7 @@ def _score(job: TrialJob, runtime: LocalRuntime, dirs: dict[str, Path], trial_di
     started = time.monotonic()
     try:
         score = runtime.scorer(job.task, dirs["verifier"] if oversized else dirs["artifacts"],
-                               job.spec.verification.gates)
+                               job.spec.verification.gates, job.spec.verification.lean)
     except Exception as exc:  # the scorer is in-process: a crash is the platform's failure, not the model's
         _finish(record, "InfrastructureFailed", "storage_error" if isinstance(exc, OSError) else "sandbox_error",
                 f"scoring failed: {type(exc).__name__}: {exc}")
