@@ -20,15 +20,15 @@ import sys
 if sys.path and sys.path[0].rstrip("/").endswith("bench"):  # run as a script: do not shadow stdlib operator
     sys.path.pop(0)
 
-import argparse  # noqa: E402
-import collections  # noqa: E402
-import os  # noqa: E402
-import signal  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import collections
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,10 +7,15 @@ measured side by side in one run:
 
 * in-process ``score_artifact`` (gates on, as the engine runs it) and gates off, with ``to_dict`` +
   ``json.dumps`` of the record as the engine writes score.json;
+* gates on without the tasks' replay checks, and with the reference (exact-tree) gate checker that
+  checked every artifact before the compiled checks — "before" and "after" in the same run — and the
+  CPU cost of each replay check on its task's artifacts;
 * one ``anchorage score --json`` subprocess per artifact (the least a verifier container per artifact
   costs), on a sample of the same artifacts;
 
-and their ratio. Goal (issue 2): ≥ 5,000 artifacts/s in-process on one core, ≥ 100× the subprocess way.
+and their ratios. Goal (issue 2): ≥ 5,000 artifacts/s in-process on one core, ≥ 100× the subprocess way.
+The machine is shared: read the per-CPU-second column (this process's CPU time), and compare rows of
+one run, not figures of different runs.
 Run: ``.venv/bin/python bench/scoring.py [--variants 20] [--subprocess-sample 18]``.
 """
 
@@ -22,6 +27,7 @@ if sys.path and sys.path[0].rstrip("/").endswith("bench"):  # run as a script: b
     sys.path.pop(0)                                         # shadow the standard library's operator module
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -29,14 +35,16 @@ import resource
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "operator"))
 
+from anchorage.invariants import gates  # noqa: E402
 from anchorage.scoring import score_artifact  # noqa: E402
-from anchorage.scoring.scorer import compiled  # noqa: E402
+from anchorage.scoring.scorer import compiled, read_json_file  # noqa: E402
 from anchorage.tasks import Task, load_task  # noqa: E402
 
 REFERENCE = Path(os.environ.get("ANCHORAGE_REFERENCE", REPO.parent / "shared" / "reference")) / "tasks"
@@ -96,20 +104,62 @@ def build_artifacts(roots: list[Path], variants: int, folder: Path) -> list[tupl
     return mix
 
 
-def in_process(mix: list[tuple[Task, Path]], *, gates: bool, serialise: bool, min_seconds: float) -> Rates:
+@contextlib.contextmanager
+def gate_checker(mode: str) -> Iterator[None]:
+    """Which gate checker the scorer calls (bench-only switch; the scorer always uses ``gates.check``):
+
+    * ``fast``: ``gates.check`` as shipped (compiled checks + replay checks);
+    * ``reference``: ``gates.check_exact`` — every obligation built as a tree and evaluated on scaled
+      integers, the way every artifact was checked before the compiled checks (minus the old float copy
+      of the artifact for the replays), so "before" and "after" are measured in one run;
+    * ``no-replays`` / ``reference-no-replays``: the same without the tasks' replay checks (their cost is
+      printed apart, per check).
+    """
+    saved_check, saved_replays = gates.check, gates._with_replays
+    if mode.startswith("reference"):
+        gates.check = gates.check_exact
+    if mode.endswith("no-replays"):
+        gates._with_replays = lambda spec, exact, results: results
+    try:
+        yield
+    finally:
+        gates.check, gates._with_replays = saved_check, saved_replays
+
+
+def in_process(mix: list[tuple[Task, Path]], *, gates: bool, serialise: bool, min_seconds: float,
+               checker: str = "fast") -> Rates:
     """Artifacts/s by wall clock and by this process's CPU time (the one-core figure)."""
-    for task, path in mix[:50]:  # warm the per-task caches
-        score_artifact(task, path, gates=gates)
-    done, wall, cpu = 0, time.perf_counter(), time.process_time()
-    while True:
-        for task, path in mix:
-            record = score_artifact(task, path, gates=gates)
-            if serialise:
-                json.dumps(record.to_dict(), allow_nan=False)
-        done += len(mix)
-        elapsed = time.perf_counter() - wall
-        if elapsed >= min_seconds:
-            return Rates(done / elapsed, done / max(time.process_time() - cpu, 1e-9))
+    with gate_checker(checker):
+        for task, path in mix[:50]:  # warm the per-task caches
+            score_artifact(task, path, gates=gates)
+        done, wall, cpu = 0, time.perf_counter(), time.process_time()
+        while True:
+            for task, path in mix:
+                record = score_artifact(task, path, gates=gates)
+                if serialise:
+                    json.dumps(record.to_dict(), allow_nan=False)
+            done += len(mix)
+            elapsed = time.perf_counter() - wall
+            if elapsed >= min_seconds:
+                return Rates(done / elapsed, done / max(time.process_time() - cpu, 1e-9))
+
+
+def replay_costs(mix: list[tuple[Task, Path]]) -> list[tuple[str, int, float]]:
+    """(replay check, artifacts of its task in the mix, CPU µs per call) — each check on its task's artifacts."""
+    from anchorage.invariants.spec import load_invariants
+
+    by_name: dict[str, list[Any]] = {}
+    for task, path in mix:
+        spec = load_invariants(task.root)
+        for name in spec.replay if spec else []:
+            by_name.setdefault(name, []).append(read_json_file(path, exact=True))
+    rows = []
+    for name, datas in sorted(by_name.items()):
+        start = time.process_time()
+        for data in datas:
+            gates.run_replay(name, data)
+        rows.append((name, len(datas), (time.process_time() - start) / len(datas) * 1e6))
+    return rows
 
 
 def one_subprocess_each(sample: list[tuple[Task, Path]]) -> Rates:
@@ -138,24 +188,44 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="anchorage-bench-") as tmp:
         mix = build_artifacts(roots, args.variants, Path(tmp))
         print(f"tasks: {source}; artifacts in the mix: {len(mix)}")
-        gates_on = in_process(mix, gates=True, serialise=False, min_seconds=args.seconds)
-        gates_off = in_process(mix, gates=False, serialise=False, min_seconds=args.seconds)
-        with_json = in_process(mix, gates=True, serialise=True, min_seconds=args.seconds)
+        seconds = args.seconds
+        rows = [
+            ("in-process, gates on", in_process(mix, gates=True, serialise=False, min_seconds=seconds)),
+            ("in-process, gates off", in_process(mix, gates=False, serialise=False, min_seconds=seconds)),
+            ("in-process, gates on + JSON record", in_process(mix, gates=True, serialise=True, min_seconds=seconds)),
+            ("  gates on, replay checks left out", in_process(mix, gates=True, serialise=False, min_seconds=seconds,
+                                                              checker="no-replays")),
+            ("  replay checks left out, + JSON record", in_process(mix, gates=True, serialise=True,
+                                                                   min_seconds=seconds, checker="no-replays")),
+            ("  gates on, reference checker (before)", in_process(mix, gates=True, serialise=False,
+                                                                  min_seconds=seconds, checker="reference")),
+            ("  no replay checks, reference checker", in_process(mix, gates=True, serialise=False,
+                                                                 min_seconds=seconds,
+                                                                 checker="reference-no-replays")),
+        ]
+        replays = replay_costs(mix)
         sample = mix[: args.subprocess_sample]
         per_process = one_subprocess_each(sample)
-    rows = [("in-process, gates on", gates_on), ("in-process, gates off", gates_off),
-            ("in-process, gates on + JSON record", with_json),
-            (f"one subprocess per artifact ({len(sample)})", per_process)]
-    print(f"{'':38s} {'per wall s':>12s} {'per CPU s':>12s}")
+    rows.append((f"one subprocess per artifact ({len(sample)})", per_process))
+    print(f"{'artifacts scored':42s} {'per wall s':>12s} {'per CPU s':>12s}")
     for label, rates in rows:
-        print(f"{label:38s} {rates.wall:12.1f} {rates.cpu:12.1f}")
+        print(f"{label:42s} {rates.wall:12.1f} {rates.cpu:12.1f}")
+    print("replay checks (CPU µs per call on their task's artifacts; share of the mix's average):")
+    for name, count, micros in replays:
+        print(f"  {name:32s} {micros:10.1f} µs x {count:3d} artifacts = {micros * count / len(mix):8.1f} µs/artifact")
+    gates_on, gates_off, _, no_replays, _, reference, reference_no_replays = (rates for _, rates in rows[:7])
     for label, rates in rows[:2]:
-        print(f"ratio {label} / subprocess: {rates.wall / per_process.wall:.0f}x wall, "
+        print(f"ratio {label.strip()} / subprocess: {rates.wall / per_process.wall:.0f}x wall, "
               f"{rates.cpu / per_process.cpu:.0f}x CPU")
+    print(f"ratio compiled / reference checker (CPU): {gates_on.cpu / reference.cpu:.1f}x with the replay checks, "
+          f"{no_replays.cpu / reference_no_replays.cpu:.1f}x without them")
     best = gates_on.cpu
     print(f"goal >= 5000/s on one core (gates on, CPU): {'met' if best >= 5000 else 'NOT met'} ({best:.0f}); "
+          f"without replay checks: {'met' if no_replays.cpu >= 5000 else 'NOT met'} ({no_replays.cpu:.0f}); "
           f"gates off: {'met' if gates_off.cpu >= 5000 else 'NOT met'} ({gates_off.cpu:.0f})")
-    print(f"goal >= 100x subprocess (gates on, CPU): {'met' if best / per_process.cpu >= 100 else 'NOT met'}")
+    print(f"goal >= 100x subprocess (gates on, CPU): {'met' if best / per_process.cpu >= 100 else 'NOT met'} "
+          f"({best / per_process.cpu:.0f}x)")
+
 
 if __name__ == "__main__":
     main()

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, field_validator, model_validator
 from pydantic.alias_generators import to_camel
+
+from anchorage.errors import InputError
+from anchorage.verify.settings import CbuSettings, PanelSettings
 
 API_GROUP = "anchorage.dev"
 API_VERSION = "v1alpha1"
@@ -79,6 +82,23 @@ class Verification(_Model):
     gates: bool = Field(default=True, description="Programmatic invariant gates (hard errors penalise the task).")
     lean: bool = Field(default=False, description="Generate and check the Lean obligation layer.")
     discrimination: bool = Field(default=False, description="Run the Lean discrimination suite.")
+    panel: PanelSettings | None = Field(
+        default=None, description="Adversarial verification panel on the trial's solution text (docs/verification.md)."
+    )
+    cbu: CbuSettings | None = Field(
+        default=None, description="Consequence-based utility settings (docs/verification.md); not run by the engines yet."
+    )
+
+    @field_validator("panel", "cbu", mode="wrap")
+    @classmethod
+    def _settings_errors(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        # The verify settings raise InputError for inconsistent thresholds; a manifest error must be a
+        # ValueError so it is reported with the field's path like every other bad value.
+        try:
+            return handler(value)
+        except InputError as exc:
+            hint = (exc.hint or "").replace("--", "")
+            raise ValueError(f"{exc.message} (fix: {hint})" if hint else exc.message) from None
 
 
 class TrialSpec(_Model):

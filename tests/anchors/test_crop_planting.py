@@ -39,7 +39,8 @@ def task(tasks_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def artifact(task: Path, reference_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def run_dir(task: Path, reference_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The results folder of one run of the oracle."""
     local = task / "environment" / "data"
     data = local if (local / "attachments").is_dir() else reference_dir / "tasks" / SLUG / "environment" / "data"
     results = tmp_path_factory.mktemp("results")
@@ -48,7 +49,12 @@ def artifact(task: Path, reference_dir: Path, tmp_path_factory: pytest.TempPathF
     run = subprocess.run(["bash", str(task / "solution" / "solve.sh")], env=env, capture_output=True, text=True,
                          timeout=300, check=False)
     assert run.returncode == 0, run.stderr
-    loaded: dict[str, Any] = json.loads((results / f"{SLUG}_result.json").read_text(encoding="utf-8"))
+    return results
+
+
+@pytest.fixture(scope="module")
+def artifact(run_dir: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((run_dir / f"{SLUG}_result.json").read_text(encoding="utf-8"))
     return loaded
 
 
@@ -101,6 +107,21 @@ def test_plans_obey_rotation_legume_and_dispersion_rules(artifact: dict[str, Any
             for start in range(2024, 2029):
                 legume = any(crops & LEGUMES for (year, _), crops in seasons.items() if start <= year <= start + 2)
                 assert legume, f"{case}: {plot} has no legume in {start}-{start + 2}"
+
+
+def test_answer_templates_hold_the_plans(run_dir: Path, artifact: dict[str, Any]) -> None:
+    import openpyxl
+
+    q1 = artifact["experiment_result"]["q1"]
+    assert artifact["experiment_result"]["artifacts"] == ["result1_1.xlsx", "result1_2.xlsx"]
+    for case, name in (("waste", "result1_1.xlsx"), ("discount", "result1_2.xlsx")):
+        book = openpyxl.load_workbook(run_dir / name, read_only=True)
+        for year in range(2024, 2031):
+            cells = [v for row in book[str(year)].iter_rows(min_row=2, max_row=83, min_col=3, values_only=True)
+                     for v in row if isinstance(v, (int, float))]
+            planted = [row for row in q1[f"{case}_plan"] if row[0] == year]
+            assert len(cells) == len(planted), (name, year)
+        book.close()
 
 
 def test_replay_check_accepts_the_anchor(task: Path) -> None:

@@ -130,3 +130,13 @@ def test_replay_never_hard_fails_an_empty_artifact() -> None:
     assert results and all(r.status == "missing" and r.severity == "warning" for r in results)
     odd = {"experiment_result": {"q5": {"max_head_speed_mps": "fast"}}}
     assert not any(r.hard_error for r in get("dragon_dance_speed")(odd))
+
+
+def test_the_scorer_gives_the_reproduction_full_marks(task: Path, run: tuple[dict[str, Any], str], tmp_path: Path) -> None:
+    from anchorage.scoring import score_artifact
+
+    path = tmp_path / f"{SLUG}_result.json"
+    path.write_text(json.dumps(run[0]), encoding="utf-8")
+    record = score_artifact(task, path).to_dict()
+    assert record["gradable"] and record["o_eval"] == pytest.approx(1.0)
+    assert not [g["name"] for g in record["gates"] if g["hard_error"]]

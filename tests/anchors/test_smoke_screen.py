@@ -122,15 +122,26 @@ def test_replay_rejects_teleporting_drops(artifact: dict[str, Any]) -> None:
     def move(d: dict[str, Any]) -> None:
         d["q5"]["strategies"][0]["explode_x"] += 50.0
     bad = failed(get("smoke_screen_coverage")(mutate(artifact, move)))
-    assert set(bad) == {"smoke_q5_kinematics"} and "burst point" in bad["smoke_q5_kinematics"].message
+    assert bad["smoke_q5_kinematics"].hard_error and "burst point" in bad["smoke_q5_kinematics"].message
+    assert set(bad) <= {"smoke_q5_kinematics", "smoke_q5_shielding_replay"}   # the moved cloud may hide less
 
 
-def test_replay_flags_several_headings_per_drone(reference_dir: Path) -> None:
+def test_replay_flags_the_reference_plan_without_hard_errors(reference_dir: Path) -> None:
     reference = json.loads((reference_dir / "tasks" / SLUG / "tests" / "expected_result.json").read_text(encoding="utf-8"))
-    results = get("smoke_screen_coverage")(reference)
-    bad = failed(results)
-    assert set(bad) == {"smoke_q5_one_heading"} and not bad["smoke_q5_one_heading"].hard_error
+    bad = failed(get("smoke_screen_coverage")(reference))
+    assert set(bad) == {"smoke_q5_one_heading", "smoke_q5_shielding_replay"}
+    assert not any(r.hard_error for r in bad.values())
     assert "FY3 flies several headings" in bad["smoke_q5_one_heading"].message
+    assert "whole-target replay gives" in bad["smoke_q5_shielding_replay"].message
+
+
+def test_replay_flags_an_overclaimed_part(artifact: dict[str, Any]) -> None:
+    def overclaim(d: dict[str, Any]) -> None:
+        row = d["q5"]["strategies"][0]
+        row["individual_duration_s"] += 2.0
+        row["durations_s"][row["target_missile"]] += 2.0
+    bad = failed(get("smoke_screen_coverage")(mutate(artifact, overclaim)))
+    assert set(bad) == {"smoke_q5_shielding_replay"} and not bad["smoke_q5_shielding_replay"].hard_error
 
 
 def test_replay_never_hard_fails_an_empty_artifact() -> None:
@@ -138,3 +149,13 @@ def test_replay_never_hard_fails_an_empty_artifact() -> None:
     for data in empties:
         results = get("smoke_screen_coverage")(data)
         assert results and not any(r.hard_error for r in results)
+
+
+def test_the_scorer_gives_the_reproduction_full_marks(task: Path, artifact: dict[str, Any], tmp_path: Path) -> None:
+    from anchorage.scoring import score_artifact
+
+    path = tmp_path / f"{SLUG}_result.json"
+    path.write_text(json.dumps(artifact), encoding="utf-8")
+    record = score_artifact(task, path).to_dict()
+    assert record["gradable"] and record["o_eval"] == pytest.approx(1.0)
+    assert not [g["name"] for g in record["gates"] if g["hard_error"]]

@@ -1,10 +1,12 @@
-"""End to end: a real Prometheus scrapes the gateway (``anchorage gateway --mock``) and the local engine
+"""End to end: a real Prometheus scrapes the gateway (``anchorage gateway`` in front of the mock upstream,
+with scripted 429 and 500 answers) and the local engine
 (``anchorage run FILE --metrics-port N``) during a small campaign on the smoke task — the mock model, the
 oracle and an agent that idles then fails — and every query of every dashboard panel then runs through
 Prometheus' HTTP API: each one parses and evaluates, and the core panels return data.
 
-Queries are evaluated at the moment the engine exited: Prometheus marks a finished target's series stale
-at its next failed scrape, so "now" would no longer see the engine's numbers.
+Queries are evaluated at the engine's last successful scrape: Prometheus marks a target's series stale at
+its next failed scrape (the engine has exited, or was too busy to answer within the 1 s interval), so "now"
+would no longer see the engine's numbers.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from anchorage.gateway import BackgroundServer
+from anchorage.gateway.mock import MockUpstream
 from charts import dashboards
 from services import PROMETHEUS, Prometheus, free_port
 
@@ -52,6 +56,7 @@ spec:
 # return data. Engine panels: likewise, for the metric families the engine exports.
 GATEWAY_CORE = [
     ("gateway-spend", "Requests by status code"), ("gateway-spend", "Latency p50 / p99"),
+    ("gateway-spend", "Error ratio (5xx)"), ("gateway-spend", "Retries by cause"),
     ("gateway-spend", "Refusals by reason"), ("gateway-spend", "Tokens by kind"),
     ("gateway-spend", "Tokens by entry and model"), ("gateway-spend", "Spend (USD)"),
     ("gateway-spend", "Spend by entry and model"), ("campaign-overview", "Spend by entry"),
@@ -70,7 +75,7 @@ ANCHORAGE = str(Path(sys.executable).with_name("anchorage"))  # the console scri
 @dataclass
 class Observed:
     prometheus: Prometheus
-    at: float  # evaluation time: when the engine exited
+    at: float  # evaluation time: the engine's last successful scrape
     engine: str  # host:port of the engine's /metrics
     gateway: str
     engine_output: str
@@ -88,11 +93,17 @@ def read_lines(stream: Any, lines: queue.Queue[str]) -> None:
         lines.put(line)
 
 
-def start_gateway(port: int) -> tuple[subprocess.Popen[str], str]:
-    """``anchorage gateway --mock`` on ``port``; returns the process and a trial token it printed."""
+def start_gateway(port: int, upstream_url: str, workdir: Path) -> tuple[subprocess.Popen[str], str]:
+    """``anchorage gateway --config`` on ``port`` in front of ``upstream_url``; returns the process and a
+    trial token it printed. Two attempts per request, tiny backoff: scripted failures show up quickly."""
+    config = workdir / "gateway.yaml"
+    config.write_text(json.dumps({  # JSON is YAML
+        "host": "127.0.0.1", "port": port,
+        "upstreams": [{"name": "scripted-mock", "base_url": upstream_url, "models": ["mock*"]}],
+        "retry": {"max_attempts": 2, "base_delay_seconds": 0.01, "max_delay_seconds": 0.05, "max_total_seconds": 5},
+    }))
     process = subprocess.Popen(
-        [ANCHORAGE, "gateway", "--mock", "--host", "127.0.0.1", "--port", str(port),
-         "--issue-token", "trial-observed", "--log-level", "WARNING"],
+        [ANCHORAGE, "gateway", "--config", str(config), "--issue-token", "trial-observed", "--log-level", "WARNING"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=read_lines, args=(process.stdout, lines), daemon=True).start()
@@ -133,13 +144,18 @@ def post(url: str, token: str, path: str, body: dict[str, Any]) -> int:
         return int(exc.code)
 
 
-def drive_gateway(url: str, token: str) -> None:
-    """Requests of every kind the gateway panels show: plain, streamed, responses API, refused."""
+def drive_gateway(url: str, token: str, upstream: MockUpstream) -> None:
+    """Requests of every kind the gateway panels show: plain, streamed, responses API, refused, retried
+    after a 429, and failed by 500s that outlast the retries."""
     chat = {"model": "mock-model", "messages": [{"role": "user", "content": "observe me"}]}
     assert [post(url, token, "/v1/chat/completions", chat) for _ in range(3)] == [200] * 3
     assert post(url, token, "/v1/chat/completions", {**chat, "stream": True}) == 200
     assert post(url, token, "/v1/responses", {"model": "mock-model", "input": "observe me"}) == 200
     assert post(url, "atk-forged.token", "/v1/chat/completions", chat) == 401
+    upstream.fail(429, retry_after=0)
+    assert post(url, token, "/v1/chat/completions", chat) == 200
+    upstream.fail(500, times=2)
+    assert post(url, token, "/v1/chat/completions", chat) == 502  # the gateway answers 502 after its retries
 
 
 def run_engine(repo_root: Path, workdir: Path, port: int) -> str:
@@ -165,30 +181,44 @@ def wait_for_targets(prometheus: Prometheus, targets: list[str], timeout: float 
     raise RuntimeError(f"Prometheus did not start scraping {targets} within {timeout} s")
 
 
+def last_good_scrape(prometheus: Prometheus, target: str, output: str) -> float:
+    """When Prometheus last scraped ``target`` successfully. A scrape that times out (a busy engine near its
+    end) marks the target's series stale, so queries are evaluated at the last good scrape, not at exit."""
+    answer = prometheus.api("query", query=f'up{{instance="{target}"}}[2m]')
+    samples = [float(ts) for result in answer["data"]["result"] for ts, value in result["values"] if value == "1"]
+    if not samples:
+        raise RuntimeError(f"Prometheus never scraped the engine at {target}: {prometheus.targets_up()}\n{output}")
+    return max(samples)
+
+
 @pytest.fixture(scope="module")
 def observed(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
     if not Path(PROMETHEUS).exists():
         pytest.skip("prometheus is not installed (apt-get install prometheus)")
+    upstream = MockUpstream()  # bound first: its port 0 must not take a port picked below
+    upstream_server = BackgroundServer(upstream.app(), name="scripted-mock").start()
     gateway_port, engine_port = free_port(), free_port()
-    gateway, token = start_gateway(gateway_port)
+    assert upstream_server.url is not None
+    gateway, token = start_gateway(gateway_port, upstream_server.url, tmp_path_factory.mktemp("gateway"))
     targets = [f"127.0.0.1:{gateway_port}", f"127.0.0.1:{engine_port}"]
     prometheus = Prometheus(tmp_path_factory.mktemp("prometheus"), targets)
     try:
         wait_for_targets(prometheus, targets)
-        drive_gateway(f"http://127.0.0.1:{gateway_port}", token)
+        drive_gateway(f"http://127.0.0.1:{gateway_port}", token, upstream)
         output = run_engine(repo_root, tmp_path_factory.mktemp("engine"), engine_port)
-        at = time.time() - 0.2
-        time.sleep(1.5)  # the gateway's last requests reach at least one more scrape
-        yield Observed(prometheus, at, targets[1], targets[0], output)
+        time.sleep(1.5)  # the engine's exit and the gateway's last requests reach one more scrape
+        yield Observed(prometheus, last_good_scrape(prometheus, targets[1], output), targets[1], targets[0], output)
     finally:
         prometheus.stop()
         stop(gateway)
+        upstream_server.stop()
 
 
 def test_prometheus_scraped_the_gateway_and_the_engine(observed: Observed) -> None:
     for target in (observed.gateway, observed.engine):
         up = observed.query(f'max_over_time(up{{instance="{target}"}}[2m])')
-        assert up and up[0]["value"][1] == "1", f"{target} was never scraped successfully"
+        assert up and up[0]["value"][1] == "1", \
+            f"{target} was never scraped successfully: {observed.prometheus.targets_up()}\n{observed.engine_output}"
     # The engine's own in-process gateway labels the mock trial's tokens with its entry.
     tokens = observed.query(f'sum by (entry) (anchorage_tokens_total{{instance="{observed.engine}"}})')
     assert {r["metric"]["entry"] for r in tokens} == {"mock"}, observed.engine_output

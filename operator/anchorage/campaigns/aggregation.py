@@ -18,6 +18,9 @@ Decisions (also in docs/design-notes.md, "Local engine"):
   over seeds of the summed trial costs.
 * ``InfrastructureFailed`` trials are never scored: they are counted apart per entry, and an entry
   with such a hole is flagged ``incomplete`` (its means are over the cells that exist).
+* ``verification.panel``: per entry, the scored trials the panel judged and how many of their submitted
+  solutions it confirmed (``Confirmed`` column, shown only when some trial has a panel record);
+  ``verification.cbu``: the mean utility over the trials that have one (``CBU`` column, likewise).
 * The per-task table holds, per task and entry, the mean over seeds; when no cell is missing its
   column means equal the leaderboard means exactly (same numbers, summed in the other order).
 """
@@ -51,6 +54,8 @@ class TrialResult:
     o_eval: float
     hard_gate_failed: bool
     cost_usd: float
+    panel_outcome: str | None = None   # verification.panel: confirmed | refuted | abstained | undecided | missing
+    cbu_utility: float | None = None   # verification.cbu: the solution's consequence-based utility
 
     @property
     def scored(self) -> bool:
@@ -67,6 +72,8 @@ class TrialResult:
             config_baseline_raw=float(score.get("baseline_raw") or 0.0),
             o_eval=float(score.get("o_eval") or 0.0), hard_gate_failed=bool(score.get("hard_gate_failed", False)),
             cost_usd=float(record.get("cost_usd") or 0.0),
+            panel_outcome=(record.get("panel") or {}).get("outcome"),
+            cbu_utility=_number((record.get("cbu") or {}).get("utility")),
         )
 
 
@@ -96,6 +103,9 @@ class Row:
     per_seed: list[SeedScore]
     infrastructure_failed: int
     incomplete: bool
+    panel_trials: int = 0      # scored trials judged by verification.panel
+    panel_confirmed: int = 0   # ... whose submitted solution the panel confirmed
+    cbu_mean: float | None = None   # mean consequence-based utility over the trials that have one
 
 
 @dataclass(frozen=True)
@@ -116,6 +126,20 @@ class Leaderboard:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def has_panel(self) -> bool:
+        """True when any trial was judged by ``verification.panel`` (the tables then show a Confirmed column)."""
+        return any(row.panel_trials for row in self.rows)
+
+    @property
+    def has_cbu(self) -> bool:
+        """True when any trial has a consequence-based utility (the tables then show a CBU column)."""
+        return any(row.cbu_mean is not None for row in self.rows)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _std(values: list[float]) -> float:
@@ -176,6 +200,7 @@ def _row(entry: str, mine: list[TrialResult], bo: dict[int, float], n_tasks: int
         ))
     o_values, bo_values = [s.o_eval for s in per_seed], [s.bo_eval for s in per_seed]
     infra = len(mine) - len(scored)
+    utilities = [r.cbu_utility for r in scored if r.cbu_utility is not None]
     return Row(
         entry=entry, seeds=len(per_seed), tasks=n_tasks,
         artifacts_mean=statistics.fmean(s.artifacts for s in per_seed) if per_seed else 0.0,
@@ -184,6 +209,9 @@ def _row(entry: str, mine: list[TrialResult], bo: dict[int, float], n_tasks: int
         cost_per_seed_usd=statistics.fmean(s.cost_usd for s in per_seed) if per_seed else 0.0,
         per_seed=per_seed, infrastructure_failed=infra,
         incomplete=infra > 0 or any(s.tasks < n_tasks for s in per_seed),
+        panel_trials=sum(1 for r in scored if r.panel_outcome is not None),
+        panel_confirmed=sum(1 for r in scored if r.panel_outcome == "confirmed"),
+        cbu_mean=statistics.fmean(utilities) if utilities else None,
     )
 
 

@@ -32,6 +32,9 @@ def run(
     unsandboxed: bool = typer.Option(
         False, "--unsandboxed", help="DANGEROUS: run agents without any sandbox (no isolation, no limits but time)."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG plots (faster)."),
+    mock_replies: Path | None = typer.Option(
+        None, "--mock-replies", help="Scripted replies of the mock model (YAML: replies[{marker, reply}]), e.g. for "
+        "verification.panel demos; every reply stays labelled a mock."),
 ) -> None:
     """Run every trial of FILE in the local sandbox, score it, and print the leaderboard.
 
@@ -54,7 +57,7 @@ def run(
     mechanism = sandbox.detect_mechanism(unsandboxed=unsandboxed)
     if metrics_port is not None:
         _serve_metrics(metrics_port)
-    gateway = _gateway_if_needed([d.resource for d in runnable], gateway_config)
+    gateway = _gateway_if_needed([d.resource for d in runnable], gateway_config, mock_replies)
     try:
         for document in runnable:
             _run_document(document.resource, runs_dir, mechanism, gateway, file.parent, not no_plots,
@@ -96,15 +99,17 @@ def _needs_model(resource: Any) -> bool:
     from anchorage.runtime.local.agents import MODEL_KINDS
 
     agents = [resource.spec.agent] if isinstance(resource, Trial) else [e.agent for e in resource.spec.entries]
+    if resource.spec.verification.panel is not None or resource.spec.verification.cbu is not None:  # protocol calls
+        return True
     return any(a.kind in MODEL_KINDS or (a.kind == "command" and a.model) for a in agents)
 
 
-def _gateway_if_needed(resources: list[Any], config: Path | None) -> Any:
+def _gateway_if_needed(resources: list[Any], config: Path | None, mock_replies: Path | None = None) -> Any:
     if not any(_needs_model(r) for r in resources):
         return None
     from anchorage.runtime.local.gatewaying import start_local_gateway
 
-    return start_local_gateway(config)
+    return start_local_gateway(config, mock_replies=mock_replies)
 
 
 def _run_document(
@@ -167,7 +172,9 @@ def _print_board(outcome: Any, outputs: dict[str, Path]) -> None:
     from anchorage.report.tables import to_text
 
     table = Table(title=f"Leaderboard — {outcome.directory.name}")
-    for column in ("entry", "Art.", "O-Eval (mean ± std)", "Robust BO-Eval (mean ± std)", "cost/seed"):
+    columns = ["entry", "Art.", "O-Eval (mean ± std)", "Robust BO-Eval (mean ± std)", "cost/seed"]
+    for column in columns + (["panel confirmed"] if outcome.board.has_panel else []) + (
+            ["CBU"] if outcome.board.has_cbu else []):
         table.add_column(column, justify="left" if column == "entry" else "right")
     for row in to_text(outcome.board):
         table.add_row(*row)

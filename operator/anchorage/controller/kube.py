@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import kopf
 import kubernetes
+import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from anchorage.manifests import API_GROUP, API_VERSION
@@ -30,7 +31,9 @@ def client() -> kubernetes.client.ApiClient:
         kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     else:
         kubernetes.config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    configuration.retries = 0
+    # Connection-level retries (a keep-alive socket the server closed): every call we make is
+    # idempotent (creates treat 409 as done, patches are merge patches), so all methods may retry.
+    configuration.retries = urllib3.Retry(total=3, connect=3, read=3, backoff_factor=0.1, allowed_methods=None)
     return kubernetes.client.ApiClient(configuration)
 
 
@@ -56,7 +59,7 @@ def call(fn: Callable[[], T], *, what: str, retries: int = 4) -> T:
                 raise
             if attempt == retries:
                 raise kopf.TemporaryError(f"{what}: API error {exc.status}; retrying", delay=2) from exc
-        except (OSError, kubernetes.client.exceptions.OpenApiException) as exc:
+        except (OSError, urllib3.exceptions.HTTPError, kubernetes.client.exceptions.OpenApiException) as exc:
             if attempt == retries:
                 raise kopf.TemporaryError(f"{what}: {exc}; retrying", delay=2) from exc
         time.sleep(0.2 * (attempt + 1))

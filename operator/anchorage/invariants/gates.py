@@ -8,7 +8,8 @@ artifact never hard-fails. Every invariant is evaluated exactly (decimals from t
 
 ``data`` may be the JSON text (``str``/``bytes``, parsed exactly here), data parsed with
 ``parse_float=Decimal`` (what the scorer passes: one parse serves the metrics and the gates), or data
-parsed with plain floats (read through their shortest ``repr``).
+parsed with plain floats (read through their shortest ``repr``). Replay checks get that same data
+(numbers ``Decimal``/``int``/``float``: they read them with ``exact.to_fraction``).
 
 Speed (the scorer runs this on every artifact): each task's invariants are compiled once into
 closures (cached by the file's path, mtime and size); a closure walks only the paths its invariant
@@ -26,13 +27,26 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from decimal import Decimal
+from decimal import (
+    MAX_EMAX,
+    MAX_PREC,
+    MIN_EMIN,
+    Context,
+    Decimal,
+    DecimalException,
+    Inexact,
+    InvalidOperation,
+    Rounded,
+)
 from pathlib import Path
 from typing import Any
 
 from anchorage.invariants import replays
-from anchorage.invariants.compiler import compile_expansion, exact_obligation, obligations
-from anchorage.invariants.exact import loads_exact
+from anchorage.invariants.compiler import Expander, compile_expansion, exact_obligation, obligations
+from anchorage.invariants.compiler import _get as get_segments
+from anchorage.invariants.compiler import _Names as TheoremNames
+from anchorage.invariants.compiler import _Pattern as Pattern
+from anchorage.invariants.exact import MISSING, WILDCARD, loads_exact, parse_path, to_scaled
 from anchorage.invariants.expr import Obligation
 from anchorage.invariants.results import GateResult, GateStatus, Severity
 from anchorage.invariants.spec import INVARIANTS_FILE, Invariant, InvariantsFile, load_invariants
@@ -40,7 +54,7 @@ from anchorage.invariants.spec import INVARIANTS_FILE, Invariant, InvariantsFile
 Check = Callable[[Any, list[GateResult]], None]
 """A compiled invariant: appends the gate result of every field it expands to."""
 
-Verdict = Callable[[list[Any]], bool]
+Verdict = Callable[..., bool]
 
 
 def check(task_root: Path, data: Any) -> list[GateResult]:
@@ -69,10 +83,10 @@ def check_exact(task_root: Path, data: Any) -> list[GateResult]:
 
 
 def _with_replays(spec: InvariantsFile, exact: Any, results: list[GateResult]) -> list[GateResult]:
-    if spec.replay:
-        plain = _float_view(exact)
-        for name in spec.replay:
-            results.extend(run_replay(name, plain))
+    """Append the named replay checks' results; they get the same exact data (numbers ``Decimal``/int,
+    read with :func:`~anchorage.invariants.exact.to_fraction`), not a float copy of the artifact."""
+    for name in spec.replay:
+        results.extend(run_replay(name, exact))
     return results
 
 
@@ -114,22 +128,6 @@ def exact_view(data: Any) -> Any:
             return loads_exact(data)
         except json.JSONDecodeError:
             return None
-    return data
-
-
-def _float_view(data: Any) -> Any:
-    """Replay checks get plain Python numbers (Decimals become floats)."""
-    kind = type(data)
-    if kind is dict:
-        return {key: _float_view(value) for key, value in data.items()}
-    if kind is list:
-        return [_float_view(value) for value in data]
-    if kind is Decimal or isinstance(data, Decimal):
-        return float(data)
-    if isinstance(data, Mapping):
-        return {key: _float_view(value) for key, value in data.items()}
-    if isinstance(data, list):
-        return [_float_view(value) for value in data]
     return data
 
 
@@ -182,9 +180,8 @@ class LazyGate(GateResult):
         state = self.__dict__
         detail: tuple[str, dict[str, Any]] | None = state.get("_cached")
         if detail is None:
-            inv, raws = state["_source"]
-            exact = to_gate_result(exact_obligation(inv, self.name, self.paths, raws))
-            detail = state["_cached"] = (exact.message, exact.values)
+            describe, raws = state["_source"]
+            detail = state["_cached"] = describe(self.name, self.paths, self.status, raws)
         return detail
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -192,8 +189,57 @@ class LazyGate(GateResult):
                              dict(self.values)))
 
 
+Describe = Callable[[str, tuple[str, ...], str, list[Any]], tuple[str, dict[str, Any]]]
+"""(name, paths, status, raw values) -> the result's (message, values), as the reference writes them."""
+
+
+def _describer(inv: Invariant) -> Describe:
+    """The message and values of a decided field: the claim of the compiler's builders, in the same
+    decimals (:func:`~anchorage.invariants.exact.to_scaled` text); identities ask the reference."""
+    form, suffix = inv.form, f" ({inv.source})" if inv.source else ""
+
+    def const(number: Any) -> str:
+        return str(to_scaled(number))
+
+    def exact(name: str, paths: tuple[str, ...], status: str, raws: list[Any]) -> tuple[str, dict[str, Any]]:
+        result = to_gate_result(exact_obligation(inv, name, paths, raws))
+        return result.message, result.values
+
+    claim: Callable[[list[str]], str]
+    if form == "range":
+        lo = None if inv.lo is None else const(inv.lo)
+        hi = None if inv.hi is None else const(inv.hi)
+        if lo is not None and hi is not None:
+            claim = lambda xs: f"{lo} ≤ {xs[0]} ≤ {hi}"  # noqa: E731
+        elif lo is not None:
+            claim = lambda xs: f"{lo} ≤ {xs[0]}"  # noqa: E731
+        else:
+            claim = lambda xs: f"{xs[0]} ≤ {hi}"  # noqa: E731
+    elif form == "ordering":
+        op = "<" if inv.op == "<" else "≤"
+        claim = lambda xs: f"{xs[0]} {op} {xs[1]}"  # noqa: E731
+    elif form == "sign":
+        op = "<" if inv.op == ">" else "≤"
+        claim = lambda xs: f"0 {op} {xs[0]}"  # noqa: E731
+    elif form == "interval":
+        claim = lambda xs: f"{xs[0]} ≤ {xs[1]}"  # noqa: E731
+    elif form == "finite_domain":
+        allowed = "{" + ", ".join(const(v) for v in inv.values or []) + "}"
+        claim = lambda xs: f"{xs[0]} ∈ {allowed}"  # noqa: E731
+    else:
+        return exact
+    length = inv.measure == "length"
+
+    def describe(name: str, paths: tuple[str, ...], status: str, raws: list[Any]) -> tuple[str, dict[str, Any]]:
+        shown = [str(len(raw)) if length else str(to_scaled(raw)) for raw in raws]
+        verdict = "holds" if status == "passed" else "violated"
+        return f"{claim(shown)} {verdict}{suffix}", dict(zip(paths, shown, strict=False))
+
+    return describe
+
+
 def _lazy(name: str, form: str, paths: tuple[str, ...], status: GateStatus, severity: Severity,
-          source: tuple[Invariant, list[Any]]) -> LazyGate:
+          source: tuple[Describe, list[Any]]) -> LazyGate:
     gate: LazyGate = object.__new__(LazyGate)
     state = gate.__dict__  # the dataclass is frozen: fill its fields directly
     state["name"], state["form"], state["paths"] = name, form, paths
@@ -221,47 +267,194 @@ def _length(raw: Any) -> Any:
     return len(raw) if kind is list or kind is dict else None
 
 
-def _verdict(inv: Invariant) -> Verdict | None:
-    """Exact comparison of the numbers read, as the obligation's predicate states it; None = identity."""
+def _verdict(inv: Invariant) -> Verdict:
+    """Exact comparison of the numbers read, as the obligation's predicate states it.
+
+    One-path forms (range, sign, finite_domain) take ``x``; two-path forms (ordering, interval) ``x, y``.
+    """
     form = inv.form
     if form == "range":
         lo, hi = inv.lo, inv.hi
         if lo is not None and hi is not None:
-            return lambda xs: lo <= xs[0] <= hi
+            return lambda x: lo <= x <= hi
         if lo is not None:
-            return lambda xs: lo <= xs[0]
-        return lambda xs: xs[0] <= hi
+            return lambda x: lo <= x
+        return lambda x: x <= hi
     if form == "ordering":
         if inv.op == "<":
-            return lambda xs: xs[0] < xs[1]
-        return lambda xs: xs[0] <= xs[1]
+            return lambda x, y: x < y
+        return lambda x, y: x <= y
     if form == "sign":
         if inv.op == ">":
-            return lambda xs: xs[0] > 0
-        return lambda xs: xs[0] >= 0
+            return lambda x: x > 0
+        return lambda x: x >= 0
     if form == "interval":
-        return lambda xs: xs[0] <= xs[1]
+        return lambda x, y: x <= y
     if form == "finite_domain":
         allowed = frozenset(inv.values or ())  # equal numbers hash alike: Decimal("1.0") in {1}
-        return lambda xs: xs[0] in allowed
-    return None  # identity: products and tolerance bands go through the reference evaluation
+        return lambda x: x in allowed
+    return _identity_verdict(inv)
+
+
+_EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[Inexact, Rounded, InvalidOperation])
+"""Decimal arithmetic without rounding (a rounding would raise, and the reference evaluation decides)."""
+
+
+def _identity_verdict(inv: Invariant) -> Verdict:
+    """``target − tol ≤ Π factors ≤ target + tol`` with ``tol = max(abs_tol, rel_tol·|target|)``, exactly."""
+    count = len(inv.product or [inv.path])
+    fixed_target = None if isinstance(inv.target, str) else inv.target
+    rel_tol, abs_tol = inv.rel_tol, inv.abs_tol
+    multiply, add, subtract, magnitude = _EXACT.multiply, _EXACT.add, _EXACT.subtract, _EXACT.abs
+
+    def verdict(*xs: Any) -> bool:
+        product = xs[0]
+        for factor in xs[1:count]:
+            product = multiply(product, factor)
+        target = xs[count] if fixed_target is None else fixed_target
+        tol = 0 if abs_tol is None else abs_tol
+        if rel_tol is not None:
+            tol = max(tol, multiply(rel_tol, magnitude(target)))
+        return subtract(target, tol) <= product <= add(target, tol)  # type: ignore[no-any-return]
+
+    return verdict
+
+
+def _zipped_check(inv: Invariant, patterns: list[Pattern], verdict: Verdict, convert: Callable[[Any], Any],
+                  general: Check) -> Check:
+    """Two patterns with one ``[*]`` each, expanded together over a list (``rows[*].mean``/``rows[*].q95``)."""
+    form, severity, describe = inv.form, inv.severity, _describer(inv)
+    first, second = patterns
+    names = TheoremNames(inv)
+    labels: list[tuple[str, tuple[str, ...]]] = []
+
+    def label(index: int) -> tuple[str, tuple[str, ...]]:
+        while len(labels) <= index:
+            at = len(labels)
+            labels.append((names[at], (first.element_path(at), second.element_path(at))))
+        return labels[index]
+
+    def run(data: Any, out: list[GateResult]) -> None:
+        container = get_segments(data, first.head)
+        other = get_segments(data, second.head)
+        if type(container) is not list or not container or type(other) is not list:
+            general(data, out)
+            return
+        size = len(other)
+        for index, element in enumerate(container):
+            raws = [get_segments(element, first.tail),
+                    get_segments(other[index], second.tail) if index < size else MISSING]
+            name, paths = labels[index] if index < len(labels) else label(index)
+            x, y = convert(raws[0]), convert(raws[1])
+            if x is None or y is None:
+                out.append(to_gate_result(exact_obligation(inv, name, paths, raws)))
+            else:
+                out.append(_lazy(name, form, paths, "passed" if verdict(x, y) else "failed", severity, (describe, raws)))
+
+    return run
 
 
 def compile_check(inv: Invariant) -> Check:
-    """The compiled check of one invariant (see the module docstring)."""
+    """The compiled check of one invariant (see the module docstring).
+
+    The common shapes get a dedicated closure (one path; two paths; one ``[*]`` over a list); the
+    others walk :func:`~anchorage.invariants.compiler.compile_expansion` like the reference does.
+    """
     expand = compile_expansion(inv)
     verdict = _verdict(inv)
-    form, severity = inv.form, inv.severity
     convert = _length if inv.measure == "length" else _number
+    patterns = [Pattern(parse_path(p)) for p in inv.read_paths()]
+    general = _general_check(inv, expand, verdict, convert)
+    if inv.form == "identity" or len(patterns) > 2 or any(p.segments.count(WILDCARD) > 1 for p in patterns):
+        return general
+    if not any(p.wild for p in patterns):
+        return _plain_check(inv, patterns, verdict, convert)
+    if len(patterns) == 1:
+        return _list_check(inv, patterns[0], verdict, convert, general)
+    if patterns[0].wild and patterns[1].wild:
+        return _zipped_check(inv, patterns, verdict, convert, general)
+    return general
+
+
+def _general_check(inv: Invariant, expand: Expander, verdict: Verdict, convert: Callable[[Any], Any]) -> Check:
+    form, severity, describe = inv.form, inv.severity, _describer(inv)
 
     def run(data: Any, out: list[GateResult]) -> None:
         for name, paths, raws in expand(data):
-            if raws is not None and verdict is not None:
+            if raws is not None:
                 numbers = [convert(raw) for raw in raws]
                 if None not in numbers:
-                    status: GateStatus = "passed" if verdict(numbers) else "failed"
-                    out.append(_lazy(name, form, paths, status, severity, (inv, raws)))
-                    continue
+                    try:
+                        status: GateStatus = "passed" if verdict(*numbers) else "failed"
+                    except DecimalException:  # an inexact product (never with JSON decimals): the reference decides
+                        pass
+                    else:
+                        out.append(_lazy(name, form, paths, status, severity, (describe, raws)))
+                        continue
             out.append(to_gate_result(exact_obligation(inv, name, paths, raws)))
+
+    return run
+
+
+def _plain_check(inv: Invariant, patterns: list[Pattern], verdict: Verdict, convert: Callable[[Any], Any]) -> Check:
+    """No wildcard: one obligation named ``<name>_<form>`` over one or two fixed paths."""
+    form, severity, name, describe = inv.form, inv.severity, f"{inv.name}_{inv.form}", _describer(inv)
+    paths = tuple(p.text for p in patterns)
+    first = patterns[0].segments
+    if len(patterns) == 1:
+        def run_one(data: Any, out: list[GateResult]) -> None:
+            raw = get_segments(data, first)
+            x = convert(raw)
+            if x is None:
+                out.append(to_gate_result(exact_obligation(inv, name, paths, [raw])))
+            else:
+                out.append(_lazy(name, form, paths, "passed" if verdict(x) else "failed", severity, (describe, [raw])))
+
+        return run_one
+    second = patterns[1].segments
+
+    def run_two(data: Any, out: list[GateResult]) -> None:
+        raws = [get_segments(data, first), get_segments(data, second)]
+        x, y = convert(raws[0]), convert(raws[1])
+        if x is None or y is None:
+            out.append(to_gate_result(exact_obligation(inv, name, paths, raws)))
+        else:
+            out.append(_lazy(name, form, paths, "passed" if verdict(x, y) else "failed", severity, (describe, raws)))
+
+    return run_two
+
+
+def _list_check(inv: Invariant, pattern: Pattern, verdict: Verdict, convert: Callable[[Any], Any],
+                general: Check) -> Check:
+    """One ``[*]`` over a list (``rows[*].x``): one obligation per element; maps and odd shapes → general."""
+    form, severity, describe = inv.form, inv.severity, _describer(inv)
+    head, tail = pattern.head, pattern.tail
+    names = TheoremNames(inv)
+    labels: list[tuple[str, tuple[str, ...]]] = []  # (theorem name, paths) per index, built once
+
+    def label(index: int) -> tuple[str, tuple[str, ...]]:
+        while len(labels) <= index:
+            labels.append((names[len(labels)], (pattern.element_path(len(labels)),)))
+        return labels[index]
+
+    key = tail[0] if len(tail) == 1 and type(tail[0]) is str else None  # rows[*].x: one dict lookup each
+
+    def run(data: Any, out: list[GateResult]) -> None:
+        container = get_segments(data, head)
+        if type(container) is not list or not container:
+            general(data, out)
+            return
+        known = len(labels)
+        for index, element in enumerate(container):
+            if key is not None and type(element) is dict:
+                raw = element.get(key, MISSING)
+            else:
+                raw = get_segments(element, tail) if tail else element
+            name, paths = labels[index] if index < known else label(index)
+            x = convert(raw)
+            if x is None:
+                out.append(to_gate_result(exact_obligation(inv, name, paths, [raw])))
+            else:
+                out.append(_lazy(name, form, paths, "passed" if verdict(x) else "failed", severity, (describe, [raw])))
 
     return run

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from anchorage.campaigns.aggregation import Leaderboard
-from anchorage.report.tables import HEADER, per_task_body, rows
+from anchorage.report.tables import header as leaderboard_header
+from anchorage.report.tables import per_task_body, rows
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}
@@ -50,7 +51,7 @@ def render(name: str, board: Leaderboard, records: list[dict[str, Any]], plots: 
     """The whole report as one HTML string."""
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Anchorage — {html.escape(name)}</title>",
              f"<style>{_STYLE}</style></head><body>", f"<h1>Campaign {html.escape(name)}</h1>",
-             "<h2>Leaderboard</h2>", _table(HEADER, rows(board)),
+             "<h2>Leaderboard</h2>", _table(leaderboard_header(board), rows(board)),
              f"<p class='note'>Standard deviation: {html.escape(board.std)}. Baseline entry (F): "
              f"{html.escape(board.baseline or 'none — F from each task configuration')}.</p>"]
     parts += [_image(p) for p in plots]

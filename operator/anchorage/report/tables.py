@@ -12,24 +12,40 @@ import io
 from anchorage.campaigns.aggregation import Leaderboard
 
 HEADER = ["rank", "entry", "Art.", "O-Eval", "O-Eval std", "BO-Eval", "BO-Eval std", "cost/seed USD", "seeds", "infra failed"]
+CONFIRMED = "confirmed"   # extra column when some trial ran verification.panel: confirmed/judged
+CBU = "CBU"               # extra column when some trial ran verification.cbu: mean utility
+
+
+def extra_header(board: Leaderboard) -> list[str]:
+    return ([CONFIRMED] if board.has_panel else []) + ([CBU] if board.has_cbu else [])
+
+
+def header(board: Leaderboard) -> list[str]:
+    """The leaderboard's columns: :data:`HEADER`, plus ``confirmed`` / ``CBU`` when the campaign ran them."""
+    return [*HEADER, *extra_header(board)]
 
 
 def rows(board: Leaderboard) -> list[list[str]]:
     out: list[list[str]] = []
     for rank, row in enumerate(board.rows, 1):
         flag = " (incomplete)" if row.incomplete else ""
-        out.append([
+        cells = [
             str(rank), row.entry + flag, f"{row.artifacts_mean:.1f}/{row.tasks}",
             f"{row.o_eval_mean:.4f}", f"{row.o_eval_std:.4f}", f"{row.bo_eval_mean:+.4f}", f"{row.bo_eval_std:.4f}",
             f"{row.cost_per_seed_usd:.4f}", str(row.seeds), str(row.infrastructure_failed),
-        ])
+        ]
+        if board.has_panel:
+            cells.append(f"{row.panel_confirmed}/{row.panel_trials}")
+        if board.has_cbu:
+            cells.append("—" if row.cbu_mean is None else f"{row.cbu_mean:.4f}")
+        out.append(cells)
     return out
 
 
 def to_csv(board: Leaderboard) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(HEADER)
+    writer.writerow(header(board))
     writer.writerows(rows(board))
     return buffer.getvalue()
 
@@ -50,10 +66,11 @@ def per_task_body(board: Leaderboard, metric: str) -> tuple[list[str], list[list
 
 
 def to_markdown(board: Leaderboard) -> str:
-    leader = [[r[1], r[2], f"{r[3]} ± {r[4]}", f"{r[5]} ± {r[6]}", r[7], r[8], r[9]] for r in rows(board)]
+    leader = [[r[1], r[2], f"{r[3]} ± {r[4]}", f"{r[5]} ± {r[6]}", r[7], r[8], r[9], *r[10:]] for r in rows(board)]
+    columns = ["entry", "Art.", "O-Eval (mean ± std)", "Robust BO-Eval (mean ± std)", "cost/seed USD", "seeds",
+               "infra failed"] + [{"confirmed": "panel confirmed"}.get(c, c) for c in extra_header(board)]
     parts = ["# Leaderboard", "",
-             _md_table(["entry", "Art.", "O-Eval (mean ± std)", "Robust BO-Eval (mean ± std)", "cost/seed USD",
-                        "seeds", "infra failed"], leader), "",
+             _md_table(columns, leader), "",
              f"Standard deviation: {board.std}. "
              f"Baseline entry (F): {board.baseline or 'none (F from each task configuration)'}.",
              ""]
@@ -70,5 +87,5 @@ def _column_mean(board: Leaderboard, entry: str, metric: str) -> float:
 
 
 def to_text(board: Leaderboard) -> list[list[str]]:
-    """Rows for a terminal table: entry, Art., O-Eval ± std, BO-Eval ± std, cost."""
-    return [[r[1], r[2], f"{r[3]} ± {r[4]}", f"{r[5]} ± {r[6]}", f"${r[7]}"] for r in rows(board)]
+    """Rows for a terminal table: entry, Art., O-Eval ± std, BO-Eval ± std, cost (+ panel confirmed, CBU)."""
+    return [[r[1], r[2], f"{r[3]} ± {r[4]}", f"{r[5]} ± {r[6]}", f"${r[7]}", *r[10:]] for r in rows(board)]

@@ -62,33 +62,52 @@ class ArtifactError(Exception):
 
 # --- reading -------------------------------------------------------------------------------------------
 
-def read_json_file(path: Path, limit: int = MAX_ARTIFACT_BYTES, *, exact: bool = False) -> Any:
+def read_json_file(path: Path, limit: int = MAX_ARTIFACT_BYTES, *, exact: bool = False,
+                   info: os.stat_result | None = None) -> Any:
     """Parse a JSON file, checking its size *before* reading; raise :class:`ArtifactError` saying why not.
 
     With ``exact``, non-integral numbers are parsed as ``Decimal`` (the form the gates need).
-    The size comes from ``stat`` (FIFOs and devices are refused before they are opened, so nothing
-    blocks), and the read itself is capped at ``limit + 1`` bytes in case the file grows meanwhile.
+    The size comes from ``stat`` (``info`` when the caller has just taken it; FIFOs and devices are
+    refused before they are opened, so nothing blocks), and the read itself is capped at ``limit + 1``
+    bytes in case the file grows meanwhile.
     """
-    try:
-        info = os.stat(path)
-    except FileNotFoundError as exc:
-        raise ArtifactError(f"{path} does not exist") from exc
-    except OSError as exc:
-        raise ArtifactError(f"cannot stat {path}: {exc.strerror or exc}") from exc
+    if info is None:
+        try:
+            info = os.stat(path)
+        except FileNotFoundError as exc:
+            raise ArtifactError(f"{path} does not exist") from exc
+        except OSError as exc:
+            raise ArtifactError(f"cannot stat {path}: {exc.strerror or exc}") from exc
     if not stat.S_ISREG(info.st_mode):
         raise ArtifactError(f"{path} is not a regular file")
     if info.st_size > limit:
         raise ArtifactError(f"artifact is too large: {info.st_size} bytes > limit {limit} bytes")
     try:
-        with path.open("rb") as handle:
-            blob = handle.read(info.st_size + 1)  # not read(limit): that would allocate 20 MiB each time
-            if len(blob) > info.st_size:          # the file grew since stat: read on, still capped
-                blob += handle.read(limit + 1 - len(blob))
+        blob = _read_capped(path, info.st_size, limit)
     except OSError as exc:
         raise ArtifactError(f"cannot read {path}: {exc.strerror or exc}") from exc
     if len(blob) > limit:
         raise ArtifactError(f"artifact is too large: more than {limit} bytes")
     return parse_json_bytes(blob, exact=exact)
+
+
+def _read_capped(path: Path, size: int, limit: int) -> bytes:
+    """The file's bytes: ``size + 1`` asked first (not ``limit``: no 20 MiB buffer each time), then, if
+    the file grew since ``stat``, on until EOF or ``limit + 1`` bytes."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        chunks, total, want = [], 0, size + 1
+        while total < want:
+            chunk = os.read(fd, want - total)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > size:
+                want = limit + 1
+    finally:
+        os.close(fd)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def parse_json_bytes(blob: bytes, *, exact: bool = False) -> Any:
@@ -295,13 +314,23 @@ def score_artifact(task: Task | str | os.PathLike[str], artifact_path_or_results
     task = as_task(task)
     entry = compiled(task)
     f_value, f_source = resolve_baseline(task, baseline, entry.config)
-    location = locate_artifact(artifact_path_or_results_dir, task.slug, task.artifact_name)
-    record = _empty_record(task, entry, f_value, f_source, location.path or location.expected)
-    record.recovered_from, record.recovery_note = location.recovered_from, location.note
-    if location.path is None:
-        return _ungradable(record, entry, f"missing artifact: {location.note or location.expected}", task, lean)
     try:
-        data = read_json_file(location.path, exact=True)
+        info: os.stat_result | None = os.stat(artifact_path_or_results_dir)
+    except OSError:
+        info = None
+    if info is not None and not stat.S_ISDIR(info.st_mode):  # a file is used as given (locate_artifact's rule)
+        target = artifact_path_or_results_dir
+        path = target if isinstance(target, Path) else Path(target)
+        record = _empty_record(task, entry, f_value, f_source, path)
+    else:
+        location = locate_artifact(artifact_path_or_results_dir, task.slug, task.artifact_name)
+        record = _empty_record(task, entry, f_value, f_source, location.path or location.expected)
+        record.recovered_from, record.recovery_note = location.recovered_from, location.note
+        if location.path is None:
+            return _ungradable(record, entry, f"missing artifact: {location.note or location.expected}", task, lean)
+        path, info = location.path, None
+    try:
+        data = read_json_file(path, exact=True, info=info)
     except ArtifactError as exc:
         return _ungradable(record, entry, str(exc), task, lean)
     return _score_parsed(task, entry, record, data, gates, lean)

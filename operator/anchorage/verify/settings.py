@@ -64,7 +64,7 @@ class PanelSettings(_Model):
     max_parallel: int | None = Field(default=None, ge=1, alias="maxParallel",
                                      description="Verifiers in flight at most (1: sequential).")
     prompts: str = Field(default="v1", description="Prompt version under prompts/verify/.")
-    temperature: float | None = Field(default=None, ge=0, le=2)
+    temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature (default: the model's).")
 
     @model_validator(mode="after")
     def _thresholds_valid(self) -> PanelSettings:
@@ -100,4 +100,4 @@ class CbuSettings(_Model):
     rollouts: int = Field(default=64, ge=1, le=1024, description="Rollouts per neighbour (64 in the paper).")
     prompts: str = Field(default="v1", description="Prompt version under prompts/verify/.")
     rel_tol: float = Field(default=1e-6, ge=0, alias="relTol", description="Numeric answer match tolerance.")
-    temperature: float | None = Field(default=None, ge=0, le=2)
+    temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature (default: the model's).")

@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -306,6 +307,36 @@ def result(data: Data, model: Model, waste: dict[str, Any], discount: dict[str, 
     }
 
 
+def write_template(data_dir: Path, results_dir: Path, data: Data, plan: list[list[Any]], name: str) -> str | None:
+    """Fill the official answer template (attachment 3, ``name``) with the plan's areas (mu), one
+    sheet per year; single-season crops go in the season-1 rows as the template asks. Returns the
+    written file name, or None when the template is not in the data directory."""
+    template = data_dir / "attachments" / name
+    if not template.is_file():
+        found = sorted(data_dir.glob(f"repo/**/{name}"))
+        if not found:
+            return None
+        template = found[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # the template's header/footer is not parseable
+        book = openpyxl.load_workbook(template)
+    ids = {crop_name: crop for crop, crop_name in data.crop_names.items()}
+    for year in YEARS:
+        sheet = book[str(year)]
+        columns = {ids[_text(cell.value)]: cell.column for cell in sheet[1] if _text(cell.value) in ids}
+        rows: dict[tuple[str, int], int] = {}
+        for row in range(2, sheet.max_row + 1):
+            plot = _text(sheet.cell(row=row, column=2).value)
+            if plot in data.plots:
+                rows[(plot, 2 if (plot, 1) in rows else 1)] = row
+        for plan_year, plot, season, crop in plan:
+            if plan_year == year:
+                half = 2 if season == SECOND else 1
+                sheet.cell(row=rows[(plot, half)], column=columns[crop]).value = data.plots[plot][1]
+    book.save(results_dir / name)
+    return name
+
+
 def main() -> int:
     data_dir = Path(os.environ.get("ANCHORAGE_DATA_DIR", "/root/data"))
     results_dir = Path(os.environ.get("ANCHORAGE_RESULTS_DIR", "/root/results"))
@@ -314,8 +345,11 @@ def main() -> int:
     waste, discount = solve(model, "waste"), solve(model, "discount")
     out = results_dir / f"{SLUG}_result.json"
     results_dir.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result(data, model, waste, discount), ensure_ascii=False, indent=1) + "\n",
-                   encoding="utf-8")
+    artifact = result(data, model, waste, discount)
+    written = [write_template(data_dir, results_dir, data, case["plan"], name)
+               for case, name in ((waste, "result1_1.xlsx"), (discount, "result1_2.xlsx"))]
+    artifact["experiment_result"]["artifacts"] = [name for name in written if name]
+    out.write_text(json.dumps(artifact, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     for name, case in (("waste", waste), ("discount", discount)):
         s = case["solver"]
         print(f"{name}: profit {case['profit']:.2f} yuan, dual bound {s['dual_bound_profit']:.2f}, "

@@ -22,11 +22,13 @@ Model:
   missile's shielded intervals is never longer than the sum of its parts;
 * durations come from a 0.02 s grid whose transitions are refined by bisection (≈1e-5 s).
 
-Strategy search (deterministic, seeded): Q2 by differential evolution over (ψ, v, drop time,
-fuse) and a Nelder–Mead polish; Q3 keeps Q2's heading/speed search and adds grenades greedily
-(each new grenade maximises the union gain, drops ≥ 1 s apart), then re-optimises all three jointly;
-Q4 optimises each drone for M1; Q5 builds for every (drone, missile) pair a three-grenade plan with
-one heading and speed, then picks the drone→missile assignment with the largest total shielded time.
+Strategy search (deterministic, seeded): Q2 by differential evolution in sight-line coordinates
+(where the cloud meets the missile's line of sight) and a Nelder–Mead polish; a drone's plan (Q3,
+Q5) is the better of greedy grid plans along its track and a joint differential evolution over
+heading, speed and every grenade; Q4 takes each drone's single-grenade optimum for M1; Q5 assigns
+drones to missiles (1–2 drones each, largest total from the single-grenade table), then plans up to
+three grenades per drone counting what the others already hide. Details and the comparison with
+the reference: ``solution/README.md``.
 """
 
 from __future__ import annotations
@@ -233,22 +235,6 @@ def union_length(intervals: list[tuple[float, float]]) -> float:
         total += b - max(a, end)
         end = b
     return total
-
-
-def union_grid(world: World, grenades: list[Grenade], missile: str, dt: float = 0.1) -> float:
-    """Grid estimate of the union of several clouds' shielded times (for the search)."""
-    if not grenades:
-        return 0.0
-    lo = min(g.burst for g in grenades)
-    hi = max(world.window(g, missile)[1] for g in grenades)
-    if hi <= lo:
-        return 0.0
-    t = np.arange(lo, hi, dt)
-    on = np.zeros(t.shape, dtype=bool)
-    for g in grenades:
-        if g.fuse >= 0 and world.burst_point(g)[2] >= 0:
-            on |= world.shielded(g, missile, t)
-    return float(np.count_nonzero(on)) * dt
 
 
 # --------------------------------------------------------------------------- batch search
@@ -735,7 +721,7 @@ def main() -> int:
     out_dir = Path(os.environ.get("ANCHORAGE_RESULTS_DIR", "/root/results"))
     out_dir.mkdir(parents=True, exist_ok=True)
     st = read_statement(data_dir)
-    world, batch = World(st), None
+    world = World(st)
     batch = Batch(world)
     clock: dict[str, float] = {}
     q1 = timed("q1", lambda: question1(world), clock)

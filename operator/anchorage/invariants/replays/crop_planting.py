@@ -44,7 +44,7 @@ CASES = ("waste", "discount")
 _DRY = ("平旱地", "梯田", "山坡地")
 # Seasons each land type offers, as alternatives of season lists (attachment 1's notes).
 _SEASON_PLANS: dict[str, tuple[tuple[tuple[str, frozenset[int]], ...], ...]] = {
-    "dry": (((  "单季", frozenset(range(1, 16))),),),
+    "dry": ((("单季", frozenset(range(1, 16))),),),
     "水浇地": ((("单季", frozenset({16})),),
               (("第一季", frozenset(range(17, 35))), ("第二季", frozenset({35, 36, 37})))),
     "普通大棚": ((("第一季", frozenset(range(17, 35))), ("第二季", frozenset({38, 39, 40, 41}))),),

@@ -16,6 +16,13 @@ Registered as ``smoke_screen_coverage`` and named in the task's ``tests/invarian
 * ``smoke_q5_kinematics`` (hard): drop and burst points replayed from the statement's drone start
   positions, heading, speed, drop time and fuse (free fall, g = 9.8 m/s²) within 1 m (+ the
   spread of g ∈ [9.78, 9.82] over the fall);
+* ``smoke_q5_shielding_replay`` (warning): each grenade's shielded time for its missile replayed
+  with the statement's geometry (missile straight at the fake target at 300 m/s, cloud sinking
+  3 m/s, radius 10 m, 20 s; the whole 7 m × 10 m cylinder must be hidden by that one cloud: every
+  sight segment to 2 × 48 rim samples within 10 m of the centre; 0.02 s grid) must not fall short
+  of the claimed part by more than max(0.3 s, 10 %), nor the replayed union of the claimed union.
+  A warning because the shielding criterion is a modelling choice (the reference counts a time
+  when 25 % of 27 samples are hidden and so claims ~0.1 s more per cloud);
 * ``smoke_q5_one_heading`` (warning): one heading and one speed per drone, as the statement
   requires ("一旦确定就不再调整"). It is a warning, not a hard error, because the reference's
   imported Q5 plan flies FY1 and FY3 on several headings; promote it to hard once the task's
@@ -47,6 +54,10 @@ UNION_TOL_S = Fraction(5, 100)
 TIME_TOL_S = Fraction(1, 1000)
 POINT_TOL_M = 1.0
 G, G_SPREAD = 9.8, 0.02
+MISSILE_STARTS = {"M1": (20000, 0, 2000), "M2": (19000, 600, 2100), "M3": (18000, -600, 1900)}
+MISSILE_SPEED, SINK, CLOUD_R = 300.0, 3.0, 10.0
+TARGET_BASE, TARGET_R, TARGET_H, RIM = (0.0, 200.0, 0.0), 7.0, 10.0, 48
+REPLAY_DT, SHORTFALL_ABS, SHORTFALL_REL = 0.02, 0.3, 0.1
 _EPS = Fraction(1, 10**6)
 
 
@@ -226,6 +237,56 @@ def _one_heading(drone: str, rows: list[Mapping[str, Any]]) -> list[str]:
     return out
 
 
+def _shielded_times(row: Mapping[str, Any], missile: str) -> Any:
+    """Grid times (numpy array) at which this grenade's cloud alone hides the whole target."""
+    import numpy as np
+
+    burst_t, bx, by, bz = (_num(row, k) for k in ("explode_time_s", "explode_x", "explode_y", "explode_z"))
+    if burst_t is None or bx is None or by is None or bz is None or missile not in MISSILE_STARTS:
+        return None
+    m0 = np.array(MISSILE_STARTS[missile], dtype=float)
+    arrival = float(np.linalg.norm(m0)) / MISSILE_SPEED
+    t = np.arange(float(burst_t), min(float(burst_t) + float(CLOUD_LIFE_S), arrival), REPLAY_DT)
+    ang = np.linspace(0, 2 * math.pi, RIM, endpoint=False)
+    rim = np.stack([TARGET_R * np.cos(ang), TARGET_R * np.sin(ang)], axis=1)
+    pts = np.vstack([np.column_stack([rim, np.full(RIM, z)]) for z in (0.0, TARGET_H)]) + np.array(TARGET_BASE)
+    m = m0 - np.outer(t, m0 / np.linalg.norm(m0)) * MISSILE_SPEED
+    c = np.array([float(bx), float(by), float(bz)]) - np.outer(t - float(burst_t), [0.0, 0.0, SINK])
+    u = pts[None] - m[:, None]
+    w = (c - m)[:, None]
+    s = np.clip(np.sum(w * u, axis=-1) / np.sum(u * u, axis=-1), 0.0, 1.0)
+    hidden = np.all(np.sum((w - s[..., None] * u) ** 2, axis=-1) <= CLOUD_R**2, axis=1)
+    return t[hidden]
+
+
+def _replay_shielding(prefix: str, rows: list[Mapping[str, Any]], upath: str, union: Any) -> GateResult:
+    problems: list[str] = []
+    seen: dict[str, list[float]] = {m: [] for m in MISSILES}
+    replayed_any = False
+    for i, row in enumerate(rows):
+        missile = row.get("target_missile")
+        claimed = _part(row, str(missile)) if missile in MISSILES else None
+        times = _shielded_times(row, str(missile))
+        if claimed is None or times is None:
+            continue
+        replayed_any = True
+        seen[str(missile)].extend(float(x) for x in times)
+        replay = len(times) * REPLAY_DT
+        if float(claimed) > replay + max(SHORTFALL_ABS, SHORTFALL_REL * float(claimed)):
+            problems.append(f"{prefix}[{i}] ({row.get('uav')}→{missile}): claims {float(claimed):.2f} s, "
+                            f"the whole-target replay gives {replay:.2f} s")
+    if not replayed_any:
+        return _gate("smoke_q5_shielding_replay", (prefix,), None, "no grenade with a burst time and point to replay")
+    for m in MISSILES:
+        claimed_union = to_fraction(union.get(m)) if isinstance(union, Mapping) else None
+        replay_union = len({round(x / REPLAY_DT) for x in seen[m]}) * REPLAY_DT
+        slack = max(SHORTFALL_ABS, SHORTFALL_REL * float(claimed_union or 0))
+        if claimed_union is not None and float(claimed_union) > replay_union + slack:
+            problems.append(f"{upath}.{m}: claims {float(claimed_union):.2f} s, the replayed union is {replay_union:.2f} s")
+    return _gate("smoke_q5_shielding_replay", (prefix, upath), problems,
+                 "every claimed part and union is met by the whole-target shielding replay", severity="warning")
+
+
 @replay_check("smoke_screen_coverage")
 def smoke_screen_coverage(data: Mapping[str, Any]) -> list[GateResult]:
     """Q5 plan feasibility and union-of-coverage honesty (see the module docstring)."""
@@ -235,4 +296,5 @@ def smoke_screen_coverage(data: Mapping[str, Any]) -> list[GateResult]:
         plan_missing = _gate("smoke_q5_plan", (prefix,), None, f"{prefix} (the Q5 plan) not reported as a list")
         return [plan_missing] + [_gate(f"smoke_q5_union_le_sum_{m}", (f"{upath}.{m}",), None,
                                        "no Q5 plan to replay") for m in MISSILES]
-    return _union_checks(prefix, rows, upath, union) + _plan_checks(prefix, rows)
+    return (_union_checks(prefix, rows, upath, union) + _plan_checks(prefix, rows)
+            + [_replay_shielding(prefix, rows, upath, union)])

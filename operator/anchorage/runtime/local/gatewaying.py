@@ -27,13 +27,18 @@ class LocalGateway:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def start_local_gateway(config_path: Path | None = None) -> LocalGateway:
-    """Mock upstream + gateway on a fresh unix socket; ``stop()`` both when done."""
+def start_local_gateway(config_path: Path | None = None, *, mock_replies: Path | None = None) -> LocalGateway:
+    """Mock upstream + gateway on a fresh unix socket; ``stop()`` both when done.
+
+    ``mock_replies`` is a :class:`~anchorage.gateway.mock.MockConfig` YAML (``replies[{marker, reply}]``):
+    scripted, still labelled, replies of the mock model (the verification-panel demo and tests).
+    """
     from anchorage.gateway.config import GatewayConfig
-    from anchorage.gateway.mock import MockUpstream
+    from anchorage.gateway.mock import MockConfig, MockUpstream
     from anchorage.gateway.running import BackgroundServer, start_gateway
 
-    mock_server = BackgroundServer(MockUpstream().app(), name="mock-upstream").start()
+    mock = MockUpstream(MockConfig.load(mock_replies) if mock_replies is not None else None)
+    mock_server = BackgroundServer(mock.app(), name="mock-upstream").start()
     folder = Path(tempfile.mkdtemp(prefix="anchorage-gw-"))
     data: dict[str, Any] = {"upstreams": []}
     if config_path is not None:

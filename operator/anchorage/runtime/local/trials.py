@@ -177,6 +177,10 @@ def run_trial(job: TrialJob, trial_dir: Path, runtime: LocalRuntime, *, attempt:
     _execute(job, plan, dirs, runtime, record)
     if record["phase"] != "InfrastructureFailed":
         _score(job, runtime, dirs, trial_dir, record)
+    if record["phase"] != "InfrastructureFailed" and job.spec.verification.panel is not None:
+        _panel(job, runtime, trial_dir, record)
+    if record["phase"] != "InfrastructureFailed" and job.spec.verification.cbu is not None:
+        _cbu(job, runtime, trial_dir, record)
     record["finished_at"] = _now()
     record["durations"] = {**record.get("durations", {}), "total_sec": round(time.monotonic() - started, 4)}
     record["logs"] = {"stdout": "agent/stdout.log", "stderr": "agent/stderr.log"}
@@ -313,3 +317,52 @@ def _score(job: TrialJob, runtime: LocalRuntime, dirs: dict[str, Path], trial_di
         _finish(record, "Failed", "no_artifact", str(score.get("error") or "no artifact was written"))
     elif record["phase"] == "Succeeded" and str(score.get("error") or "").startswith("missing artifact"):
         _finish(record, "Failed", "no_artifact", str(score.get("error")))
+
+
+def _panel(job: TrialJob, runtime: LocalRuntime, trial_dir: Path, record: dict[str, Any]) -> None:
+    """``verification.panel``: judge the trial's solution text; the block goes into ``score.json`` as ``panel``."""
+    from anchorage.runtime.local.verifying import run_trial_panel
+
+    settings = job.spec.verification.panel
+    assert settings is not None
+    artifact = (record.get("artifact") or {}).get("path")
+    outcome = run_trial_panel(job.task, settings, trial=job.name, entry=job.entry, trial_dir=trial_dir,
+                              artifact=artifact, gateway=runtime.gateway, mechanism=runtime.mechanism)
+    if not _add_to_score(trial_dir, "panel", outcome.block, record):
+        return
+    block = outcome.block
+    record["panel"] = {key: block.get(key) for key in
+                       ("outcome", "status", "repaired", "votes", "launches", "revisions", "calls", "solution_source",
+                        "reason", "mock_model")}
+    record.setdefault("durations", {})["panel_sec"] = block.get("duration_sec")
+    if outcome.failure is not None:
+        _finish(record, "InfrastructureFailed", "gateway_error", outcome.failure)
+
+
+def _add_to_score(trial_dir: Path, key: str, block: dict[str, Any], record: dict[str, Any]) -> bool:
+    score_path = trial_dir / "score.json"
+    try:
+        score = json.loads(score_path.read_text(encoding="utf-8"))
+        score[key] = block
+        write_json_atomic(score_path, score)
+    except (OSError, ValueError) as exc:
+        _finish(record, "InfrastructureFailed", "storage_error", f"cannot add the {key} record to score.json: {exc}")
+        return False
+    return True
+
+
+def _cbu(job: TrialJob, runtime: LocalRuntime, trial_dir: Path, record: dict[str, Any]) -> None:
+    """``verification.cbu``: consequence-based utility of the trial's solution; ``cbu`` in ``score.json``."""
+    from anchorage.runtime.local.verifying import run_trial_cbu
+
+    settings = job.spec.verification.cbu
+    assert settings is not None
+    outcome = run_trial_cbu(job.task, settings, trial=job.name, entry=job.entry, trial_dir=trial_dir,
+                            artifact=(record.get("artifact") or {}).get("path"), gateway=runtime.gateway,
+                            mechanism=runtime.mechanism)
+    if not _add_to_score(trial_dir, "cbu", outcome.block, record):
+        return
+    record["cbu"] = {key: outcome.block.get(key) for key in ("utility", "outcome", "reason", "rollouts", "calls")}
+    record.setdefault("durations", {})["cbu_sec"] = outcome.block.get("duration_sec")
+    if outcome.failure is not None:
+        _finish(record, "InfrastructureFailed", "gateway_error", outcome.failure)
