@@ -1,17 +1,28 @@
 """Gateway overhead: streamed requests through the gateway vs. straight to the mock upstream.
 
-Run: ``.venv/bin/python bench/gateway.py`` (add ``--help`` for options). The mock upstream and the
-gateway each run in their own process (as in production, no shared GIL with the client); the client
-runs N concurrent streaming chat requests, alternating direct and gateway rounds so both see the same
-machine load, and prints side by side:
+Run: ``.venv/bin/python bench/gateway.py`` (``--help`` for options). Three kinds of process: the mock
+upstream, the gateway (optionally a second, older gateway from ``--before DIR`` for a before/after
+column) and the load client (this process). ``--pin split`` gives the gateway(s) the last CPU and the
+mock and client the others (``os.sched_setaffinity``), as a cluster would give the gateway its own CPU.
 
-* p50 / p99 of the request latency (send → last byte) and of time to first byte, direct and through
-  the gateway, and the *added* latency (gateway − direct);
-* throughput (completed streams per second) and its ratio gateway / direct.
+Each *round* runs, at one concurrency N, the same batch of streamed chat requests (N workers, each
+sending ``--requests-per-stream`` requests one after the other) against every target — direct, gateway
+(, before) — in an order rotated from round to round, so each target sees the same background load.
+The client keeps one warm connection pool per target for the whole run.
+
+Definitions (all per concurrency, the median over ``--rounds`` rounds):
+
+* *stream time*: from sending the request to the last byte of the stream; *TTFB*: to the first byte;
+* *added p50 / p99*: ``p50(stream time via gateway) − p50(stream time direct)`` (resp. p99), both
+  taken within the same round; *added TTFB p50* likewise;
+* *throughput*: completed streams per second of the round; *ratio*: gateway / direct of the same round;
+* *gateway CPU per chunk*: user + system CPU of the gateway process (``/proc/<pid>/stat``) over all its
+  rounds divided by the SSE frames it relayed — a figure that does not depend on machine load. The
+  CPU of the mock and of the client per stream is printed too, to show which process bounds a round.
 
 Goals (issue 5): added p50 ≤ 2 ms, throughput ≥ 90 % of direct. The mock streams ``--chunks``
-chunks ``--chunk-delay`` seconds apart (a model generating tokens); ``--chunk-delay 0`` measures the
-CPU-bound worst case instead.
+content chunks ``--chunk-delay`` seconds apart (a model generating tokens); ``--chunk-delay 0``
+measures the CPU-bound worst case instead.
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import resource
 import signal
 import socket
 import statistics
@@ -29,7 +41,7 @@ import sys
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +58,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-# ----- the two servers (child processes) -----------------------------------------------------------
+# ----- the servers (child processes) ---------------------------------------------------------------
 
 
 def serve_mock(port: int, chunks: int, chunk_delay: float) -> None:
@@ -58,9 +70,25 @@ def serve_mock(port: int, chunks: int, chunk_delay: float) -> None:
     run_until_terminated(MockUpstream(config).app(), port)
 
 
-def serve_gateway(port: int, upstream: str) -> None:
+def load_gateway_package(directory: Path) -> None:
+    """Make ``anchorage.gateway`` the copy in ``directory`` (the "before" column of a comparison)."""
+    import anchorage
+
+    spec = importlib.util.spec_from_file_location("anchorage.gateway", directory / "__init__.py",
+                                                  submodule_search_locations=[str(directory)])
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"--before {directory}: no __init__.py there (copy the whole gateway package)")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["anchorage.gateway"] = module
+    anchorage.gateway = module  # type: ignore[attr-defined]
+    spec.loader.exec_module(module)
+
+
+def serve_gateway(port: int, upstream: str, package: str) -> None:
     import logging
 
+    if package != "-":
+        load_gateway_package(Path(package))
     from anchorage.gateway import GatewayConfig
     from anchorage.gateway.running import build_app
 
@@ -83,9 +111,12 @@ def run_until_terminated(app: Any, port: int) -> None:
     server.stop()
 
 
-def spawn(*args: str) -> subprocess.Popen[bytes]:
+def spawn(cpus: set[int] | None, *args: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(REPO / "operator")}
-    return subprocess.Popen([sys.executable, __file__, *args], env=env)
+    child = subprocess.Popen([sys.executable, __file__, *args], env=env)
+    if cpus:
+        os.sched_setaffinity(child.pid, cpus)  # threads created later inherit it
+    return child
 
 
 def wait_up(url: str, timeout: float = 30.0) -> None:
@@ -101,53 +132,87 @@ def wait_up(url: str, timeout: float = 30.0) -> None:
     raise RuntimeError(f"{url} did not come up within {timeout} s")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), independent of machine load."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 # ----- the client ------------------------------------------------------------------------------------
 
 
 @dataclass
+class Target:
+    name: str
+    url: str
+    token: str
+    pid: int | None  # the gateway process whose CPU is counted (None: direct)
+    session: aiohttp.ClientSession | None = None
+
+
+@dataclass
 class Round:
+    target: str
     latencies: list[float]
     first_bytes: list[float]
     seconds: float
+    cpu: dict[str, float] = field(default_factory=dict)  # process -> CPU seconds during the round
 
     @property
     def throughput(self) -> float:
         return len(self.latencies) / self.seconds
 
 
-async def one(session: aiohttp.ClientSession, url: str, token: str, index: int) -> tuple[float, float]:
+def request_body(index: int) -> dict[str, Any]:
     # include_usage on both paths: the gateway would add it, and the usage chunk is one more frame
-    body = {"model": "mock-model", "stream": True, "stream_options": {"include_usage": True},
+    return {"model": "mock-model", "stream": True, "stream_options": {"include_usage": True},
             "messages": [{"role": "user", "content": f"{MARKER} request {index}"}]}
+
+
+async def one(target: Target, index: int) -> tuple[float, float]:
+    assert target.session is not None
     start = time.perf_counter()
-    async with session.post(url + "/v1/chat/completions", json=body,
-                            headers={"Authorization": f"Bearer {token}"}) as response:
+    async with target.session.post(target.url + "/v1/chat/completions", json=request_body(index),
+                                   headers={"Authorization": f"Bearer {target.token}"}) as response:
         first = None
         async for _chunk in response.content.iter_any():
             first = first or time.perf_counter()
         if response.status != 200:
-            raise RuntimeError(f"{url}: HTTP {response.status}")
+            raise RuntimeError(f"{target.url}: HTTP {response.status}")
     end = time.perf_counter()
     return end - start, (first or end) - start
 
 
-async def run_round(url: str, token: str, concurrency: int, requests: int) -> Round:
-    connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        queue: asyncio.Queue[int] = asyncio.Queue()
-        for index in range(requests):
-            queue.put_nowait(index)
-        results: list[tuple[float, float]] = []
+async def frames_per_stream(target: Target) -> int:
+    """SSE frames (``data:`` events) in one streamed answer, counted once."""
+    assert target.session is not None
+    async with target.session.post(target.url + "/v1/chat/completions", json=request_body(-1),
+                                   headers={"Authorization": f"Bearer {target.token}"}) as response:
+        return (await response.read()).count(b"data:")
 
-        async def worker() -> None:
-            while not queue.empty():
-                results.append(await one(session, url, token, queue.get_nowait()))
 
-        await one(session, url, token, -1)  # warm the connection pool
-        start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        seconds = time.perf_counter() - start
-    return Round([r[0] for r in results], [r[1] for r in results], seconds)
+async def run_round(target: Target, concurrency: int, requests: int, pids: dict[str, int]) -> Round:
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for index in range(requests):
+        queue.put_nowait(index)
+    results: list[tuple[float, float]] = []
+
+    async def worker() -> None:
+        while not queue.empty():
+            results.append(await one(target, queue.get_nowait()))
+
+    cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()} | {"client": own_cpu_seconds()}
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    seconds = time.perf_counter() - start
+    cpu_after = {name: cpu_seconds(pid) for name, pid in pids.items()} | {"client": own_cpu_seconds()}
+    return Round(target.name, [r[0] for r in results], [r[1] for r in results], seconds,
+                 {name: cpu_after[name] - cpu_before[name] for name in cpu_before})
 
 
 def pct(values: list[float], q: float) -> float:
@@ -155,94 +220,149 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def merge(rounds: list[Round]) -> Round:
-    return Round([x for r in rounds for x in r.latencies], [x for r in rounds for x in r.first_bytes],
-                 sum(r.seconds for r in rounds))
+def med(values: list[float]) -> float:
+    return statistics.median(values)
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a child process (Linux /proc), independent of machine load."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def measure(direct_url: str, gateway_url: str, token: str, concurrency: int, requests: int,
-            repeats: int, gateway_pid: int) -> dict[str, float]:
-    direct, through = [], []
-    gateway_cpu = 0.0
-    for _ in range(repeats):  # alternate so both see the same background load
-        direct.append(asyncio.run(run_round(direct_url, "unused", concurrency, requests)))
-        before = cpu_seconds(gateway_pid)
-        through.append(asyncio.run(run_round(gateway_url, token, concurrency, requests)))
-        gateway_cpu += cpu_seconds(gateway_pid) - before
-    d, g = merge(direct), merge(through)
-    return {
-        "concurrency": concurrency, "requests": len(g.latencies),
-        "direct_p50_ms": 1e3 * pct(d.latencies, 0.5), "gateway_p50_ms": 1e3 * pct(g.latencies, 0.5),
-        "added_p50_ms": 1e3 * (pct(g.latencies, 0.5) - pct(d.latencies, 0.5)),
-        "direct_p99_ms": 1e3 * pct(d.latencies, 0.99), "gateway_p99_ms": 1e3 * pct(g.latencies, 0.99),
-        "added_p99_ms": 1e3 * (pct(g.latencies, 0.99) - pct(d.latencies, 0.99)),
-        "added_ttfb_p50_ms": 1e3 * (pct(g.first_bytes, 0.5) - pct(d.first_bytes, 0.5)),
-        "direct_rps": d.throughput, "gateway_rps": g.throughput,
-        "throughput_ratio": g.throughput / d.throughput,
-        "direct_mean_ms": 1e3 * statistics.fmean(d.latencies),
-        "gateway_cpu_ms_per_request": 1e3 * gateway_cpu / (len(g.latencies) + repeats),
+def summarise(concurrency: int, rounds: list[dict[str, Round]], target: str, frames: int) -> dict[str, Any]:
+    """One row of the table: medians over rounds; CPU per chunk over all rounds of ``target``."""
+    own = [r[target] for r in rounds]
+    direct = [r["direct"] for r in rounds]
+    streams = sum(len(r.latencies) for r in own)
+    row: dict[str, Any] = {
+        "concurrency": concurrency, "target": target, "rounds": len(own), "streams_per_round": len(own[0].latencies),
+        "p50_ms": 1e3 * med([pct(r.latencies, 0.5) for r in own]),
+        "p99_ms": 1e3 * med([pct(r.latencies, 0.99) for r in own]),
+        "ttfb_p50_ms": 1e3 * med([pct(r.first_bytes, 0.5) for r in own]),
+        "rps": med([r.throughput for r in own]),
+        "mock_cpu_us_per_stream": 1e6 * sum(r.cpu["mock"] for r in own) / streams,
+        "client_cpu_us_per_stream": 1e6 * sum(r.cpu["client"] for r in own) / streams,
     }
+    if target != "direct":
+        row |= {
+            "added_p50_ms": 1e3 * med([pct(g.latencies, 0.5) - pct(d.latencies, 0.5) for g, d in zip(own, direct)]),
+            "added_p99_ms": 1e3 * med([pct(g.latencies, 0.99) - pct(d.latencies, 0.99)
+                                       for g, d in zip(own, direct)]),
+            "added_ttfb_p50_ms": 1e3 * med([pct(g.first_bytes, 0.5) - pct(d.first_bytes, 0.5)
+                                            for g, d in zip(own, direct)]),
+            "throughput_ratio": med([g.throughput / d.throughput for g, d in zip(own, direct)]),
+            "gateway_cpu_us_per_chunk": 1e6 * sum(r.cpu[target] for r in own) / (streams * frames),
+            "gateway_cpu_us_per_stream": 1e6 * sum(r.cpu[target] for r in own) / streams,
+        }
+    return row
 
 
-def print_table(rows: list[dict[str, float]]) -> None:
-    head = (f"{'streams':>7} {'reqs':>5} | {'p50 direct':>10} {'p50 gw':>8} {'added':>7} | {'p99 direct':>10} "
-            f"{'p99 gw':>8} {'added':>7} | {'ttfb added':>10} | {'rps direct':>10} {'rps gw':>8} {'ratio':>6} | "
-            f"{'gw cpu/req':>10}")
+async def bench(targets: list[Target], pids: dict[str, int],
+                args: argparse.Namespace) -> tuple[list[dict[str, Any]], int]:
+    rows: list[dict[str, Any]] = []
+    for target in targets:
+        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=300)
+        target.session = aiohttp.ClientSession(connector=connector)
+    try:
+        frames = await frames_per_stream(targets[0])
+        for concurrency in args.concurrency:
+            requests = max(concurrency * args.requests_per_stream, 40)
+            for target in targets:  # warm each pool to this concurrency
+                await asyncio.gather(*(one(target, -1) for _ in range(concurrency)))
+            rounds: list[dict[str, Round]] = []
+            for index in range(args.rounds):
+                order = targets[index % len(targets):] + targets[:index % len(targets)]
+                rounds.append({t.name: await run_round(t, concurrency, requests, pids) for t in order})
+            rows += [summarise(concurrency, rounds, t.name, frames) for t in targets]
+    finally:
+        for target in targets:
+            if target.session is not None:
+                await target.session.close()
+    return rows, frames
+
+
+def cell(row: dict[str, Any], key: str, unit: str = "ms", width: int = 8) -> str:
+    if key not in row:
+        return f"{'-':>{width}}"
+    value = row[key]
+    if unit == "%":
+        return f"{value:>{width}.1%}"
+    return f"{value:>{width - len(unit)}.{0 if unit == 'µs' else 2}f}{unit}"
+
+
+def print_table(rows: list[dict[str, Any]], frames: int) -> None:
+    head = (f"{'N':>4} {'target':>8} | {'p50':>8} {'p99':>8} {'ttfb p50':>8} | {'+p50':>8} {'+p99':>8} "
+            f"{'+ttfb':>8} | {'streams/s':>9} {'ratio':>7} | {'gw/chunk':>8} {'gw/strm':>8} "
+            f"{'mock/strm':>9} {'clnt/strm':>9}")
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['concurrency']:>7.0f} {r['requests']:>5.0f} | {r['direct_p50_ms']:>8.2f}ms "
-              f"{r['gateway_p50_ms']:>6.2f}ms {r['added_p50_ms']:>5.2f}ms | {r['direct_p99_ms']:>8.2f}ms "
-              f"{r['gateway_p99_ms']:>6.2f}ms {r['added_p99_ms']:>5.2f}ms | {r['added_ttfb_p50_ms']:>8.2f}ms | "
-              f"{r['direct_rps']:>10.1f} {r['gateway_rps']:>8.1f} {r['throughput_ratio']:>6.1%} | "
-              f"{r['gateway_cpu_ms_per_request']:>8.2f}ms")
+        print(f"{r['concurrency']:>4} {r['target']:>8} | {cell(r, 'p50_ms')} {cell(r, 'p99_ms')} "
+              f"{cell(r, 'ttfb_p50_ms')} | {cell(r, 'added_p50_ms')} {cell(r, 'added_p99_ms')} "
+              f"{cell(r, 'added_ttfb_p50_ms')} | {r['rps']:>9.1f} {cell(r, 'throughput_ratio', '%', 7)} | "
+              f"{cell(r, 'gateway_cpu_us_per_chunk', 'µs')} {cell(r, 'gateway_cpu_us_per_stream', 'µs')} "
+              f"{cell(r, 'mock_cpu_us_per_stream', 'µs', 9)} {cell(r, 'client_cpu_us_per_stream', 'µs', 9)}")
+    print(f"{frames} SSE frames per stream; + = added vs. direct in the same round (median over rounds); "
+          "CPU per chunk/stream from /proc (load-independent)")
     print("goals: added p50 <= 2 ms, throughput ratio >= 90 %")
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 50, 200])
     parser.add_argument("--requests-per-stream", type=int, default=4,
-                        help="requests per concurrent stream (at least 40 per round)")
-    parser.add_argument("--repeats", type=int, default=2, help="alternating direct/gateway rounds")
+                        help="requests per concurrent stream in a round (at least 40 per round)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per concurrency (targets rotated)")
     parser.add_argument("--chunks", type=int, default=40, help="SSE content chunks per stream")
     parser.add_argument("--chunk-delay", type=float, default=0.005, help="seconds between chunks (0: CPU-bound)")
+    parser.add_argument("--before", type=Path, metavar="DIR",
+                        help="also bench the gateway package copied into DIR (a 'before' column)")
+    parser.add_argument("--pin", choices=["none", "split"], default="none",
+                        help="split: gateway(s) on the last CPU, mock and client on the others")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     parser.add_argument("--serve-mock", nargs=3, metavar=("PORT", "CHUNKS", "DELAY"), help=argparse.SUPPRESS)
-    parser.add_argument("--serve-gateway", nargs=2, metavar=("PORT", "UPSTREAM"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    parser.add_argument("--serve-gateway", nargs=3, metavar=("PORT", "UPSTREAM", "PACKAGE"), help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     if args.serve_mock:
         return serve_mock(int(args.serve_mock[0]), int(args.serve_mock[1]), float(args.serve_mock[2]))
     if args.serve_gateway:
-        return serve_gateway(int(args.serve_gateway[0]), args.serve_gateway[1])
+        return serve_gateway(int(args.serve_gateway[0]), args.serve_gateway[1], args.serve_gateway[2])
 
     sys.path.insert(0, str(REPO / "operator"))
     from anchorage.gateway.ledger import mint_token
 
-    mock_port, gateway_port = free_port(), free_port()
-    direct_url, gateway_url = f"http://127.0.0.1:{mock_port}", f"http://127.0.0.1:{gateway_port}"
-    children = [spawn("--serve-mock", str(mock_port), str(args.chunks), str(args.chunk_delay)),
-                spawn("--serve-gateway", str(gateway_port), direct_url)]
+    cpus = sorted(os.sched_getaffinity(0))
+    gateway_cpus, other_cpus = ({cpus[-1]}, set(cpus[:-1])) if args.pin == "split" and len(cpus) > 1 else (None, None)
+    if other_cpus:
+        os.sched_setaffinity(0, other_cpus)
+    mock_port = free_port()
+    direct_url = f"http://127.0.0.1:{mock_port}"
+    children = {"mock": spawn(other_cpus, "--serve-mock", str(mock_port), str(args.chunks), str(args.chunk_delay))}
+    token = mint_token(SECRET.encode(), "bench-trial")
+    targets = [Target("direct", direct_url, "unused", None)]
+    packages = {"gateway": "-"} | ({"before": str(args.before.resolve())} if args.before else {})
+    for name, package in packages.items():
+        port = free_port()
+        children[name] = spawn(gateway_cpus, "--serve-gateway", str(port), direct_url, package)
+        targets.append(Target(name, f"http://127.0.0.1:{port}", token, children[name].pid))
     try:
         wait_up(direct_url + "/v1/models")
-        wait_up(gateway_url + "/healthz")
-        token = mint_token(SECRET.encode(), "bench-trial")
+        for target in targets[1:]:
+            wait_up(target.url + "/healthz")
         loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
-        print(f"event loop: {loop}; mock: {args.chunks} chunks, {args.chunk_delay * 1e3:g} ms apart; cpus: {os.cpu_count()}; "
-              f"load average: {os.getloadavg()[0]:.1f}")
-        rows = [measure(direct_url, gateway_url, token, c, max(c * args.requests_per_stream, 40), args.repeats,
-                        children[1].pid) for c in args.concurrency]
-        print_table(rows)
+        load_start = os.getloadavg()
+        print(f"servers' event loop: {loop}; mock: {args.chunks} chunks, {args.chunk_delay * 1e3:g} ms apart; "
+              f"cpus: {len(cpus)}; pin: {args.pin}; rounds: {args.rounds}; "
+              f"load average at start: {' '.join(f'{x:.2f}' for x in load_start)}")
+        pids = {name: child.pid for name, child in children.items()}
+        rows, frames = asyncio.run(bench(targets, pids, args))
+        print_table(rows, frames)
+        print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         if args.json:
-            args.json.write_text(json.dumps(rows, indent=1))
+            args.json.write_text(json.dumps({"load_start": load_start, "load_end": os.getloadavg(),
+                                             "args": {k: str(v) for k, v in vars(args).items()}, "rows": rows},
+                                            indent=1))
     finally:
-        for child in children:
+        for child in children.values():
             child.terminate()
             child.wait(timeout=10)
 

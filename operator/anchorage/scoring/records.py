@@ -116,9 +116,10 @@ class ScoreRecord:
 
 def _gate_dict(gate: GateResult) -> dict[str, Any]:
     """``GateResult.to_dict()`` without its deep copy (hot when thousands of records are written)."""
+    values = gate.values
+    safe = dict(values) if all(type(v) is str for v in values.values()) else _json_safe(values)  # invariants: text
     return {"name": gate.name, "form": gate.form, "paths": list(gate.paths), "status": gate.status,
-            "severity": gate.severity, "message": gate.message, "values": _json_safe(gate.values),
-            "hard_error": gate.hard_error}
+            "severity": gate.severity, "message": gate.message, "values": safe, "hard_error": gate.hard_error}
 
 
 def _json_safe(value: Any) -> Any:
