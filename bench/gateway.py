@@ -27,6 +27,11 @@ measures the CPU-bound worst case instead.
 
 from __future__ import annotations
 
+import sys
+
+if not sys.flags.safe_path and sys.path and sys.path[0].endswith("bench"):
+    del sys.path[0]  # bench/operator.py would shadow the standard library's ``operator``
+
 import argparse
 import asyncio
 import importlib.util
@@ -37,7 +42,6 @@ import signal
 import socket
 import statistics
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -113,7 +117,7 @@ def run_until_terminated(app: Any, port: int) -> None:
 
 def spawn(cpus: set[int] | None, *args: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(REPO / "operator")}
-    child = subprocess.Popen([sys.executable, __file__, *args], env=env)
+    child = subprocess.Popen([sys.executable, "-P", __file__, *args], env=env)
     if cpus:
         os.sched_setaffinity(child.pid, cpus)  # threads created later inherit it
     return child

@@ -76,3 +76,41 @@ def test_verifier_entrypoint_runs_the_scorer() -> None:
 def test_images_do_not_run_as_root(dockerfile: Path) -> None:
     users = [line.split()[1] for line in dockerfile.read_text().splitlines() if line.startswith("USER ")]
     assert users and users[-1] not in ("root", "0"), f"{dockerfile} must end with a non-root USER"
+
+
+# Third-party packages the verifier image does NOT install (images/verifier/requirements.txt holds the rest).
+NOT_IN_VERIFIER = ("kopf", "kubernetes", "boto3", "botocore", "aiohttp", "matplotlib", "scipy", "highspy",
+                   "openpyxl", "prometheus_client", "kmock", "moto", "pandas")
+
+_BLOCKING_RUNNER = """
+import importlib.abc, sys
+BLOCKED = set(sys.argv[1].split(","))
+class NotInImage(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"{name} is not installed in the verifier image")
+        return None
+sys.meta_path.insert(0, NotInImage())
+sys.argv = ["anchorage", *sys.argv[2:]]
+from anchorage.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("task", ["smoke-inventory", "cumcm-2024-a-dragon-dance", "cumcm-2024-c-crop-planting"])
+def test_verifier_scores_with_only_the_verifier_images_packages(task: str, tmp_path: Path) -> None:
+    """`anchorage score` (the verifier image's entry point) must not need packages the image lacks."""
+    import json
+    import sys
+
+    task_dir = IMAGES.parent / "tasks" / task
+    reward = tmp_path / "reward.json"
+    result = subprocess.run(
+        [sys.executable, "-c", _BLOCKING_RUNNER, ",".join(NOT_IN_VERIFIER), "score", "--task", str(task_dir),
+         str(task_dir / "tests" / "expected_result.json"), "--json", "--reward-file", str(reward)],
+        capture_output=True, text=True, check=False, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    record = json.loads(result.stdout)
+    assert record["o_eval"] == 1.0 and record["gradable"] is True
+    assert json.loads(reward.read_text())["o_eval"] == 1.0

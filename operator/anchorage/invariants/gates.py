@@ -239,11 +239,16 @@ def _describer(inv: Invariant) -> Describe:
 
 
 def _lazy(name: str, form: str, paths: tuple[str, ...], status: GateStatus, severity: Severity,
-          source: tuple[Describe, list[Any]]) -> LazyGate:
-    gate: LazyGate = object.__new__(LazyGate)
+          source: tuple[Describe, list[Any]], new: Callable[[type[LazyGate]], LazyGate] = object.__new__,
+          cls: type[LazyGate] = LazyGate) -> LazyGate:
+    gate = new(cls)
     state = gate.__dict__  # the dataclass is frozen: fill its fields directly
-    state["name"], state["form"], state["paths"] = name, form, paths
-    state["status"], state["severity"], state["_source"] = status, severity, source
+    state["name"] = name
+    state["form"] = form
+    state["paths"] = paths
+    state["status"] = status
+    state["severity"] = severity
+    state["_source"] = source
     return gate
 
 

@@ -24,6 +24,7 @@ import importlib
 import json
 import os
 import stat
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -224,10 +225,13 @@ def _result(metric: Metric, value: Any, number: float | None, reward: float | No
 
 # --- gates -----------------------------------------------------------------------------------------------
 
+_GATES = "anchorage.invariants.gates"
+
+
 def _gate_checker() -> GateChecker | None:
     """``anchorage.invariants.gates.check`` when that module exists, else None (no gates)."""
     try:
-        module = importlib.import_module("anchorage.invariants.gates")
+        module = sys.modules.get(_GATES) or importlib.import_module(_GATES)
     except ModuleNotFoundError as exc:
         if exc.name in ("anchorage.invariants.gates", "anchorage.invariants"):
             return None
@@ -361,7 +365,7 @@ def _score_parsed(task: Task, entry: _Compiled, record: ScoreRecord, data: Any, 
     record.gates = run_gates(task, data) if gates else []
     if lean:
         record.obligations = obligations_summary(task, data, record.gates if gates else None)
-    failed = [g.name for g in record.gates if g.hard_error]
+    failed = [g.name for g in record.gates if g.status == "failed" and g.severity == "hard"]  # GateResult.hard_error
     if failed:
         return _penalise(record, failed)
     record.o_eval = o_eval(record.raw, record.oracle_raw)
