@@ -24,7 +24,6 @@ import importlib
 import json
 import os
 import stat
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -231,7 +230,7 @@ _GATES = "anchorage.invariants.gates"
 def _gate_checker() -> GateChecker | None:
     """``anchorage.invariants.gates.check`` when that module exists, else None (no gates)."""
     try:
-        module = sys.modules.get(_GATES) or importlib.import_module(_GATES)
+        module = importlib.import_module(_GATES)
     except ModuleNotFoundError as exc:
         if exc.name in ("anchorage.invariants.gates", "anchorage.invariants"):
             return None
