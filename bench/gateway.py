@@ -84,7 +84,7 @@ def load_gateway_package(directory: Path) -> None:
         raise SystemExit(f"--before {directory}: no __init__.py there (copy the whole gateway package)")
     module = importlib.util.module_from_spec(spec)
     sys.modules["anchorage.gateway"] = module
-    anchorage.gateway = module  # type: ignore[attr-defined]
+    anchorage.gateway = module
     spec.loader.exec_module(module)
 
 
@@ -98,7 +98,7 @@ def serve_gateway(port: int, upstream: str, package: str) -> None:
 
     logging.basicConfig(level=logging.WARNING)
     os.environ["BENCH_SECRET"] = SECRET
-    config = GatewayConfig(upstreams=[{"name": "mock", "base_url": upstream}],  # type: ignore[list-item]
+    config = GatewayConfig(upstreams=[{"name": "mock", "base_url": upstream}],
                            port=port, token_secret_env="BENCH_SECRET")
     app, _ledger = build_app(config)
     run_until_terminated(app, port)
@@ -115,8 +115,9 @@ def run_until_terminated(app: Any, port: int) -> None:
     server.stop()
 
 
-def spawn(cpus: set[int] | None, *args: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "operator")}
+def spawn(cpus: set[int] | None, site: Path | None, *args: str) -> subprocess.Popen[bytes]:
+    path = [str(site)] if site else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO / "operator")])}
     child = subprocess.Popen([sys.executable, "-P", __file__, *args], env=env)
     if cpus:
         os.sched_setaffinity(child.pid, cpus)  # threads created later inherit it
@@ -243,13 +244,14 @@ def summarise(concurrency: int, rounds: list[dict[str, Round]], target: str, fra
         "client_cpu_us_per_stream": 1e6 * sum(r.cpu["client"] for r in own) / streams,
     }
     if target != "direct":
+        pairs = list(zip(own, direct, strict=True))
         row |= {
-            "added_p50_ms": 1e3 * med([pct(g.latencies, 0.5) - pct(d.latencies, 0.5) for g, d in zip(own, direct)]),
+            "added_p50_ms": 1e3 * med([pct(g.latencies, 0.5) - pct(d.latencies, 0.5) for g, d in pairs]),
             "added_p99_ms": 1e3 * med([pct(g.latencies, 0.99) - pct(d.latencies, 0.99)
-                                       for g, d in zip(own, direct)]),
+                                       for g, d in pairs]),
             "added_ttfb_p50_ms": 1e3 * med([pct(g.first_bytes, 0.5) - pct(d.first_bytes, 0.5)
-                                            for g, d in zip(own, direct)]),
-            "throughput_ratio": med([g.throughput / d.throughput for g, d in zip(own, direct)]),
+                                            for g, d in pairs]),
+            "throughput_ratio": med([g.throughput / d.throughput for g, d in pairs]),
             "gateway_cpu_us_per_chunk": 1e6 * sum(r.cpu[target] for r in own) / (streams * frames),
             "gateway_cpu_us_per_stream": 1e6 * sum(r.cpu[target] for r in own) / streams,
         }
@@ -265,7 +267,7 @@ async def bench(targets: list[Target], pids: dict[str, int],
     try:
         frames = await frames_per_stream(targets[0])
         for concurrency in args.concurrency:
-            requests = max(concurrency * args.requests_per_stream, 40)
+            requests = max(concurrency * args.requests_per_stream, 20)
             for target in targets:  # warm each pool to this concurrency
                 await asyncio.gather(*(one(target, -1) for _ in range(concurrency)))
             rounds: list[dict[str, Round]] = []
@@ -310,7 +312,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 50, 200])
     parser.add_argument("--requests-per-stream", type=int, default=4,
-                        help="requests per concurrent stream in a round (at least 40 per round)")
+                        help="requests per concurrent stream in a round (at least 20 per round)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds per concurrency (targets rotated)")
     parser.add_argument("--chunks", type=int, default=40, help="SSE content chunks per stream")
     parser.add_argument("--chunk-delay", type=float, default=0.005, help="seconds between chunks (0: CPU-bound)")
@@ -318,6 +320,9 @@ def parse_args() -> argparse.Namespace:
                         help="also bench the gateway package copied into DIR (a 'before' column)")
     parser.add_argument("--pin", choices=["none", "split"], default="none",
                         help="split: gateway(s) on the last CPU, mock and client on the others")
+    parser.add_argument("--site", type=Path, metavar="DIR",
+                        help="extra import path for all processes, e.g. a 'pip install --target DIR uvloop' "
+                             "(the servers and the client then run on uvloop)")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     parser.add_argument("--serve-mock", nargs=3, metavar=("PORT", "CHUNKS", "DELAY"), help=argparse.SUPPRESS)
     parser.add_argument("--serve-gateway", nargs=3, metavar=("PORT", "UPSTREAM", "PACKAGE"), help=argparse.SUPPRESS)
@@ -331,8 +336,9 @@ def main() -> None:
     if args.serve_gateway:
         return serve_gateway(int(args.serve_gateway[0]), args.serve_gateway[1], args.serve_gateway[2])
 
-    sys.path.insert(0, str(REPO / "operator"))
+    sys.path[:0] = [*([str(args.site)] if args.site else []), str(REPO / "operator")]
     from anchorage.gateway.ledger import mint_token
+    from anchorage.gateway.running import new_event_loop
 
     cpus = sorted(os.sched_getaffinity(0))
     gateway_cpus, other_cpus = ({cpus[-1]}, set(cpus[:-1])) if args.pin == "split" and len(cpus) > 1 else (None, None)
@@ -340,25 +346,27 @@ def main() -> None:
         os.sched_setaffinity(0, other_cpus)
     mock_port = free_port()
     direct_url = f"http://127.0.0.1:{mock_port}"
-    children = {"mock": spawn(other_cpus, "--serve-mock", str(mock_port), str(args.chunks), str(args.chunk_delay))}
+    children = {"mock": spawn(other_cpus, args.site, "--serve-mock", str(mock_port), str(args.chunks), str(args.chunk_delay))}
     token = mint_token(SECRET.encode(), "bench-trial")
     targets = [Target("direct", direct_url, "unused", None)]
     packages = {"gateway": "-"} | ({"before": str(args.before.resolve())} if args.before else {})
     for name, package in packages.items():
         port = free_port()
-        children[name] = spawn(gateway_cpus, "--serve-gateway", str(port), direct_url, package)
+        children[name] = spawn(gateway_cpus, args.site, "--serve-gateway", str(port), direct_url, package)
         targets.append(Target(name, f"http://127.0.0.1:{port}", token, children[name].pid))
     try:
         wait_up(direct_url + "/v1/models")
         for target in targets[1:]:
             wait_up(target.url + "/healthz")
-        loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+        loop = "uvloop" if importlib.util.find_spec("uvloop") and os.environ.get("ANCHORAGE_EVENT_LOOP") != "asyncio" \
+            else "asyncio"
         load_start = os.getloadavg()
-        print(f"servers' event loop: {loop}; mock: {args.chunks} chunks, {args.chunk_delay * 1e3:g} ms apart; "
+        print(f"event loop (servers and client): {loop}; mock: {args.chunks} chunks, {args.chunk_delay * 1e3:g} ms apart; "
               f"cpus: {len(cpus)}; pin: {args.pin}; rounds: {args.rounds}; "
               f"load average at start: {' '.join(f'{x:.2f}' for x in load_start)}")
         pids = {name: child.pid for name, child in children.items()}
-        rows, frames = asyncio.run(bench(targets, pids, args))
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            rows, frames = runner.run(bench(targets, pids, args))
         print_table(rows, frames)
         print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         if args.json:

@@ -273,6 +273,20 @@ def materialise_attachments(data_dir: Path, manifest: dict[str, Any]) -> tuple[l
     return made, unavailable
 
 
+def retype_schema(schema: dict[str, Any], types: dict[str, str]) -> dict[str, Any]:
+    """Set the type name of the template fields named by dotted ``types`` paths (the ``schema_types`` override)."""
+    out = json.loads(json.dumps(schema))
+    for path, type_name in types.items():
+        *parents, leaf = path.split(".")
+        node = out
+        for key in parents:
+            node = node[key]
+        if leaf not in node:
+            raise KeyError(f"schema_types: {path} is not a field of output_schema.json")
+        node[leaf] = type_name
+    return out
+
+
 def pin_schema(schema: dict[str, Any], metrics: list[dict[str, Any]]) -> dict[str, Any]:
     """Add ``$scored_fields``: unit and range of every declared metric field (meta key, not an output field)."""
     pinned: dict[str, Any] = {}
@@ -428,19 +442,26 @@ def patch_anchor_file(data: Any, config: dict[str, Any], overrides: dict[str, An
     return data
 
 
-def patch_numeric_checks(checks: list[dict[str, Any]], anchors: Any) -> tuple[list[dict[str, Any]], int]:
-    """Point every numeric check at the value of the committed expected result (the anchor) at its path."""
-    checks = copy.deepcopy(checks)
+def patch_numeric_checks(checks: list[dict[str, Any]], anchors: Any) -> tuple[list[dict[str, Any]], int, list[str]]:
+    """Point every numeric check at the value of the committed expected result (the anchor) at its path.
+
+    Checks whose path the anchor does not have (a reproduction that structures its artifact differently
+    from the reference's) are dropped and returned by path, so the task README can list them.
+    """
+    kept: list[dict[str, Any]] = []
     changed = 0
-    for check in checks:
+    dropped: list[str] = []
+    for check in copy.deepcopy(checks):
         try:
             value = get_path(anchors, check["path"])
         except (KeyError, IndexError, TypeError):
+            dropped.append(check["path"])
             continue
         if isinstance(value, int | float) and not isinstance(value, bool) and value != check["expected"]:
             check["expected"] = value
             changed += 1
-    return checks, changed
+        kept.append(check)
+    return kept, changed, dropped
 
 
 def fmt_number(value: Any) -> str:
@@ -512,16 +533,22 @@ def import_task(reference: Path, dest_root: Path, slug: str, overrides: dict[str
         anchors = patch_anchor_file(read_json(tests_src / "expected_result.json"), config, overrides, slug)
         write_json(committed, anchors)
     if (tests_src / "numeric_checks.json").is_file():
-        checks, changed = patch_numeric_checks(read_json(tests_src / "numeric_checks.json"), anchors)
+        checks, changed, dropped = patch_numeric_checks(read_json(tests_src / "numeric_checks.json"), anchors)
         write_json(tests_dst / "numeric_checks.json", checks)
         if changed:
             notes.append(f"numeric_checks.json: {changed} expected value(s) set to the anchor's")
+        if dropped:
+            notes.append(f"numeric_checks.json: {len(dropped)} check(s) dropped, not in the reproduction's artifact: "
+                         + ", ".join(f"`{p}`" for p in dropped))
     write_json(tests_dst / "score_config.json", config)
     copy_file(tests_src / "string_checks.json", tests_dst / "string_checks.json")
     ref_table = (tests_src / "scoring_table.md").read_text(encoding="utf-8")
     write_text(tests_dst / "scoring_table.md", scoring_table(ref_table, config, notes))
     write_text(tests_dst / "test.sh", TEST_SH.format(slug=slug), executable=True)
-    write_json(data_dst / "output_schema.json", pin_schema(read_json(data_src / "output_schema.json"), config["metrics"]))
+    template = retype_schema(read_json(data_src / "output_schema.json"), task_over.get("schema_types", {}))
+    if task_over.get("schema_types"):
+        notes.append(f"output_schema.json: field types corrected: {task_over['schema_types']}")
+    write_json(data_dst / "output_schema.json", pin_schema(template, config["metrics"]))
 
     meta = anchor_metadata(slug, overrides, prov, config)
     summary = config["final_question"]["final_answer_summary"] if "final_answer_summary" in task_over or \

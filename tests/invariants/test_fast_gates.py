@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from anchorage.invariants.gates import LazyGate, check, check_exact
-from anchorage.invariants.results import GateResult
+from anchorage.invariants.results import GateResult, GateStatus
 from anchorage.lean.discrimination import MUTATIONS, set_leaf
 
 from .anchors import SLUGS, TASKS, anchor, anchor_path
@@ -128,3 +128,21 @@ def test_lazy_gate_pickles_and_copies_as_a_plain_result() -> None:
     lazy = next(g for g in check(TASKS / slug, anchor(slug)) if isinstance(g, LazyGate))
     for copied in (pickle.loads(pickle.dumps(lazy)), copy.deepcopy(lazy)):
         assert type(copied) is GateResult and copied.to_dict() == lazy.to_dict()
+        assert copied == lazy and lazy == copied
+    other: GateStatus = "failed" if lazy.status == "passed" else "passed"
+    assert lazy != GateResult(lazy.name, lazy.form, lazy.paths, other, lazy.severity, lazy.message, lazy.values)
+
+
+def test_value_text_is_the_scaled_integer_text() -> None:
+    """The compiled checks' number text (messages, values) equals ``str(to_scaled(x))`` of the reference."""
+    from anchorage.invariants.exact import to_scaled
+    from anchorage.invariants.gates import _text
+
+    rng = random.Random(6)
+    texts = ["0", "-0", "0.000", "1E+2", "1.500", "-1.5e-7", "1e400", "-1e-400", "100.00",
+             "123456789012345678901234567890.1234567890"]
+    texts += [format(Decimal(rng.randint(-10**30, 10**30)).scaleb(rng.randint(-40, 40)), "E") for _ in range(500)]
+    for text in texts:
+        assert _text(Decimal(text)) == str(to_scaled(Decimal(text))), text
+    for number in (0, -7, 10**40, 0.1, -2.5e-9, 1e22):
+        assert _text(number) == str(to_scaled(number))

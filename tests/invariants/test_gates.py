@@ -28,10 +28,7 @@ def test_coverage_every_task_has_invariants(slug: str) -> None:
 
 
 # Warnings an anchor is known to trip, each a documented caveat of the task (never a hard error).
-KNOWN_ANCHOR_WARNINGS = {
-    # the imported reference Q5 plan flies FY3 on several headings; see replays/smoke_screen.py
-    ("cumcm-2025-a-smoke-screen", "smoke_q5_one_heading"),
-}
+KNOWN_ANCHOR_WARNINGS: set[tuple[str, str]] = set()
 
 
 @pytest.mark.parametrize("slug", SLUGS)

@@ -14,13 +14,15 @@ import pytest
 from typer.testing import CliRunner
 
 from anchorage.cli import app
+from anchorage.invariants.exact import load_exact
 from anchorage.lean.discrimination import MUTATIONS, set_leaf
 from anchorage.scoring import score_artifact
-from invariants.anchors import TASKS, anchor, anchor_path
 
 from .conftest import TaskFactory
 
+TASKS = Path(__file__).resolve().parents[2] / "tasks"
 DRAGON = "cumcm-2024-a-dragon-dance"
+DRAGON_ANCHOR = TASKS / DRAGON / "tests" / "expected_result.json"
 IDENTITY_MUTATION = next(m for m in MUTATIONS if m.form == "identity")
 METRICS = [{"path": "x", "oracle_value": 1.0, "direction": "lower_is_better"}]
 INVARIANTS = "namespace: T\ninvariants:\n  - {name: x_le_one, form: range, path: x, hi: 1}\n" \
@@ -28,10 +30,10 @@ INVARIANTS = "namespace: T\ninvariants:\n  - {name: x_le_one, form: range, path:
 
 
 @pytest.fixture
-def dragon_anchor(tmp_path: Path) -> Path:
-    if not anchor_path(DRAGON).is_file():
-        pytest.skip("dragon anchor missing")
-    return anchor_path(DRAGON)
+def dragon_anchor() -> Path:
+    if not DRAGON_ANCHOR.is_file():
+        pytest.skip(f"dragon anchor missing: {DRAGON_ANCHOR}")
+    return DRAGON_ANCHOR
 
 
 @pytest.fixture
@@ -41,7 +43,7 @@ def no_lake(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _mutant(path: Path) -> Path:
     """The dragon anchor with the discrimination suite's identity mutation, Decimals written as numbers."""
-    mutated, _ = set_leaf(anchor(DRAGON), IDENTITY_MUTATION.path, IDENTITY_MUTATION.number)
+    mutated, _ = set_leaf(load_exact(DRAGON_ANCHOR), IDENTITY_MUTATION.path, IDENTITY_MUTATION.number)
     text = json.dumps(mutated, default=lambda d: "__D" + str(d) + "D__").replace('"__D', "").replace('D__"', "")
     path.write_text(text, encoding="utf-8")
     return path

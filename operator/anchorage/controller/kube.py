@@ -8,6 +8,7 @@ connection errors become ``kopf.TemporaryError`` so kopf retries; other 4xx are 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import time
 from collections.abc import Callable
@@ -66,6 +67,14 @@ def call(fn: Callable[[], T], *, what: str, retries: int = 4) -> T:
     raise AssertionError("unreachable")
 
 
+def _message(exc: ApiException) -> str:
+    """The API's own message (the Status body), else the HTTP reason."""
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
+    except ValueError:
+        return str(exc.reason)
+
+
 def create(fn: Callable[[], Any], *, what: str) -> bool:
     """Create an object; False when it already exists (409), True when created now."""
     try:
@@ -73,7 +82,7 @@ def create(fn: Callable[[], Any], *, what: str) -> bool:
     except ApiException as exc:
         if exc.status == 409:
             return False
-        raise kopf.PermanentError(f"{what}: API error {exc.status}: {exc.reason}") from exc
+        raise kopf.PermanentError(f"{what}: API error {exc.status}: {_message(exc)}") from exc
     return True
 
 

@@ -137,7 +137,7 @@ def finish(trial: dict[str, Any], job: kopf.Body, result: str) -> None:
                                                     phase, f"agent ended: {reason}", meta.get("generation"))]}
     if phase != "InfrastructureFailed":
         run = scoring_run_name(name)
-        verification = spec.verification.model_dump(by_alias=True)
+        verification = spec.verification.model_dump(by_alias=True, exclude_none=True, mode="json")
         kube.create_custom("scoringruns", kubejobs.child_scoring_run(trial, run, verification))
         new["scoringRun"] = run
     kube.patch_status("trials", ns, name, new)

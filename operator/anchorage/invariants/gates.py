@@ -184,9 +184,20 @@ class LazyGate(GateResult):
             detail = state["_cached"] = describe(self.name, self.paths, self.status, raws)
         return detail
 
+    def __eq__(self, other: object) -> bool:  # equal to the plain GateResult with the same fields
+        if not isinstance(other, GateResult):
+            return NotImplemented
+        return _fields(self) == _fields(other)
+
+    __hash__ = GateResult.__hash__
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (GateResult, (self.name, self.form, self.paths, self.status, self.severity, self.message,
                              dict(self.values)))
+
+
+def _fields(gate: GateResult) -> tuple[Any, ...]:
+    return (gate.name, gate.form, gate.paths, gate.status, gate.severity, gate.message, gate.values)
 
 
 Describe = Callable[[str, tuple[str, ...], str, list[Any]], tuple[str, dict[str, Any]]]
@@ -231,11 +242,21 @@ def _describer(inv: Invariant) -> Describe:
     length = inv.measure == "length"
 
     def describe(name: str, paths: tuple[str, ...], status: str, raws: list[Any]) -> tuple[str, dict[str, Any]]:
-        shown = [str(len(raw)) if length else str(to_scaled(raw)) for raw in raws]
+        shown = [str(len(raw)) if length else _text(raw) for raw in raws]
         verdict = "holds" if status == "passed" else "violated"
         return f"{claim(shown)} {verdict}{suffix}", dict(zip(paths, shown, strict=False))
 
     return describe
+
+
+def _text(raw: Any) -> str:
+    """``str(to_scaled(raw))`` — the plain decimal text, trailing zeros dropped — without the detour."""
+    kind = type(raw)
+    if kind is Decimal:
+        return format(_EXACT.normalize(raw), "f") if raw else "0"
+    if kind is int:
+        return str(raw)
+    return str(to_scaled(raw))
 
 
 def _lazy(name: str, form: str, paths: tuple[str, ...], status: GateStatus, severity: Severity,
@@ -325,6 +346,44 @@ def _identity_verdict(inv: Invariant) -> Verdict:
     return verdict
 
 
+def _getter(segments: tuple[Any, ...]) -> Callable[[Any], Any]:
+    """``get_segments(·, segments)`` unrolled for paths of 1–3 object keys (the common case); a step that
+    is not a plain ``dict`` falls back to the general walk from the top, so the result is the same."""
+    n = len(segments)
+    if not 1 <= n <= 3 or any(type(key) is not str for key in segments):
+        return lambda data: get_segments(data, segments)
+    if n == 1:
+        (a,) = segments
+
+        def get1(data: Any) -> Any:
+            return data.get(a, MISSING) if type(data) is dict else get_segments(data, segments)
+
+        return get1
+    if n == 2:
+        a, b = segments
+
+        def get2(data: Any) -> Any:
+            if type(data) is dict:
+                node = data.get(a, MISSING)
+                if type(node) is dict:
+                    return node.get(b, MISSING)
+            return get_segments(data, segments)
+
+        return get2
+    a, b, c = segments
+
+    def get3(data: Any) -> Any:
+        if type(data) is dict:
+            node = data.get(a, MISSING)
+            if type(node) is dict:
+                node = node.get(b, MISSING)
+                if type(node) is dict:
+                    return node.get(c, MISSING)
+        return get_segments(data, segments)
+
+    return get3
+
+
 def _zipped_check(inv: Invariant, patterns: list[Pattern], verdict: Verdict, convert: Callable[[Any], Any],
                   general: Check) -> Check:
     """Two patterns with one ``[*]`` each, expanded together over a list (``rows[*].mean``/``rows[*].q95``)."""
@@ -339,9 +398,11 @@ def _zipped_check(inv: Invariant, patterns: list[Pattern], verdict: Verdict, con
             labels.append((names[at], (first.element_path(at), second.element_path(at))))
         return labels[index]
 
+    first_head, second_head = _getter(first.head), _getter(second.head)
+
     def run(data: Any, out: list[GateResult]) -> None:
-        container = get_segments(data, first.head)
-        other = get_segments(data, second.head)
+        container = first_head(data)
+        other = second_head(data)
         if type(container) is not list or not container or type(other) is not list:
             general(data, out)
             return
@@ -405,10 +466,10 @@ def _plain_check(inv: Invariant, patterns: list[Pattern], verdict: Verdict, conv
     """No wildcard: one obligation named ``<name>_<form>`` over one or two fixed paths."""
     form, severity, name, describe = inv.form, inv.severity, f"{inv.name}_{inv.form}", _describer(inv)
     paths = tuple(p.text for p in patterns)
-    first = patterns[0].segments
+    get_first = _getter(patterns[0].segments)
     if len(patterns) == 1:
         def run_one(data: Any, out: list[GateResult]) -> None:
-            raw = get_segments(data, first)
+            raw = get_first(data)
             x = convert(raw)
             if x is None:
                 out.append(to_gate_result(exact_obligation(inv, name, paths, [raw])))
@@ -416,10 +477,10 @@ def _plain_check(inv: Invariant, patterns: list[Pattern], verdict: Verdict, conv
                 out.append(_lazy(name, form, paths, "passed" if verdict(x) else "failed", severity, (describe, [raw])))
 
         return run_one
-    second = patterns[1].segments
+    get_second = _getter(patterns[1].segments)
 
     def run_two(data: Any, out: list[GateResult]) -> None:
-        raws = [get_segments(data, first), get_segments(data, second)]
+        raws = [get_first(data), get_second(data)]
         x, y = convert(raws[0]), convert(raws[1])
         if x is None or y is None:
             out.append(to_gate_result(exact_obligation(inv, name, paths, raws)))
@@ -443,9 +504,10 @@ def _list_check(inv: Invariant, pattern: Pattern, verdict: Verdict, convert: Cal
         return labels[index]
 
     key = tail[0] if len(tail) == 1 and type(tail[0]) is str else None  # rows[*].x: one dict lookup each
+    get_head = _getter(head)
 
     def run(data: Any, out: list[GateResult]) -> None:
-        container = get_segments(data, head)
+        container = get_head(data)
         if type(container) is not list or not container:
             general(data, out)
             return
