@@ -97,6 +97,7 @@ invariants:
   - {name: n, form: range, path: bits, measure: length, lo: 2, hi: 3}
   - {name: grid, form: range, path: "grid[*][*]", lo: 0}
   - {name: by_key, form: sign, path: "named[*]", op: ">="}
+  - {name: pair, form: ordering, lhs: "a[*]", rhs: "b[*]"}
 """
 
 
@@ -104,9 +105,9 @@ invariants:
     '{"probs": [0, 1, 1.0000000000000000000001, -0.0], "rows": [{"mean": 0.1, "q95": 0.1}, {"mean": 1}],'
     ' "head": 1.98, "ratio": 1, "users": 100, "share": 0.5, "peak": 50.6, "bits": [0, 1.0, 2.50, 2.5000001],'
     ' "thickness": 1e-30, "ci": {"lo": 2, "hi": 1.99999999999999999999}, "grid": [[1, -1], []],'
-    ' "named": {"a": 0, "b": -1e-400}}',
+    ' "named": {"a": 0, "b": -1e-400}, "a": [1, 2, 3], "b": [2, 1.5]}',
     '{"probs": [], "rows": [], "head": 1.979999999999, "ratio": 1, "users": "100", "share": true,'
-    ' "bits": {"x": 1}, "thickness": 0, "ci": {"lo": null}, "grid": {"a": [0]}, "named": []}',
+    ' "bits": {"x": 1}, "thickness": 0, "ci": {"lo": null}, "grid": {"a": [0]}, "named": [], "a": [1], "b": {"0": 2}}',
     '{"probs": {"a": 0.5, "b": 2}, "rows": {"r": {"mean": 1, "q95": 2}}, "head": 2.0200000000000000001,'
     ' "ratio": 1, "users": 1e2, "share": 5e-1, "peak": 50.1, "bits": [1], "thickness": -1,'
     ' "ci": {"lo": 1E+2, "hi": 100}}',
