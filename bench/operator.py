@@ -115,14 +115,18 @@ def main() -> None:
         thread.__exit__(None, None, None)
     total = int(status["total"])
     verbs: collections.Counter[str] = collections.Counter()
+    kinds: collections.Counter[str] = collections.Counter()
     for request in requests:
         method = request.method.value.upper()
         verbs["WATCH" if request.params.get("watch") == "true" else method] += 1
+        plural = request.resource.plural if request.resource is not None else request.url.path
+        kinds[f"{method} {plural}{'/' + request.subresource if request.subresource else ''}"] += 1
     writes = sum(verbs[v] for v in ("POST", "PATCH", "PUT", "DELETE"))
     rate = total / elapsed
     print(f"trials: {total} (parallelism {args.parallelism}, simulated pods), wall {elapsed:.1f} s")
     print("API requests per trial by verb: " + ", ".join(f"{v} {n / total:.2f}" for v, n in sorted(verbs.items())))
     print(f"API writes per trial: {writes / total:.2f} (goal ≤ 8)")
+    print("  by resource: " + ", ".join(f"{k} {n / total:.2f}" for k, n in kinds.most_common(12)))
     print(f"operator CPU per trial: {1000 * cpu / total:.2f} ms total, {1000 * (cpu - idle_cpu) / total:.2f} ms "
           f"without startup (idle 8 s run: {idle_cpu:.2f} s CPU) (goal ≤ 5 ms)")
     print(f"operator peak RSS: {rss:.0f} MB (idle run {idle_rss:.0f} MB) (goal ≤ 300 MB)")

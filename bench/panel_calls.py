@@ -1,11 +1,11 @@
 """Benchmark of a campaign's verification-panel calls: one sandboxed process per call vs a plain process.
 
-Run: ``.venv/bin/python -P bench/panel_calls.py [--calls 40]`` (``-P``: ``bench/operator.py`` would shadow the
-standard library's ``operator`` module). Starts the local gateway in front of the
-labelled mock model and sends the same verifier conversation ``--calls`` times through
-:class:`anchorage.runtime.local.verifying.SandboxedModelClient`, once with the trial sandbox
-(bubblewrap/unshare: namespaces, binds, cgroup, per-call token) and once unsandboxed (the same script as a
-plain process), in one run, and prints the median wall time per call of each and their ratio and
+Run: ``.venv/bin/python -P bench/panel_calls.py [--calls 40]`` (``-P``: ``bench/operator.py`` would shadow
+the standard library's ``operator`` module). Starts the local gateway in front of the labelled mock model
+and sends the same verifier conversation ``--calls`` times through
+:class:`anchorage.runtime.local.verifying.SandboxedModelClient` with the trial sandbox (bubblewrap/unshare:
+namespaces, binds, cgroup, per-call token) and unsandboxed (the same script as a plain process),
+alternating call by call in one run; prints the median wall time per call of each, their ratio and
 difference — the price of isolating every call as its own process.
 """
 
@@ -29,13 +29,15 @@ MESSAGES = [{"role": "system", "content": "You are a verifier."},
             {"role": "user", "content": "[anchorage-verify v1 role=verifier problem=bench] Is 2 + 2 = 4 proven?"}]
 
 
-def per_call(gateway: object, mechanism: sandbox.Mechanism, calls: int, folder: Path) -> list[float]:
-    client = SandboxedModelClient(gateway, mechanism, folder / mechanism, f"bench-{mechanism}", "bench")
-    samples = []
+def interleaved(gateway: object, mechanisms: list[sandbox.Mechanism], calls: int, folder: Path) -> dict[str, list[float]]:
+    """Per mechanism, the wall time of each call; the mechanisms alternate call by call (same load for both)."""
+    clients = {m: SandboxedModelClient(gateway, m, folder / m, f"bench-{m}", "bench") for m in mechanisms}
+    samples: dict[str, list[float]] = {m: [] for m in mechanisms}
     for index in range(calls):
-        started = time.perf_counter()
-        client.complete(MESSAGES, model="mock-bench", seed=index, run_id=f"bench/x/verifier{index}")
-        samples.append(time.perf_counter() - started)
+        for mechanism, client in clients.items():
+            started = time.perf_counter()
+            client.complete(MESSAGES, model="mock-bench", seed=index, run_id=f"bench/x/verifier{index}")
+            samples[mechanism].append(time.perf_counter() - started)
     return samples
 
 
@@ -47,8 +49,8 @@ def main() -> None:
     local = start_local_gateway()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            plain = per_call(local.gateway, "none", args.calls, Path(tmp))
-            boxed = per_call(local.gateway, mechanism, args.calls, Path(tmp))
+            samples = interleaved(local.gateway, ["none", mechanism], args.calls, Path(tmp))
+            plain, boxed = samples["none"], samples[mechanism]
     finally:
         local.stop()
     plain_ms, boxed_ms = statistics.median(plain) * 1000, statistics.median(boxed) * 1000

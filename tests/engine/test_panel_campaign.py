@@ -276,3 +276,16 @@ def test_unsandboxed_calls_reach_the_gateway_too(tmp_path: Path) -> None:
         local.stop()
     assert outcome.failure is None and outcome.block["outcome"] == "confirmed" and outcome.block["calls"] == 4
     assert outcome.block["usage"]["requests"] == 4
+
+
+def test_a_single_trial_with_a_judging_only_panel(tmp_path: Path, mechanism: str) -> None:
+    path = tmp_path / "trial.yaml"
+    path.write_text("apiVersion: anchorage.dev/v1alpha1\nkind: Trial\nmetadata: {name: one}\nspec:\n"
+                    f"  task: proof-smoke\n  agent: {_replay('flawed')}\n"
+                    "  verification:\n    panel: {model: mock-verifier, maxRevisions: 0, maxParallel: 1}\n")
+    result = CliRunner().invoke(app, ["run", str(path), "--runs-dir", str(tmp_path / "runs"),
+                                      "--mock-replies", str(REPLIES)])
+    assert result.exit_code == 0, result.output
+    assert "panel: refuted (status refuted, 2 calls)" in result.output   # sequential: 2 HOLE FOUND, 3 saved
+    score = json.loads((tmp_path / "runs/one/score.json").read_text())
+    assert score["panel"]["revisions"] == 0 and score["panel"]["repaired"] is False

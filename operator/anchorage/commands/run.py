@@ -135,6 +135,11 @@ def _run_trial(trial: Any, runs_dir: Path, runtime: Any) -> None:
     if score:
         typer.echo(f"  raw {score.get('raw'):.4f}  O-Eval {score.get('o_eval'):.4f}  BO-Eval {score.get('bo_eval'):+.4f}"
                    f"  gradable {score.get('gradable')}")
+    if record.get("panel"):
+        panel = record["panel"]
+        typer.echo(f"  panel: {panel.get('outcome')} (status {panel.get('status')}, {panel.get('calls')} calls)")
+    if record.get("cbu"):
+        typer.echo(f"  CBU: {record['cbu'].get('utility')} ({record['cbu'].get('outcome')})")
     typer.echo(f"  folder: {runs_dir / trial.metadata.name}")
 
 

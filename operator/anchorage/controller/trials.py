@@ -56,33 +56,42 @@ def _task_inputs(spec: TrialSpec) -> tuple[str, dict[str, float]]:
     return _task_inputs_cached(spec.task)
 
 
-def _launch(body: kopf.Body, spec: TrialSpec, attempt: int) -> dict[str, Any]:
+def _launch(body: kopf.Body, spec: TrialSpec, attempt: int) -> None:
+    """Record the attempt as Running, then create its Job (the Job's events then find it Running).
+
+    A crash between the two is repaired by ``launch`` on resume, which re-creates a missing Job.
+    """
     meta = body["metadata"]
     campaign = (meta.get("labels") or {}).get(kubejobs.LABEL_CAMPAIGN)
     instruction, defaults = _task_inputs(spec)
     cfg = config()
     job = kubejobs.trial_job(dict(body), spec, instruction=instruction, task_defaults=defaults, config=cfg,
                              job_name=job_name(meta["name"], attempt), campaign=campaign)
+    if (body.get("status") or {}).get("jobName") != job["metadata"]["name"]:
+        prefix = kubejobs.trial_prefix(meta["namespace"], meta["name"], campaign)
+        kube.patch_status("trials", meta["namespace"], meta["name"], {
+            "phase": "Running", "attempt": attempt, "jobName": job["metadata"]["name"], "startTime": now_rfc3339(),
+            "recordUri": f"{cfg.store_uri.rstrip('/')}/{prefix}", "observedGeneration": meta.get("generation"),
+            "conditions": [condition("Ready", "False", "Running", "the agent is running", meta.get("generation"))]})
     kube.ensure_policies_once(job["metadata"]["namespace"], cfg)
     kube.create_job(job)
-    return {"phase": "Running", "attempt": attempt, "jobName": job["metadata"]["name"], "startTime": now_rfc3339(),
-            "recordUri": f"{cfg.store_uri.rstrip('/')}/{kubejobs.trial_prefix(meta['namespace'], meta['name'], campaign)}",
-            "observedGeneration": meta.get("generation"),
-            "conditions": [condition("Ready", "False", "Running", "the agent is running", meta.get("generation"))]}
 
 
 @kopf.on.resume(API_GROUP, API_VERSION, "trials")
 @kopf.on.create(API_GROUP, API_VERSION, "trials")
-def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
-    """Start the trial's Job (idempotent: the Job's name is deterministic)."""
-    if status.get("phase") in TERMINAL or (status.get("phase") == "Running" and status.get("jobName")):
+def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, reason: str, **_: Any) -> None:
+    """Start the trial's Job; idempotent (deterministic Job name, 409 = already there).
+
+    On resume (operator restart) a Running trial gets its Job re-created if a crash lost it.
+    """
+    if status.get("phase") in TERMINAL or (status.get("phase") == "Running" and reason != "resume"):
         return
     meta = body["metadata"]
     try:
         spec = TrialSpec.model_validate(body["spec"])
-        # Written by us (with retries), not through kopf's patch: a failed write is retried here, and
-        # the MODIFIED event it causes brings kopf back to this idempotent handler if kopf's own failed.
-        kube.patch_status("trials", meta["namespace"], meta["name"], _launch(body, spec, int(status.get("attempt") or 0)))
+        # Status is written by us (with retries), not through kopf's patch: a failed write is retried
+        # here, and the MODIFIED event it causes brings kopf back to this idempotent handler.
+        _launch(body, spec, int(status.get("attempt") or 0))
     except (ValidationError, AnchorageError) as exc:
         patch["status"] = {"phase": "InfrastructureFailed", "reason": "sandbox_error", "message": str(exc),
                            "conditions": [condition("Ready", "False", "InvalidInput", str(exc)[:1000])]}
@@ -129,7 +138,7 @@ def finish(trial: dict[str, Any], job: kopf.Body, result: str) -> None:
     attempt = int(status.get("attempt") or 0)
     ns, name = meta["namespace"], meta["name"]
     if phase == "InfrastructureFailed" and attempt < spec.retries:
-        kube.patch_status("trials", ns, name, _launch(kopf.Body(cast(kopf.RawBody, trial)), spec, attempt + 1))
+        _launch(kopf.Body(cast(kopf.RawBody, {**trial, "status": {}})), spec, attempt + 1)
         return
     new: dict[str, Any] = {"phase": phase, "reason": reason, "exitCode": code, "completionTime": now_rfc3339(),
                            "costUSD": 0.0,
