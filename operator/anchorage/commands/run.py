@@ -74,13 +74,24 @@ def _serve_metrics(port: int) -> None:
     typer.echo(f"metrics on http://127.0.0.1:{server.port}/metrics", err=True)
 
 
-def _publish(campaign: str, kind: str, item: Any, record: dict[str, Any] | None,
-             counts: dict[tuple[str, str], int]) -> None:
-    """Feed one engine event to the Prometheus collectors (bounded labels: no trial names)."""
+class _Published:
+    """What the engine has published so far: trial counts by (entry, phase), scores by (entry, task)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}
+        self.scores: dict[tuple[str, str], list[tuple[float, float]]] = {}
+
+
+def _publish(campaign: str, kind: str, item: Any, record: dict[str, Any] | None, state: _Published) -> None:
+    """Feed one engine event to the Prometheus collectors (bounded labels: no trial names).
+
+    Scores are published as trials finish (the mean over the seeds finished so far), so a dashboard shows
+    them during the run; the final leaderboard's values replace them at the end.
+    """
     from anchorage import metrics
 
     def bump(phase: str, by: int) -> None:
-        counts[(item.entry, phase)] = counts.get((item.entry, phase), 0) + by
+        state.counts[(item.entry, phase)] = state.counts.get((item.entry, phase), 0) + by
 
     if kind == "started":
         bump("Running", 1)
@@ -91,7 +102,20 @@ def _publish(campaign: str, kind: str, item: Any, record: dict[str, Any] | None,
             metrics.trial_finished(campaign, item.entry, item.task, str(record.get("phase")),
                                    str(record.get("reason")), duration)
         bump(str(record.get("phase")), 1)
-    metrics.set_trial_counts(campaign, counts)
+        _publish_score(campaign, item, record.get("score") or {}, state)
+    metrics.set_trial_counts(campaign, state.counts)
+
+
+def _publish_score(campaign: str, item: Any, score: dict[str, Any], state: _Published) -> None:
+    from anchorage import metrics
+
+    o_eval, bo_eval = score.get("o_eval"), score.get("bo_eval")
+    if not isinstance(o_eval, int | float) or not isinstance(bo_eval, int | float):
+        return  # unscored (infrastructure failure): nothing to show, never a zero
+    seen = state.scores.setdefault((item.entry, item.task), [])
+    seen.append((float(o_eval), float(bo_eval)))
+    metrics.set_scores(campaign, item.entry, item.task, o_eval=sum(o for o, _ in seen) / len(seen),
+                       bo_eval=sum(b for _, b in seen) / len(seen))
 
 
 def _needs_model(resource: Any) -> bool:
@@ -151,13 +175,13 @@ def _run_campaign(campaign: Any, runs_dir: Path, runtime: Any, plots: bool, publ
 
     name = campaign.metadata.name
     total = len(plan(name, campaign.spec, [t.slug for t in resolve_tasks(campaign.spec)]))
-    counts: dict[tuple[str, str], int] = {}
+    published = _Published()
     with Progress(total, title=name) as progress:
 
         def on_event(kind: str, item: Any, record: dict[str, Any] | None) -> None:
             progress.event(kind, item, record)
             if publish:
-                _publish(name, kind, item, record, counts)
+                _publish(name, kind, item, record, published)
 
         outcome = run_campaign(campaign, runs_dir, runtime, on_event=on_event)
     if publish:

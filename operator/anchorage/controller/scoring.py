@@ -57,9 +57,12 @@ def _sources(ns: str, name: str, spec: ScoringRunSpec) -> tuple[str, list[dict[s
 
 @kopf.on.resume(API_GROUP, API_VERSION, "scoringruns")
 @kopf.on.create(API_GROUP, API_VERSION, "scoringruns")
-def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
-    """Start the verifier Job (deterministic name ``<run>-verify``)."""
-    if status.get("phase") in ("Running", "Succeeded", "Failed"):
+def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, reason: str, **_: Any) -> None:
+    """Record Running, then create the verifier Job (``<run>-verify``; 409 = already there).
+
+    On resume a Running run gets its Job re-created if a crash lost it between the two writes.
+    """
+    if status.get("phase") in ("Succeeded", "Failed") or (status.get("phase") == "Running" and reason != "resume"):
         return
     meta = body["metadata"]
     try:
@@ -71,11 +74,14 @@ def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) ->
         raise kopf.PermanentError(str(exc)) from exc
     job = kubejobs.verifier_job(dict(body), task=task, artifacts=items, out=out, config=config(),
                                 baseline=spec.baseline, gates=spec.verification.gates)
+    if status.get("phase") != "Running":
+        kube.patch_status("scoringruns", meta["namespace"], meta["name"], {
+            "phase": "Running", "jobName": job["metadata"]["name"], "recordUri": f"{config().store_uri.rstrip('/')}/{out}",
+            "observedGeneration": meta.get("generation"),
+            "conditions": [condition("Ready", "False", "Scoring", "the verifier is running")]})
+    elif open_store(config().store_uri).exists(f"{out}/verifier-upload.json"):
+        return  # it ran to its end while we were away: the timer publishes the scores
     kube.create_job(job)
-    kube.patch_status("scoringruns", meta["namespace"], meta["name"], {"phase": "Running", "jobName": job["metadata"]["name"],
-                       "recordUri": f"{config().store_uri.rstrip('/')}/{out}",
-                       "observedGeneration": meta.get("generation"),
-                       "conditions": [condition("Ready", "False", "Scoring", "the verifier is running")]})
 
 
 def _summaries(run: dict[str, Any], items: list[dict[str, Any]], out: str) -> list[dict[str, Any]]:

@@ -86,6 +86,8 @@ def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, reason: str,
     """
     if status.get("phase") in TERMINAL or (status.get("phase") == "Running" and reason != "resume"):
         return
+    if status.get("phase") == "Running" and _read_upload(status.get("recordUri", "")) is not None:
+        return  # the attempt ran to its end while we were away (its Job may be gone): the timer finishes it
     meta = body["metadata"]
     try:
         spec = TrialSpec.model_validate(body["spec"])
