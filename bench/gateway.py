@@ -2,8 +2,11 @@
 
 Run: ``.venv/bin/python bench/gateway.py`` (``--help`` for options). Three kinds of process: the mock
 upstream, the gateway (optionally a second, older gateway from ``--before DIR`` for a before/after
-column) and the load client (this process). ``--pin split`` gives the gateway(s) the last CPU and the
-mock and client the others (``os.sched_setaffinity``), as a cluster would give the gateway its own CPU.
+column) and the load client (this process). By default (``--pin mock``) the mock runs alone on the
+first CPU (``os.sched_setaffinity``): the mock paces its stream with a sleep after each write, so
+a gateway sharing its CPU would slow the *upstream* down (its wake-ups preempt the mock; measured
++7 ms over a 40-chunk stream at one stream), which a real provider would not. ``--pin split`` gives
+the gateway(s) their own CPU instead; ``--pin none`` leaves placement to the kernel.
 
 Each *round* runs, at one concurrency N, the same batch of streamed chat requests (N workers, each
 sending ``--requests-per-stream`` requests one after the other) against every target — direct, gateway
@@ -17,8 +20,15 @@ Definitions (all per concurrency, the median over ``--rounds`` rounds):
   taken within the same round; *added TTFB p50* likewise;
 * *throughput*: completed streams per second of the round; *ratio*: gateway / direct of the same round;
 * *gateway CPU per chunk*: user + system CPU of the gateway process (``/proc/<pid>/stat``) over all its
-  rounds divided by the SSE frames it relayed — a figure that does not depend on machine load. The
-  CPU of the mock and of the client per stream is printed too, to show which process bounds a round.
+  rounds divided by the SSE frames it relayed — far less sensitive to machine load than any time
+  (it still moves ~±15 %: a busy loop handles several chunks per wake-up). The CPU of the mock and
+  of the client per stream is printed too, and *cores*: the CPU seconds the round's processes used
+  per second — when it stays far below the CPUs there are, other load decided the round.
+
+Before/after in one run: copy the gateway package before changing it (``cp -r
+operator/anchorage/gateway /tmp/gateway-before``) and pass ``--before /tmp/gateway-before``.
+uvloop is not a dependency: ``pip install --target /tmp/uvloop uvloop`` and ``--site /tmp/uvloop``
+runs all processes on it.
 
 Goals (issue 5): added p50 ≤ 2 ms, throughput ≥ 90 % of direct. The mock streams ``--chunks``
 content chunks ``--chunk-delay`` seconds apart (a model generating tokens); ``--chunk-delay 0``
@@ -240,6 +250,7 @@ def summarise(concurrency: int, rounds: list[dict[str, Round]], target: str, fra
         "p99_ms": 1e3 * med([pct(r.latencies, 0.99) for r in own]),
         "ttfb_p50_ms": 1e3 * med([pct(r.first_bytes, 0.5) for r in own]),
         "rps": med([r.throughput for r in own]),
+        "cores": med([sum(r.cpu.get(name, 0.0) for name in ("mock", "client", target)) / r.seconds for r in own]),
         "mock_cpu_us_per_stream": 1e6 * sum(r.cpu["mock"] for r in own) / streams,
         "client_cpu_us_per_stream": 1e6 * sum(r.cpu["client"] for r in own) / streams,
     }
@@ -293,18 +304,19 @@ def cell(row: dict[str, Any], key: str, unit: str = "ms", width: int = 8) -> str
 
 def print_table(rows: list[dict[str, Any]], frames: int) -> None:
     head = (f"{'N':>4} {'target':>8} | {'p50':>8} {'p99':>8} {'ttfb p50':>8} | {'+p50':>8} {'+p99':>8} "
-            f"{'+ttfb':>8} | {'streams/s':>9} {'ratio':>7} | {'gw/chunk':>8} {'gw/strm':>8} "
+            f"{'+ttfb':>8} | {'streams/s':>9} {'ratio':>7} {'cores':>5} | {'gw/chunk':>8} {'gw/strm':>8} "
             f"{'mock/strm':>9} {'clnt/strm':>9}")
     print(head)
     print("-" * len(head))
     for r in rows:
         print(f"{r['concurrency']:>4} {r['target']:>8} | {cell(r, 'p50_ms')} {cell(r, 'p99_ms')} "
               f"{cell(r, 'ttfb_p50_ms')} | {cell(r, 'added_p50_ms')} {cell(r, 'added_p99_ms')} "
-              f"{cell(r, 'added_ttfb_p50_ms')} | {r['rps']:>9.1f} {cell(r, 'throughput_ratio', '%', 7)} | "
+              f"{cell(r, 'added_ttfb_p50_ms')} | {r['rps']:>9.1f} {cell(r, 'throughput_ratio', '%', 7)} {r['cores']:>5.2f} | "
               f"{cell(r, 'gateway_cpu_us_per_chunk', 'µs')} {cell(r, 'gateway_cpu_us_per_stream', 'µs')} "
               f"{cell(r, 'mock_cpu_us_per_stream', 'µs', 9)} {cell(r, 'client_cpu_us_per_stream', 'µs', 9)}")
     print(f"{frames} SSE frames per stream; + = added vs. direct in the same round (median over rounds); "
-          "CPU per chunk/stream from /proc (load-independent)")
+          "cores = CPU seconds the bench's processes (mock, client, that target's gateway) used per second "
+          "of the round; CPU per chunk/stream from /proc (load-independent)")
     print("goals: added p50 <= 2 ms, throughput ratio >= 90 %")
 
 
@@ -318,8 +330,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--chunk-delay", type=float, default=0.005, help="seconds between chunks (0: CPU-bound)")
     parser.add_argument("--before", type=Path, metavar="DIR",
                         help="also bench the gateway package copied into DIR (a 'before' column)")
-    parser.add_argument("--pin", choices=["none", "split"], default="none",
-                        help="split: gateway(s) on the last CPU, mock and client on the others")
+    parser.add_argument("--pin", choices=["none", "split", "mock"], default="mock",
+                        help="mock: the mock alone on the first CPU, gateway(s) and client on the others "
+                             "(a provider's pace does not depend on our CPU); split: gateway(s) on the "
+                             "last CPU, mock and client on the others; none: no pinning")
     parser.add_argument("--site", type=Path, metavar="DIR",
                         help="extra import path for all processes, e.g. a 'pip install --target DIR uvloop' "
                              "(the servers and the client then run on uvloop)")
@@ -327,6 +341,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--serve-mock", nargs=3, metavar=("PORT", "CHUNKS", "DELAY"), help=argparse.SUPPRESS)
     parser.add_argument("--serve-gateway", nargs=3, metavar=("PORT", "UPSTREAM", "PACKAGE"), help=argparse.SUPPRESS)
     return parser.parse_args()
+
+
+def pinning(mode: str, cpus: list[int]) -> tuple[set[int] | None, set[int] | None, set[int] | None]:
+    """CPUs of (mock, gateways, client) for ``--pin`` (None: not pinned)."""
+    if len(cpus) < 2 or mode == "none":
+        return None, None, None
+    if mode == "mock":
+        return {cpus[0]}, set(cpus[1:]), set(cpus[1:])
+    return set(cpus[:-1]), {cpus[-1]}, set(cpus[:-1])
 
 
 def main() -> None:
@@ -340,13 +363,13 @@ def main() -> None:
     from anchorage.gateway.ledger import mint_token
     from anchorage.gateway.running import new_event_loop
 
+    mock_cpus, gateway_cpus, client_cpus = pinning(args.pin, sorted(os.sched_getaffinity(0)))
     cpus = sorted(os.sched_getaffinity(0))
-    gateway_cpus, other_cpus = ({cpus[-1]}, set(cpus[:-1])) if args.pin == "split" and len(cpus) > 1 else (None, None)
-    if other_cpus:
-        os.sched_setaffinity(0, other_cpus)
+    if client_cpus:
+        os.sched_setaffinity(0, client_cpus)
     mock_port = free_port()
     direct_url = f"http://127.0.0.1:{mock_port}"
-    children = {"mock": spawn(other_cpus, args.site, "--serve-mock", str(mock_port), str(args.chunks), str(args.chunk_delay))}
+    children = {"mock": spawn(mock_cpus, args.site, "--serve-mock", str(mock_port), str(args.chunks), str(args.chunk_delay))}
     token = mint_token(SECRET.encode(), "bench-trial")
     targets = [Target("direct", direct_url, "unused", None)]
     packages = {"gateway": "-"} | ({"before": str(args.before.resolve())} if args.before else {})

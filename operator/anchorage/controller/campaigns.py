@@ -15,14 +15,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import time
 from typing import Any
 
 import kopf
 from pydantic import ValidationError
 
 from anchorage.campaigns.aggregation import TrialResult, leaderboard
+from anchorage.campaigns.names import scoring_run_name
 from anchorage.campaigns.planning import plan
-from anchorage.controller import kube
+from anchorage.controller import kube, scoring, trials
 from anchorage.controller.settings import config
 from anchorage.controller.trials import condition
 from anchorage.manifests import API_GROUP, API_VERSION, CampaignSpec
@@ -30,6 +32,8 @@ from anchorage.runtime import kubejobs
 from anchorage.runtime.kubepod import open_store
 
 INTERVAL = float(os.environ.get("ANCHORAGE_CAMPAIGN_INTERVAL", "2"))
+SWEEP_SEC = float(os.environ.get("ANCHORAGE_SWEEP_INTERVAL", "10"))
+_LAST_SWEEP: dict[str, float] = {}
 TrialState = tuple[str, str | None, bool, float]  # name, phase, done, cost
 
 
@@ -42,15 +46,25 @@ def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labels, st
     return {(namespace, labels[kubejobs.LABEL_CAMPAIGN]): (name, phase, done, float(status.get("costUSD") or 0))}
 
 
+#: Trials this process created, by campaign uid: the index sees a new Trial only after its watch
+#: event, so without this a tick right after a create would POST it again (a harmless 409, but a
+#: wasted write). Lost on restart, when the index is complete from the initial listing anyway.
+_CREATED: dict[str, set[str]] = {}
+
+
 def _create_next(body: kopf.Body, spec: CampaignSpec, existing: dict[str, TrialState], active: int) -> int:
     """Create planned Trials that do not exist yet while fewer than ``parallelism`` are active."""
     created = 0
+    mine = _CREATED.setdefault(body["metadata"]["uid"], set())
+    mine.intersection_update(n for n in mine if n not in existing)  # keep only those not yet indexed
+    active += len(mine)
     for planned in plan(body["metadata"]["name"], spec, list(spec.tasks)):
         if active >= spec.parallelism:
             break
-        if planned.name in existing:
+        if planned.name in existing or planned.name in mine:
             continue
         kube.create_custom("trials", kubejobs.child_trial(dict(body), planned.name, planned.spec))
+        mine.add(planned.name)
         active += 1
         created += 1
     return created
@@ -87,6 +101,24 @@ def _publish(body: kopf.Body, spec: CampaignSpec, states: dict[str, TrialState])
             "reportUri": f"{config().store_uri.rstrip('/')}/{key}"}
 
 
+def sweep(body: kopf.Body, states: dict[str, TrialState]) -> None:
+    """Every ``SWEEP_SEC``: finish the campaign's trials and scoring runs whose Job events were lost."""
+    uid, now = body["metadata"]["uid"], time.monotonic()
+    if now - _LAST_SWEEP.get(uid, 0.0) < SWEEP_SEC:
+        return
+    _LAST_SWEEP[uid] = now
+    ns = body["metadata"]["namespace"]
+    for name, phase, done, _ in states.values():
+        if phase == "Running":
+            trial = kube.get_custom("trials", ns, name)
+            if trial is not None:
+                trials.check_running(trial)
+        elif phase in ("Succeeded", "Failed") and not done:
+            run = kube.get_custom("scoringruns", ns, scoring_run_name(name))
+            if run is not None:
+                scoring.check_running(run)
+
+
 def reconcile(body: kopf.Body, status: kopf.Status,
               index: kopf.Index[tuple[str | None, str], TrialState]) -> dict[str, Any]:
     """One pass: create what may be created, count, aggregate when everything is scored."""
@@ -96,6 +128,7 @@ def reconcile(body: kopf.Body, status: kopf.Status,
     except ValidationError as exc:
         raise kopf.PermanentError(f"invalid campaign: {exc}") from exc
     states = {s[0]: s for s in index.get((meta["namespace"], meta["name"]), [])}
+    sweep(body, states)
     total = len(spec.entries) * len(spec.tasks) * spec.seeds
     active = sum(1 for s in states.values() if not s[2])
     created = 0 if spec.suspend else _create_next(body, spec, states, active)

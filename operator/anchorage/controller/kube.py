@@ -34,6 +34,7 @@ def client() -> kubernetes.client.ApiClient:
         kubernetes.config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     # Connection-level retries (a keep-alive socket the server closed): every call we make is
     # idempotent (creates treat 409 as done, patches are merge patches), so all methods may retry.
+    configuration.connection_pool_maxsize = 32  # one per worker thread, with room to spare
     configuration.retries = urllib3.Retry(total=3, connect=3, read=3, backoff_factor=0.1, allowed_methods=None)
     return kubernetes.client.ApiClient(configuration)
 

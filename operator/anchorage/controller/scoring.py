@@ -55,24 +55,16 @@ def _sources(ns: str, name: str, spec: ScoringRunSpec) -> tuple[str, list[dict[s
                      hint="use spec.artifacts (with the campaign's artifact URIs) or spec.trialRef")
 
 
-@kopf.on.resume(API_GROUP, API_VERSION, "scoringruns")
-@kopf.on.create(API_GROUP, API_VERSION, "scoringruns")
-def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, reason: str, **_: Any) -> None:
+def start(run: dict[str, Any]) -> None:
     """Record Running, then create the verifier Job (``<run>-verify``; 409 = already there).
 
-    On resume a Running run gets its Job re-created if a crash lost it between the two writes.
+    A Running run without its upload marker gets its Job created again (a crash between the writes).
+    Raises InputError/ValidationError for a run that cannot be scored.
     """
-    if status.get("phase") in ("Succeeded", "Failed") or (status.get("phase") == "Running" and reason != "resume"):
-        return
-    meta = body["metadata"]
-    try:
-        spec = ScoringRunSpec.model_validate(body["spec"])
-        task, items, out = _sources(meta["namespace"], meta["name"], spec)
-    except (ValidationError, InputError) as exc:
-        patch["status"] = {"phase": "Failed", "message": str(exc),
-                           "conditions": [condition("Ready", "False", "InvalidInput", str(exc)[:1000])]}
-        raise kopf.PermanentError(str(exc)) from exc
-    job = kubejobs.verifier_job(dict(body), task=task, artifacts=items, out=out, config=config(),
+    meta, status = run["metadata"], run.get("status") or {}
+    spec = ScoringRunSpec.model_validate(run["spec"])
+    task, items, out = _sources(meta["namespace"], meta["name"], spec)
+    job = kubejobs.verifier_job(run, task=task, artifacts=items, out=out, config=config(),
                                 baseline=spec.baseline, gates=spec.verification.gates)
     if status.get("phase") != "Running":
         kube.patch_status("scoringruns", meta["namespace"], meta["name"], {
@@ -80,8 +72,22 @@ def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, reason: str,
             "observedGeneration": meta.get("generation"),
             "conditions": [condition("Ready", "False", "Scoring", "the verifier is running")]})
     elif open_store(config().store_uri).exists(f"{out}/verifier-upload.json"):
-        return  # it ran to its end while we were away: the timer publishes the scores
+        return  # it ran to its end while we were away: the sweep publishes the scores
     kube.create_job(job)
+
+
+@kopf.on.resume(API_GROUP, API_VERSION, "scoringruns")
+@kopf.on.create(API_GROUP, API_VERSION, "scoringruns")
+def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
+    """Start the verifier (see :func:`start`); a run that cannot be scored ends Failed."""
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return
+    try:
+        start(dict(body))
+    except (ValidationError, InputError) as exc:
+        patch["status"] = {"phase": "Failed", "message": str(exc),
+                           "conditions": [condition("Ready", "False", "InvalidInput", str(exc)[:1000])]}
+        raise kopf.PermanentError(str(exc)) from exc
 
 
 def _summaries(run: dict[str, Any], items: list[dict[str, Any]], out: str) -> list[dict[str, Any]]:
@@ -160,12 +166,26 @@ def verifier_job_event(type: str, body: kopf.Body, logger: kopf.Logger, **_: Any
         logger.warning(f"publishing scores of {run['metadata']['name']} failed; the timer retries: {exc}")
 
 
-@kopf.timer(API_GROUP, API_VERSION, "scoringruns", interval=10, initial_delay=10, idle=5,
-            when=lambda status, **_: status.get("phase") == "Running")
-def watch_running(body: kopf.Body, status: kopf.Status, **_: Any) -> None:
-    """Safety net for lost Job events (only Running scoring runs have this timer)."""
-    ns = config().trials_namespace or body["metadata"]["namespace"]
+def check_running(run: dict[str, Any]) -> None:
+    """Publish a Running run whose verifier Job ended (or vanished) without us seeing the event."""
+    status = run.get("status") or {}
+    if status.get("phase") != "Running":
+        return
+    ns = config().trials_namespace or run["metadata"]["namespace"]
     job = kube.get_job(ns, status.get("jobName") or "")
+    out = _key(status.get("recordUri", ""))
+    if job is None and not open_store(config().store_uri).exists(f"{out}/verifier-upload.json"):
+        start(run)
+        return
     result = "JobLost" if job is None else _finished(kopf.Body(cast(kopf.RawBody, job)))
     if result is not None:
-        finish(dict(body), result)
+        finish(run, result)
+
+
+# Safety net for lost Job events; campaign runs are swept by their campaign (see trials.watch_running).
+@kopf.timer(API_GROUP, API_VERSION, "scoringruns", interval=10, initial_delay=10, idle=5,
+            labels={kubejobs.LABEL_CAMPAIGN: kopf.ABSENT},
+            when=lambda status, **_: status.get("phase") == "Running")
+def watch_running(body: kopf.Body, **_: Any) -> None:
+    """Lone Running scoring runs: check their Job every 10 s."""
+    check_running(dict(body))

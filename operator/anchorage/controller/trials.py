@@ -79,16 +79,17 @@ def _launch(body: kopf.Body, spec: TrialSpec, attempt: int) -> None:
 
 @kopf.on.resume(API_GROUP, API_VERSION, "trials")
 @kopf.on.create(API_GROUP, API_VERSION, "trials")
-def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, reason: str, **_: Any) -> None:
+def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
     """Start the trial's Job; idempotent (deterministic Job name, 409 = already there).
 
-    On resume (operator restart) a Running trial gets its Job re-created if a crash lost it.
+    A Running trial whose attempt has not uploaded its results gets its Job created again if a crash
+    came between recording Running and creating the Job (kopf re-runs create handlers that did not
+    finish, and runs resume handlers after a restart).
     """
-    if status.get("phase") in TERMINAL or (status.get("phase") == "Running" and reason != "resume"):
+    if status.get("phase") in TERMINAL:
         return
     if status.get("phase") == "Running" and _read_upload(status.get("recordUri", "")) is not None:
         return  # the attempt ran to its end while we were away (its Job may be gone): the timer finishes it
-    meta = body["metadata"]
     try:
         spec = TrialSpec.model_validate(body["spec"])
         # Status is written by us (with retries), not through kopf's patch: a failed write is retried
@@ -174,15 +175,29 @@ def trial_job_event(type: str, body: kopf.Body, logger: kopf.Logger, **_: Any) -
         logger.warning(f"finishing trial {trial['metadata']['name']} failed, will retry on the next event: {exc}")
 
 
-@kopf.timer(API_GROUP, API_VERSION, "trials", interval=10, initial_delay=10, idle=5,
-            when=lambda status, **_: status.get("phase") == "Running")
-def watch_running(body: kopf.Body, status: kopf.Status, **_: Any) -> None:
-    """Safety net for lost Job events (only Running trials have this timer, so at most `parallelism`)."""
-    ns = config().trials_namespace or body["metadata"]["namespace"]
-    job = kube.get_job(ns, status.get("jobName") or "")
-    if job is None:
-        finish(dict(body), kopf.Body(cast(kopf.RawBody, {})), "JobLost")
+def check_running(trial: dict[str, Any]) -> None:
+    """Finish a Running trial whose Job ended (or vanished) without us seeing the event."""
+    status = trial.get("status") or {}
+    if status.get("phase") != "Running":
         return
-    result = _finished(kopf.Body(cast(kopf.RawBody, job)))
+    ns = config().trials_namespace or trial["metadata"]["namespace"]
+    job = kube.get_job(ns, status.get("jobName") or "")
+    if job is None and _read_upload(status.get("recordUri", "")) is None:
+        # Never created (a crash between recording Running and creating it) or deleted before it ran
+        # to its end: create it (same deterministic name, so at most one Job per attempt exists).
+        _launch(kopf.Body(cast(kopf.RawBody, trial)), TrialSpec.model_validate(trial["spec"]),
+                int(status.get("attempt") or 0))
+        return
+    result = "JobLost" if job is None else _finished(kopf.Body(cast(kopf.RawBody, job)))
     if result is not None:
-        finish(dict(body), kopf.Body(cast(kopf.RawBody, job)), result)
+        finish(trial, kopf.Body(cast(kopf.RawBody, job or {})), result)
+
+
+# Safety net for lost Job events. Timers make kopf put a finalizer on the object (two more writes),
+# so campaign Trials get this check from their campaign's tick instead (``campaigns.sweep``).
+@kopf.timer(API_GROUP, API_VERSION, "trials", interval=10, initial_delay=10, idle=5,
+            labels={kubejobs.LABEL_CAMPAIGN: kopf.ABSENT},
+            when=lambda status, **_: status.get("phase") == "Running")
+def watch_running(body: kopf.Body, **_: Any) -> None:
+    """Lone Running trials: check their Job every 10 s."""
+    check_running(dict(body))

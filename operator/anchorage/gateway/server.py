@@ -69,6 +69,39 @@ class Call:
     retries: int = 0
 
 
+class IdleWatch:
+    """Fails a relayed stream whose upstream sent no byte for ``timeout`` seconds.
+
+    It replaces aiohttp's ``sock_read`` timer for the body of a stream, which is cancelled and
+    re-armed on every chunk (a timer allocation per relayed chunk); this one looks at the bytes
+    received every ``timeout / 4`` seconds, so an idle stream fails after ``timeout`` to
+    ``1.25 × timeout`` seconds. aiohttp's timer still covers the wait for the response headers and,
+    until the first chunk arrives, the wait for it.
+    """
+
+    def __init__(self, response: aiohttp.ClientResponse, timeout: float) -> None:
+        self._content, self._timeout = response.content, timeout
+        self._loop = asyncio.get_running_loop()
+        self._seen, self._since = self._content.total_bytes, self._loop.time()
+        self._handle = self._loop.call_later(timeout / 4, self._check)
+        connection = response.connection
+        if connection is not None and connection.protocol is not None:
+            connection.protocol.read_timeout = None  # its armed timer is dropped at the next chunk
+
+    def _check(self) -> None:
+        now, received = self._loop.time(), self._content.total_bytes
+        if received != self._seen:
+            self._seen, self._since = received, now
+        elif now - self._since >= self._timeout:
+            self._content.set_exception(aiohttp.SocketTimeoutError(
+                f"the upstream sent nothing for {self._timeout:g} s (upstreams[].timeout_seconds)"))
+            return
+        self._handle = self._loop.call_later(self._timeout / 4, self._check)
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+
 class Exhausted(Exception):
     """The retry budget ran out; ``message`` says what failed how often."""
 
@@ -318,6 +351,7 @@ class GatewayApp:
         # the hot loop: one read, one usage scan, one write per chunk as it arrives (readany is
         # what iter_any calls, minus one iterator frame per chunk)
         read, feed, write = upstream_response.content.readany, reader.feed, response.write
+        watch = IdleWatch(upstream_response, call.upstream.timeout_seconds)
         try:
             while chunk := await read():
                 feed(chunk)
@@ -330,6 +364,8 @@ class GatewayApp:
         except ConnectionResetError:
             error = True
             log.info("trial %s: client went away mid-stream", call.account.trial_id)
+        finally:
+            watch.cancel()
         # The ledger is updated before the client sees the end of the stream, so a caller that
         # reads usage after its stream ended always sees this request.
         self._finish(call, reader.finish(), upstream_response.status, error=error)

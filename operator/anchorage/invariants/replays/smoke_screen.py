@@ -1,9 +1,10 @@
 """Replay check for CUMCM 2025 A (smoke screen), Q5: the plan must be flyable and its totals honest.
 
 Registered as ``smoke_screen_coverage`` and named in the task's ``tests/invariants.yaml``; run by
-:func:`anchorage.invariants.gates.check`. It reads the Q5 plan ``q5.strategies`` (or
-``experiment_result.q5.strategies``) and the per-missile union ``experiment_result.q5_union_duration_s``
-(or ``q5.union_duration_s``), and replays, exactly (Fractions) with stated tolerances:
+:func:`anchorage.invariants.gates.check` (so by the scorer on every artifact of the task). It reads the
+Q5 plan ``q5.strategies`` (or ``experiment_result.q5.strategies``) and the per-missile union
+``experiment_result.q5_union_duration_s`` (or ``q5.union_duration_s``), and replays, exactly (``Decimal``
+in an unbounded context that traps any rounding) with stated tolerances:
 
 * ``smoke_q5_union_le_sum_<M>`` (hard): a missile's union of shielded time is at most the sum of
   the parts (per grenade: ``durations_s[M]`` when reported, else ``individual_duration_s`` of the
@@ -28,6 +29,30 @@ Registered as ``smoke_screen_coverage`` and named in the task's ``tests/invarian
   headings) fails it; the task's anchor is therefore our reproduction (see tasks/README.md).
 
 Missing fields are missing evidence (status ``missing``, severity ``warning``), never violations.
+
+**Speed** (the scorer calls this on every artifact of the task, so it must cost well under 1 ms).
+Every number of a row is read once (``Decimal``, exact). The shielding replay gives the same grid
+count as evaluating all 96 rim samples at every 0.02 s step of the cloud's life (that brute force
+cost ~10 ms per grenade), but evaluates only a few hundred (time, sample) pairs per grenade, all
+grenades in one numpy batch per stage:
+
+1. *Plane window (exact).* The segment from the missile to the target's centre Q lies in the fixed
+   plane through the missile's path and Q. Hiding the whole target implies hiding Q (the set of
+   points X whose segment to the missile meets the ball is convex, and Q is inside the hull of the
+   rim samples), so the cloud's centre must be within 10 m of that plane. The plane is nearly
+   horizontal and the cloud sinks at 3 m/s, so this is one analytic window of ≤ ~6.7 s.
+2. *Silhouette probes (exact superset).* In that window, only 6 rim samples (the sides, the far top
+   and the near bottom as seen along the missiles' nearly common azimuth) are tested at every step:
+   a time hidden for all 96 samples is hidden for these 6 (same float arithmetic as the full test).
+3. *Ends.* All 96 samples are tested only at the first and last few candidate steps. The whole
+   target's hidden times form one interval: exactly so for a cloud at rest (the missile moves on a
+   line, and the set of missile positions from which a convex cloud hides every sample is convex),
+   and the 3 m/s sink (1 % of the missile's speed) does not break it in practice —
+   ``tests/anchors/test_smoke_screen.py`` compares this replay with the brute-force grid on seeded
+   random clouds placed on the sight lines. When the candidates are not one run, or no hidden step
+   is found near an end, every candidate step is tested with all 96 samples (exact, slower).
+
+Shielding results are memoised per grenade (missile, burst time and point) within one call only.
 """
 
 from __future__ import annotations
@@ -35,29 +60,90 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping
-from fractions import Fraction
-from typing import Any
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, Inexact, InvalidOperation, Rounded, localcontext
+from functools import cache
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from anchorage.invariants.exact import to_fraction
+from anchorage.invariants.exact import Scaled
 from anchorage.invariants.replays import replay_check
 from anchorage.invariants.results import GateResult, Severity
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Floats = npt.NDArray[np.float64]
+    Ints = npt.NDArray[np.intp]
+    Bools = npt.NDArray[np.bool_]
+    Array = npt.NDArray[Any]
 
 DRONES = {"FY1": (17800, 0, 1800), "FY2": (12000, 1400, 1400), "FY3": (6000, -3000, 700),
           "FY4": (11000, 2000, 1800), "FY5": (13000, -2000, 1300)}
 MISSILES = ("M1", "M2", "M3")
-SPEED_RANGE = (Fraction(70), Fraction(140))
-DROP_GAP_S = Fraction(1)
+SPEED_RANGE = (Decimal(70), Decimal(140))
+DROP_GAP_S = Decimal(1)
 MAX_PER_DRONE = 3
-CLOUD_LIFE_S = Fraction(20)
-UNION_TOL_S = Fraction(5, 100)
-TIME_TOL_S = Fraction(1, 1000)
+CLOUD_LIFE_S = Decimal(20)
+UNION_TOL_S = Decimal("0.05")
+TIME_TOL_S = Decimal("0.001")
 POINT_TOL_M = 1.0
 G, G_SPREAD = 9.8, 0.02
 MISSILE_STARTS = {"M1": (20000, 0, 2000), "M2": (19000, 600, 2100), "M3": (18000, -600, 1900)}
 MISSILE_SPEED, SINK, CLOUD_R = 300.0, 3.0, 10.0
 TARGET_BASE, TARGET_R, TARGET_H, RIM = (0.0, 200.0, 0.0), 7.0, 10.0, 48
 REPLAY_DT, SHORTFALL_ABS, SHORTFALL_REL = 0.02, 0.3, 0.1
-_EPS = Fraction(1, 10**6)
+_EPS = Decimal("0.000001")
+_ZERO = Decimal(0)
+# unbounded and trapping: every sum and difference below is exact or raises
+_EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[Inexact, Rounded, InvalidOperation])
+_NUMBERS = ("heading_deg", "speed_mps", "drop_time_s", "fuse_time_s", "explode_time_s", "individual_duration_s",
+            "drop_x", "drop_y", "drop_z", "explode_x", "explode_y", "explode_z")
+_PROBES = ((0.0, 90.0), (0.0, -90.0), (1.0, 90.0), (1.0, -90.0), (1.0, 180.0), (0.0, 0.0))  # (top?, azimuth°)
+_MARGIN_M2 = 1e-3  # m², added for the centre Q only (its test is implied in exact, not float, arithmetic)
+_END_PROBES = 3   # candidate steps tested with all 96 samples at each end of a grenade's candidate run
+
+
+def _exact(value: Any) -> Decimal | None:
+    """A JSON number's exact value (floats through their shortest repr); None for non-numbers."""
+    kind = type(value)
+    if kind is Decimal:
+        return value if value.is_finite() else None
+    if kind is int:
+        return Decimal(value)
+    if kind is float:
+        return Decimal(repr(value)) if math.isfinite(value) else None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, Decimal):
+        return Decimal(value) if value.is_finite() else None
+    if isinstance(value, int):
+        return Decimal(int(value))
+    if isinstance(value, Scaled):
+        return Decimal(value.n).scaleb(-value.k, _EXACT)
+    return None
+
+
+class _Row(NamedTuple):
+    """One grenade of the plan, every number read once."""
+
+    tag: str
+    data: Mapping[str, Any]
+    num: dict[str, Decimal | None]
+    fl: dict[str, float]               # the same numbers as floats (those that are numbers)
+    parts: dict[str, Decimal | None]   # claimed shielded time per missile (see the module docstring)
+
+
+def _read_row(prefix: str, i: int, row: Mapping[str, Any]) -> _Row:
+    num = {key: _exact(row.get(key)) for key in _NUMBERS}
+    per = row.get("durations_s")
+    parts: dict[str, Decimal | None]
+    if isinstance(per, Mapping):
+        parts = {m: _ZERO if (v := _exact(per.get(m))) is None else v for m in MISSILES}
+    else:
+        target = row.get("target_missile")
+        parts = {m: num["individual_duration_s"] if target == m else _ZERO for m in MISSILES}
+    fl = {key: float(v) for key, v in num.items() if v is not None}
+    return _Row(f"{prefix}[{i}]", row, num, fl, parts)
 
 
 def _node(data: Mapping[str, Any], path: str) -> Any:
@@ -90,36 +176,22 @@ def _gate(name: str, paths: tuple[str, ...], problems: list[str] | None, ok_mess
                       message=ok_message, values=values or {})
 
 
-def _num(row: Mapping[str, Any], key: str) -> Fraction | None:
-    return to_fraction(row.get(key))
-
-
-def _part(row: Mapping[str, Any], missile: str) -> Fraction | None:
-    per = row.get("durations_s")
-    if isinstance(per, Mapping):
-        value = to_fraction(per.get(missile))
-        return value if value is not None else Fraction(0)
-    if row.get("target_missile") == missile:
-        return _num(row, "individual_duration_s")
-    return Fraction(0)
-
-
-def _union_checks(prefix: str, rows: list[Mapping[str, Any]], upath: str, union: Any) -> list[GateResult]:
+def _union_checks(prefix: str, rows: list[_Row], upath: str, union: Any) -> list[GateResult]:
     out: list[GateResult] = []
-    unions: dict[str, Fraction] = {}
+    unions: dict[str, Decimal] = {}
     for m in MISSILES:
-        value = to_fraction(union.get(m)) if isinstance(union, Mapping) else None
+        value = _exact(union.get(m)) if isinstance(union, Mapping) else None
         name = f"smoke_q5_union_le_sum_{m}"
         if value is None:
             out.append(_gate(name, (f"{upath}.{m}",), None, f"{upath}.{m} not reported"))
             continue
         unions[m] = value
-        parts = [_part(r, m) for r in rows]
+        parts = [r.parts[m] for r in rows]
         if any(p is None for p in parts):
             out.append(_gate(name, (f"{upath}.{m}", prefix), None, f"a grenade's duration for {m} is not a number"))
             continue
         known = [p for p in parts if p is not None]
-        total, largest = sum(known, Fraction(0)), max(known, default=Fraction(0))
+        total, largest = sum(known, _ZERO), max(known, default=_ZERO)
         problems = []
         if value > total + UNION_TOL_S:
             problems.append(f"{m}: union {float(value):.4f} s > sum of parts {float(total):.4f} s")
@@ -128,11 +200,11 @@ def _union_checks(prefix: str, rows: list[Mapping[str, Any]], upath: str, union:
         out.append(_gate(name, (f"{upath}.{m}", prefix), problems,
                          f"{m}: largest part {float(largest):.4f} s ≤ union {float(value):.4f} s ≤ sum {float(total):.4f} s",
                          values={"union_s": float(value), "sum_of_parts_s": float(total)}))
-    total_claim = to_fraction(union.get("total")) if isinstance(union, Mapping) else None
+    total_claim = _exact(union.get("total")) if isinstance(union, Mapping) else None
     if total_claim is None or len(unions) < len(MISSILES):
         out.append(_gate("smoke_q5_total", (f"{upath}.total",), None, f"{upath}.total or a missile's union not reported"))
     else:
-        summed = sum(unions.values(), Fraction(0))
+        summed = sum(unions.values(), _ZERO)
         bad = abs(total_claim - summed) > UNION_TOL_S
         out.append(_gate("smoke_q5_total", (f"{upath}.total",),
                          [f"total {float(total_claim):.4f} s ≠ M1+M2+M3 = {float(summed):.4f} s"] if bad else [],
@@ -140,30 +212,29 @@ def _union_checks(prefix: str, rows: list[Mapping[str, Any]], upath: str, union:
     return out
 
 
-def _plan_checks(prefix: str, rows: list[Mapping[str, Any]]) -> list[GateResult]:
+def _plan_checks(prefix: str, rows: list[_Row]) -> list[GateResult]:
     speed, drops, life, kin, heading = [], [], [], [], []
-    by_drone: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
-    for i, row in enumerate(rows):
-        tag = f"{prefix}[{i}]"
-        drone = row.get("uav")
+    by_drone: dict[str, list[_Row]] = {}
+    for row in rows:
+        drone = row.data.get("uav")
         if drone not in DRONES:
-            drops.append(f"{tag}: unknown drone {drone!r} (FY1–FY5)")
+            drops.append(f"{row.tag}: unknown drone {drone!r} (FY1–FY5)")
         else:
-            by_drone.setdefault(str(drone), []).append((i, row))
-        v = _num(row, "speed_mps")
+            by_drone.setdefault(str(drone), []).append(row)
+        v = row.num["speed_mps"]
         if v is not None and not SPEED_RANGE[0] - _EPS <= v <= SPEED_RANGE[1] + _EPS:
-            speed.append(f"{tag}: speed {float(v):.3f} m/s outside 70–140 m/s")
-        life.extend(_lifetime(tag, row))
+            speed.append(f"{row.tag}: speed {float(v):.3f} m/s outside 70–140 m/s")
+        life.extend(_lifetime(row))
         if drone in DRONES:
-            kin.extend(_kinematics(tag, str(drone), row))
+            kin.extend(_kinematics(str(drone), row))
     for drone, items in by_drone.items():
         if len(items) > MAX_PER_DRONE:
             drops.append(f"{drone}: {len(items)} grenades (at most {MAX_PER_DRONE})")
-        times = sorted(t for t in (_num(r, "drop_time_s") for _, r in items) if t is not None)
+        times = sorted(t for t in (r.num["drop_time_s"] for r in items) if t is not None)
         for a, b in itertools.pairwise(times):
             if b - a < DROP_GAP_S - _EPS:
                 drops.append(f"{drone}: drops at {float(a):.3f} s and {float(b):.3f} s are < 1 s apart")
-        heading.extend(_one_heading(drone, [r for _, r in items]))
+        heading.extend(_one_heading(drone, items))
     return [
         _gate("smoke_q5_speed", (f"{prefix}[*].speed_mps",), speed, "every drone speed in [70, 140] m/s"),
         _gate("smoke_q5_drops", (f"{prefix}[*].uav", f"{prefix}[*].drop_time_s"), drops,
@@ -177,21 +248,22 @@ def _plan_checks(prefix: str, rows: list[Mapping[str, Any]]) -> list[GateResult]
     ]
 
 
-def _lifetime(tag: str, row: Mapping[str, Any]) -> list[str]:
+def _lifetime(row: _Row) -> list[str]:
     out = []
-    drop, fuse, burst = _num(row, "drop_time_s"), _num(row, "fuse_time_s"), _num(row, "explode_time_s")
+    tag, num = row.tag, row.num
+    drop, fuse, burst = num["drop_time_s"], num["fuse_time_s"], num["explode_time_s"]
     if fuse is not None and fuse < 0:
         out.append(f"{tag}: negative fuse {float(fuse):.3f} s")
     if drop is not None and fuse is not None and burst is not None and abs(drop + fuse - burst) > TIME_TOL_S:
         out.append(f"{tag}: burst {float(burst):.3f} s ≠ drop + fuse {float(drop + fuse):.3f} s")
-    part = _num(row, "individual_duration_s")
+    part = num["individual_duration_s"]
     if part is not None and not 0 <= part <= CLOUD_LIFE_S:
         out.append(f"{tag}: part {float(part):.3f} s outside [0, 20] s")
-    intervals = row.get("intervals_s")
+    intervals = row.data.get("intervals_s")
     if burst is not None and isinstance(intervals, Mapping):
         for missile, spans in intervals.items():
             for span in spans if isinstance(spans, list) else []:
-                lo, hi = (to_fraction(x) for x in span) if isinstance(span, list) and len(span) == 2 else (None, None)
+                lo, hi = (_exact(x) for x in span) if isinstance(span, list) and len(span) == 2 else (None, None)
                 if lo is None or hi is None:
                     continue
                 if lo > hi or lo < burst - TIME_TOL_S or hi > burst + CLOUD_LIFE_S + TIME_TOL_S:
@@ -200,12 +272,11 @@ def _lifetime(tag: str, row: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _kinematics(tag: str, drone: str, row: Mapping[str, Any]) -> list[str]:
-    keys = ("heading_deg", "speed_mps", "drop_time_s", "fuse_time_s")
-    vals = [_num(row, k) for k in keys]
-    if any(v is None for v in vals):
+def _kinematics(drone: str, row: _Row) -> list[str]:
+    fl = row.fl
+    if not all(k in fl for k in ("heading_deg", "speed_mps", "drop_time_s", "fuse_time_s")):
         return []
-    heading, speed, drop, fuse = (float(v) for v in vals if v is not None)
+    heading, speed, drop, fuse = fl["heading_deg"], fl["speed_mps"], fl["drop_time_s"], fl["fuse_time_s"]
     x0, y0, z0 = DRONES[drone]
     ux, uy = math.cos(math.radians(heading)), math.sin(math.radians(heading))
     drop_pt = (x0 + speed * drop * ux, y0 + speed * drop * uy, float(z0))
@@ -214,19 +285,18 @@ def _kinematics(tag: str, drone: str, row: Mapping[str, Any]) -> list[str]:
     for label, point, expect, slack in (("drop", ("drop_x", "drop_y", "drop_z"), drop_pt, 0.0),
                                         ("burst", ("explode_x", "explode_y", "explode_z"), burst_pt,
                                          0.5 * G_SPREAD * fuse**2)):
-        got = [_num(row, k) for k in point]
-        if any(g is None for g in got):
+        if not all(k in fl for k in point):
             continue
-        dist = math.dist([float(g) for g in got if g is not None], expect)
+        dist = math.dist([fl[k] for k in point], expect)
         if dist > POINT_TOL_M + slack:
-            out.append(f"{tag}: {label} point is {dist:.1f} m from the replayed "
+            out.append(f"{row.tag}: {label} point is {dist:.1f} m from the replayed "
                        f"({expect[0]:.1f}, {expect[1]:.1f}, {expect[2]:.1f})")
     return out
 
 
-def _one_heading(drone: str, rows: list[Mapping[str, Any]]) -> list[str]:
-    headings = [float(h) % 360 for h in (_num(r, "heading_deg") for r in rows) if h is not None]
-    speeds = [float(v) for v in (_num(r, "speed_mps") for r in rows) if v is not None]
+def _one_heading(drone: str, rows: list[_Row]) -> list[str]:
+    headings = [r.fl["heading_deg"] % 360 for r in rows if "heading_deg" in r.fl]
+    speeds = [r.fl["speed_mps"] for r in rows if "speed_mps" in r.fl]
     out = []
     if headings and max(abs((h - headings[0] + 180) % 360 - 180) for h in headings) > 1e-3:
         out.append(f"{drone} flies several headings {sorted(set(round(h, 3) for h in headings))} "
@@ -236,49 +306,241 @@ def _one_heading(drone: str, rows: list[Mapping[str, Any]]) -> list[str]:
     return out
 
 
-def _shielded_times(row: Mapping[str, Any], missile: str) -> Any:
-    """Grid times (numpy array) at which this grenade's cloud alone hides the whole target."""
+# ---------------------------------------------------------------------------------------------
+# Shielding replay (see "Speed" in the module docstring)
+
+class _Geometry(NamedTuple):
+    rim: tuple[Floats, Floats, Floats]     # the 96 rim samples (x, y, z), as the brute-force grid uses them
+    probes: tuple[Floats, Floats, Floats]  # the silhouette samples of step 2 (a subset of the rim)
+    centre: tuple[Floats, Floats, Floats]  # the target's centre Q (inside the hull of the rim samples)
+    start: dict[str, tuple[float, float, float]]
+    unit: dict[str, tuple[float, float, float]]   # the missile's start direction (it flies the opposite way)
+    arrival: dict[str, float]              # seconds until the missile reaches the fake target
+    plane: dict[str, tuple[float, float, float]]  # unit normal (n_z > 0) of the plane (missile path, Q)
+
+
+class _Cloud(NamedTuple):
+    missile: str
+    burst_t: float
+    x: float
+    y: float
+    z: float
+
+
+class _Grid(NamedTuple):
+    """A cloud's time grid ``burst_t + k * step`` for k < size (exactly ``np.arange``'s values) and the
+    slice [lo, hi) of it inside the plane window."""
+
+    step: float
+    size: int
+    lo: int
+    hi: int
+
+
+@cache
+def _geometry() -> _Geometry:
     import numpy as np
 
-    burst_t, bx, by, bz = (_num(row, k) for k in ("explode_time_s", "explode_x", "explode_y", "explode_z"))
-    if burst_t is None or bx is None or by is None or bz is None or missile not in MISSILE_STARTS:
-        return None
-    m0 = np.array(MISSILE_STARTS[missile], dtype=float)
-    arrival = float(np.linalg.norm(m0)) / MISSILE_SPEED
-    t = np.arange(float(burst_t), min(float(burst_t) + float(CLOUD_LIFE_S), arrival), REPLAY_DT)
     ang = np.linspace(0, 2 * math.pi, RIM, endpoint=False)
-    rim = np.stack([TARGET_R * np.cos(ang), TARGET_R * np.sin(ang)], axis=1)
-    pts = np.vstack([np.column_stack([rim, np.full(RIM, z)]) for z in (0.0, TARGET_H)]) + np.array(TARGET_BASE)
-    m = m0 - np.outer(t, m0 / np.linalg.norm(m0)) * MISSILE_SPEED
-    c = np.array([float(bx), float(by), float(bz)]) - np.outer(t - float(burst_t), [0.0, 0.0, SINK])
-    u = pts[None] - m[:, None]
-    w = (c - m)[:, None]
-    s = np.clip(np.sum(w * u, axis=-1) / np.sum(u * u, axis=-1), 0.0, 1.0)
-    hidden = np.all(np.sum((w - s[..., None] * u) ** 2, axis=-1) <= CLOUD_R**2, axis=1)
-    return t[hidden]
+    ring = np.stack([TARGET_R * np.cos(ang), TARGET_R * np.sin(ang)], axis=1)
+    pts = np.vstack([np.column_stack([ring, np.full(RIM, z)]) for z in (0.0, TARGET_H)]) + np.array(TARGET_BASE)
+    centre = np.array(TARGET_BASE) + np.array([0.0, 0.0, TARGET_H / 2])
+    start, unit, arrival, plane, azimuths = {}, {}, {}, {}, []
+    for m, xyz in MISSILE_STARTS.items():
+        m0 = np.array(xyz, dtype=float)
+        norm = np.linalg.norm(m0)
+        start[m] = (float(m0[0]), float(m0[1]), float(m0[2]))
+        u = m0 / norm
+        unit[m] = (float(u[0]), float(u[1]), float(u[2]))
+        arrival[m] = float(norm) / MISSILE_SPEED
+        n = np.cross(m0, centre)   # the path passes through the origin (the fake target)
+        n = n / np.linalg.norm(n) * (1 if n[2] > 0 else -1)
+        plane[m] = (float(n[0]), float(n[1]), float(n[2]))
+        azimuths.append(math.degrees(math.atan2(m0[1] - centre[1], m0[0] - centre[0])))
+    view = sum(azimuths) / len(azimuths)   # the missiles' azimuths from the target differ by < 4°
+    index = [round((view + da) / (360 / RIM)) % RIM + (RIM if top else 0) for top, da in _PROBES]
+    probes = pts[sorted(set(index))]
+    return _Geometry((pts[:, 0].copy(), pts[:, 1].copy(), pts[:, 2].copy()),
+                     (probes[:, 0].copy(), probes[:, 1].copy(), probes[:, 2].copy()),
+                     (centre[0:1].copy(), centre[1:2].copy(), centre[2:3].copy()),
+                     start, unit, arrival, plane)
 
 
-def _replay_shielding(prefix: str, rows: list[Mapping[str, Any]], upath: str, union: Any) -> GateResult:
-    problems: list[str] = []
-    seen: dict[str, list[float]] = {m: [] for m in MISSILES}
-    replayed_any = False
-    for i, row in enumerate(rows):
-        missile = row.get("target_missile")
-        claimed = _part(row, str(missile)) if missile in MISSILES else None
-        times = _shielded_times(row, str(missile))
-        if claimed is None or times is None:
+def _grid(geo: _Geometry, cloud: _Cloud) -> _Grid:
+    """The brute force's grid (``np.arange(burst, min(burst + 20, arrival), 0.02)``) and its plane window."""
+    first = cloud.burst_t
+    stop = min(first + float(CLOUD_LIFE_S), geo.arrival[cloud.missile])
+    size = max(0, math.ceil((stop - first) / REPLAY_DT))
+    step = (first + REPLAY_DT) - first   # np.arange fills start + k * (its second value - start)
+    nx, ny, nz = geo.plane[cloud.missile]
+    height = nx * cloud.x + ny * cloud.y + nz * cloud.z   # signed distance of the burst point to the plane
+    lo, hi = (height - CLOUD_R) / (SINK * nz), (height + CLOUD_R) / (SINK * nz)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return _Grid(step, size, 0, 0)
+    ka = max(0, min(size, math.floor(lo / REPLAY_DT) - 1))
+    return _Grid(step, size, ka, max(ka, min(size, math.ceil(hi / REPLAY_DT) + 2)))
+
+
+def _constants(geo: _Geometry, clouds: list[_Cloud], grids: list[_Grid]) -> Floats:
+    """Per cloud (columns): missile start x, y, z, its unit vector x, y, z, burst t, x, y, z, grid step."""
+    import numpy as np
+
+    return np.array([[*geo.start[c.missile], *geo.unit[c.missile], c.burst_t, c.x, c.y, c.z, g.step]
+                     for c, g in zip(clouds, grids, strict=True)]).T.copy()
+
+
+def _hidden(consts: Floats, which: Ints, step: Ints, points: tuple[Floats, Floats, Floats], limit: float) -> Bools:
+    """Per (cloud ``which[i]``, grid step ``step[i]``), grouped by cloud in cloud order: does the cloud hide
+    every one of ``points`` (squared distance to the sight segment ≤ ``limit``)?
+
+    The arithmetic is the brute-force grid's, operation for operation, so a rim sample gets the same
+    verdict here as there.
+    """
+    import numpy as np
+
+    counts = np.bincount(which, minlength=consts.shape[1])
+    m0x, m0y, m0z, ex, ey, ez, burst_t, bx, by, bz, dt = np.repeat(consts, counts, axis=1)
+    t = burst_t + step * dt
+    mx, my, mz = m0x - t * ex * MISSILE_SPEED, m0y - t * ey * MISSILE_SPEED, m0z - t * ez * MISSILE_SPEED
+    wx, wy, wz = bx - mx, by - my, (bz - (t - burst_t) * SINK) - mz
+    ux, uy, uz = points[0][:, None] - mx, points[1][:, None] - my, points[2][:, None] - mz  # (point, pair)
+    s = wx * ux
+    s += wy * uy
+    s += wz * uz
+    norm = ux * ux
+    norm += uy * uy
+    norm += uz * uz
+    s /= norm
+    np.clip(s, 0.0, 1.0, out=s)
+    ux *= s
+    uy *= s
+    uz *= s
+    dx, dy, dz = np.subtract(wx, ux, out=ux), np.subtract(wy, uy, out=uy), np.subtract(wz, uz, out=uz)
+    dx *= dx
+    dy *= dy
+    dz *= dz
+    dx += dy
+    dx += dz
+    hidden: Bools = np.all(dx <= limit, axis=0)
+    return hidden
+
+
+def _pairs(steps: list[Ints]) -> tuple[Ints, Ints]:
+    """(cloud, grid step) pairs of every cloud's steps, grouped by cloud."""
+    import numpy as np
+
+    return np.repeat(np.arange(len(steps), dtype=np.intp), [len(k) for k in steps]), np.concatenate(steps)
+
+
+def _split(which: Ints, values: Array, clouds: int) -> list[Array]:
+    """``values`` (one per pair, grouped by cloud) cut into one array per cloud."""
+    import numpy as np
+
+    bounds = np.searchsorted(which, np.arange(clouds + 1))
+    return [values[bounds[i]:bounds[i + 1]] for i in range(clouds)]
+
+
+def _shielded_steps(geo: _Geometry, consts: Floats, grids: list[_Grid]) -> list[Ints]:
+    """Per cloud: the grid steps at which it alone hides every rim sample (see the module docstring)."""
+    import numpy as np
+
+    which, step = _pairs([np.arange(g.lo, g.hi) for g in grids])
+    if step.size:
+        near = _hidden(consts, which, step, geo.centre, CLOUD_R**2 + _MARGIN_M2)
+        which, step = which[near], step[near]
+        probed = _hidden(consts, which, step, geo.probes, CLOUD_R**2)
+        which, step = which[probed], step[probed]
+    candidates = _split(which, step, len(grids))
+    ends = [_end_steps(k) for k in candidates]
+    verdicts = _verify(geo, consts, ends)
+    out: list[Ints] = []
+    full: list[int] = []
+    for i, (k, probe, ok) in enumerate(zip(candidates, ends, verdicts, strict=True)):
+        steps = _run(k, probe, ok)
+        if steps is None:
+            full.append(i)
+            steps = k[:0]
+        out.append(steps)
+    if full:   # not one run, or no hidden step near an end: test every candidate step (exact)
+        everything = _verify(geo, consts, [k if i in full else k[:0] for i, k in enumerate(candidates)])
+        for i in full:
+            out[i] = candidates[i][everything[i]]
+    return out
+
+
+def _end_steps(k: Ints) -> Ints:
+    """The candidate steps tested with all samples: all of them for a short run, else a few at each end."""
+    import numpy as np
+
+    if len(k) <= 2 * _END_PROBES:
+        return k
+    return np.concatenate([k[:_END_PROBES], k[-_END_PROBES:]])
+
+
+def _verify(geo: _Geometry, consts: Floats, steps: list[Ints]) -> list[Array]:
+    """All-sample verdicts of the given grid steps of every cloud, in one batch."""
+    import numpy as np
+
+    which, step = _pairs(steps)
+    hidden = _hidden(consts, which, step, geo.rim, CLOUD_R**2) if step.size else np.zeros(0, dtype=bool)
+    return _split(which, hidden, len(steps))
+
+
+def _run(candidates: Ints, probe: Ints, ok: Array) -> Ints | None:
+    """The hidden grid steps implied by the end tests; None when every candidate must be tested."""
+    import numpy as np
+
+    if len(probe) == len(candidates):   # every candidate was tested (a short run)
+        hidden: Ints = probe[ok]
+        return hidden
+    if int(candidates[-1]) - int(candidates[0]) + 1 != len(candidates):
+        return None   # the candidates are not one run: no interval to trust
+    head, tail = probe[:_END_PROBES][ok[:_END_PROBES]], probe[_END_PROBES:][ok[_END_PROBES:]]
+    if len(head) == 0 or len(tail) == 0:
+        return None   # no hidden step near an end
+    return np.arange(int(head[0]), int(tail[-1]) + 1)
+
+
+def _replay(clouds: list[_Cloud]) -> tuple[list[int], dict[str, int]]:
+    """Per cloud, its number of shielded grid steps; per missile, the number of distinct 0.02 s slots
+    (``round(t / 0.02)``) shielded by any of its clouds — the brute force's part and union."""
+    import numpy as np
+
+    geo = _geometry()
+    grids = [_grid(geo, c) for c in clouds]
+    consts = _constants(geo, clouds, grids)
+    steps = _shielded_steps(geo, consts, grids)
+    which, step = _pairs(steps)
+    t = consts[6][which] + step * consts[10][which]
+    missile = np.array([MISSILES.index(c.missile) for c in clouds], dtype=np.intp)[which]
+    slots = np.unique(np.round(t / REPLAY_DT) * len(MISSILES) + missile)   # exact integers in float64
+    per_missile = np.bincount(np.mod(slots, len(MISSILES)).astype(np.intp), minlength=len(MISSILES))
+    return [len(k) for k in steps], {m: int(per_missile[i]) for i, m in enumerate(MISSILES)}
+
+
+def _replay_shielding(prefix: str, rows: list[_Row], upath: str, union: Any) -> GateResult:
+    clouds: dict[_Cloud, int] = {}   # memo within this call: one replay per distinct cloud
+    todo: list[tuple[_Row, str, Decimal, int]] = []
+    for row in rows:
+        missile = row.data.get("target_missile")
+        claimed = row.parts[missile] if missile in MISSILES else None
+        fl = row.fl
+        if claimed is None or not all(k in fl for k in ("explode_time_s", "explode_x", "explode_y", "explode_z")):
             continue
-        replayed_any = True
-        seen[str(missile)].extend(float(x) for x in times)
-        replay = len(times) * REPLAY_DT
-        if float(claimed) > replay + max(SHORTFALL_ABS, SHORTFALL_REL * float(claimed)):
-            problems.append(f"{prefix}[{i}] ({row.get('uav')}→{missile}): claims {float(claimed):.2f} s, "
-                            f"the whole-target replay gives {replay:.2f} s")
-    if not replayed_any:
+        cloud = _Cloud(str(missile), fl["explode_time_s"], fl["explode_x"], fl["explode_y"], fl["explode_z"])
+        todo.append((row, str(missile), claimed, clouds.setdefault(cloud, len(clouds))))
+    if not todo:
         return _gate("smoke_q5_shielding_replay", (prefix,), None, "no grenade with a burst time and point to replay")
+    counts, slots = _replay(list(clouds))
+    problems: list[str] = []
+    for row, missile, claimed, index in todo:
+        replay = counts[index] * REPLAY_DT
+        if float(claimed) > replay + max(SHORTFALL_ABS, SHORTFALL_REL * float(claimed)):
+            problems.append(f"{row.tag} ({row.data.get('uav')}→{missile}): claims {float(claimed):.2f} s, "
+                            f"the whole-target replay gives {replay:.2f} s")
     for m in MISSILES:
-        claimed_union = to_fraction(union.get(m)) if isinstance(union, Mapping) else None
-        replay_union = len({round(x / REPLAY_DT) for x in seen[m]}) * REPLAY_DT
+        claimed_union = _exact(union.get(m)) if isinstance(union, Mapping) else None
+        replay_union = slots[m] * REPLAY_DT
         slack = max(SHORTFALL_ABS, SHORTFALL_REL * float(claimed_union or 0))
         if claimed_union is not None and float(claimed_union) > replay_union + slack:
             problems.append(f"{upath}.{m}: claims {float(claimed_union):.2f} s, the replayed union is {replay_union:.2f} s")
@@ -289,11 +551,13 @@ def _replay_shielding(prefix: str, rows: list[Mapping[str, Any]], upath: str, un
 @replay_check("smoke_screen_coverage")
 def smoke_screen_coverage(data: Mapping[str, Any]) -> list[GateResult]:
     """Q5 plan feasibility and union-of-coverage honesty (see the module docstring)."""
-    prefix, rows = _first(data, "q5.strategies", "experiment_result.q5.strategies")
+    prefix, plan = _first(data, "q5.strategies", "experiment_result.q5.strategies")
     upath, union = _first(data, "experiment_result.q5_union_duration_s", "q5.union_duration_s")
-    if not isinstance(rows, list) or not all(isinstance(r, Mapping) for r in rows):
+    if not isinstance(plan, list) or not all(isinstance(r, Mapping) for r in plan):
         plan_missing = _gate("smoke_q5_plan", (prefix,), None, f"{prefix} (the Q5 plan) not reported as a list")
         return [plan_missing] + [_gate(f"smoke_q5_union_le_sum_{m}", (f"{upath}.{m}",), None,
                                        "no Q5 plan to replay") for m in MISSILES]
-    return (_union_checks(prefix, rows, upath, union) + _plan_checks(prefix, rows)
-            + [_replay_shielding(prefix, rows, upath, union)])
+    with localcontext(_EXACT):
+        rows = [_read_row(prefix, i, r) for i, r in enumerate(plan)]
+        return (_union_checks(prefix, rows, upath, union) + _plan_checks(prefix, rows)
+                + [_replay_shielding(prefix, rows, upath, union)])
