@@ -96,7 +96,7 @@ def main() -> None:
         idle = _operator(env, store, root / "idle.log")
         time.sleep(8)
         idle_cpu, idle_rss = _stop(idle)
-        first = len(cluster.api._requests)
+        before = collections.Counter(cluster.api.counts)
         proc = _operator(env, store, root / "operator.log")
         subprocess.run(["kubectl", "apply", "-f", "-"], input=_campaign(args.trials, args.parallelism).encode(),
                        env=env, check=True, capture_output=True)
@@ -110,17 +110,15 @@ def main() -> None:
             print(f"  {status.get('progress', '0/?')} after {time.perf_counter() - start:.0f}s", file=sys.stderr)
         elapsed = time.perf_counter() - start
         cpu, rss = _stop(proc)
-        requests = cluster.api._requests[first:]
+        counts = collections.Counter(cluster.api.counts)
+        counts.subtract(before)
     finally:
         thread.__exit__(None, None, None)
     total = int(status["total"])
     verbs: collections.Counter[str] = collections.Counter()
-    kinds: collections.Counter[str] = collections.Counter()
-    for request in requests:
-        method = request.method.value.upper()
-        verbs["WATCH" if request.params.get("watch") == "true" else method] += 1
-        plural = request.resource.plural if request.resource is not None else request.url.path
-        kinds[f"{method} {plural}{'/' + request.subresource if request.subresource else ''}"] += 1
+    kinds = +counts  # "VERB plural[/sub]" → requests made while the campaign ran
+    for kind, n in kinds.items():
+        verbs[kind.split()[0]] += n
     writes = sum(verbs[v] for v in ("POST", "PATCH", "PUT", "DELETE"))
     rate = total / elapsed
     print(f"trials: {total} (parallelism {args.parallelism}, simulated pods), wall {elapsed:.1f} s")

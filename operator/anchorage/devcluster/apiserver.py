@@ -18,6 +18,7 @@ event log so a stale resourceVersion gets 410 Gone.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import copy
 import datetime as dt
@@ -134,6 +135,8 @@ class FakeApiServer(kmock.KubernetesEmulator):
     store: ObjectStore = attrs.field(factory=ObjectStore)
     faults: list[Fault] = attrs.field(factory=list)
     bookmark_interval: float = 5.0
+    keep_requests: int = 20
+    counts: collections.Counter[str] = attrs.field(factory=collections.Counter)
     #: kind → pydantic model: custom resources are also validated with these (the CEL rules' twins)
     models: dict[str, Any] = attrs.field(factory=lambda: dict(manifests.KINDS))
     _schemas: dict[tuple[str, str], dict[str, Any]] = attrs.field(factory=dict)
@@ -151,7 +154,16 @@ class FakeApiServer(kmock.KubernetesEmulator):
         self.store.create(self.store.resource("", "namespaces"), None, {"metadata": {"name": "default"}})
 
     # The emulator's own object tracking is replaced by ObjectStore: skip KubernetesEmulator._handle.
+    # kmock matches every request against views over its whole request log, which makes a long run
+    # quadratic; the log is cut to its last ``keep_requests`` (20) entries (``counts`` keeps the totals).
     async def _handle(self, request: rendering.Request) -> Any:
+        method = request.method.value.upper() if request.method else "GET"
+        verb = "WATCH" if request.params.get("watch") == "true" else method
+        plural = request.resource.plural if request.resource is not None and request.resource.plural else "-"
+        sub = f"/{request.subresource}" if request.subresource else ""
+        self.counts[f"{verb} {plural}{sub}"] += 1
+        if len(self._requests) > self.keep_requests:
+            del self._requests[: len(self._requests) - self.keep_requests]
         return await apps.RawHandler._handle(self, request)
 
     # ----------------------------------------------------------------- discovery and CRDs

@@ -31,26 +31,31 @@ in an unbounded context that traps any rounding) with stated tolerances:
 Missing fields are missing evidence (status ``missing``, severity ``warning``), never violations.
 
 **Speed** (the scorer calls this on every artifact of the task, so it must cost well under 1 ms).
-Every number of a row is read once (``Decimal``, exact). The shielding replay gives the same grid
-count as evaluating all 96 rim samples at every 0.02 s step of the cloud's life (that brute force
-cost ~10 ms per grenade), but evaluates only a few hundred (time, sample) pairs per grenade, all
-grenades in one numpy batch per stage:
+Every number of a row is read once (``Decimal``, exact, and its float). The shielding replay gives
+the same grid counts as testing all 96 rim samples at every 0.02 s step of the cloud's life (that
+brute force, the original implementation, cost ~10 ms per grenade) but tests a few hundred
+(step, sample) pairs per grenade, all grenades in one numpy batch per stage, with the brute force's
+arithmetic operation for operation (so a tested pair gets the brute force's verdict):
 
 1. *Plane window (exact).* The segment from the missile to the target's centre Q lies in the fixed
-   plane through the missile's path and Q. Hiding the whole target implies hiding Q (the set of
-   points X whose segment to the missile meets the ball is convex, and Q is inside the hull of the
-   rim samples), so the cloud's centre must be within 10 m of that plane. The plane is nearly
-   horizontal and the cloud sinks at 3 m/s, so this is one analytic window of ≤ ~6.7 s.
-2. *Silhouette probes (exact superset).* In that window, only 6 rim samples (the sides, the far top
-   and the near bottom as seen along the missiles' nearly common azimuth) are tested at every step:
-   a time hidden for all 96 samples is hidden for these 6 (same float arithmetic as the full test).
-3. *Ends.* All 96 samples are tested only at the first and last few candidate steps. The whole
-   target's hidden times form one interval: exactly so for a cloud at rest (the missile moves on a
-   line, and the set of missile positions from which a convex cloud hides every sample is convex),
-   and the 3 m/s sink (1 % of the missile's speed) does not break it in practice —
-   ``tests/anchors/test_smoke_screen.py`` compares this replay with the brute-force grid on seeded
-   random clouds placed on the sight lines. When the candidates are not one run, or no hidden step
-   is found near an end, every candidate step is tested with all 96 samples (exact, slower).
+   plane through the missile's path and Q. The points X whose segment to the missile meets the ball
+   form a convex set (the union of the ball's homothetic images from the missile with factor ≥ 1),
+   and Q is in the hull of the rim samples, so hiding every sample hides Q and the cloud's centre
+   is within 10 m of that plane. The plane is nearly horizontal and the cloud sinks at 3 m/s: one
+   analytic window of ≤ ~6.7 s (padded by a step against rounding).
+2. *Coarse silhouette probes.* 6 rim samples (the sides, the far top and the near bottom as seen
+   along the missiles' nearly common azimuth) are tested at every 4th step of the window. A step
+   hidden for all 96 samples is hidden for these 6.
+3. *Ends.* The hidden steps form one run (for all 96 samples as for the 6 probes): exactly so for a cloud at rest (from a fixed sample, the
+   missile positions whose segment meets the ball form a convex set too, so the positions that
+   hide every sample are a convex set met by the missile's straight path in one interval); the
+   3 m/s sink (1 % of the missile's speed) does not break it in practice —
+   ``tests/anchors/test_smoke_screen.py`` compares this replay with the brute force on seeded
+   random clouds placed on the sight lines. So the probes' run lies within 3 steps beyond the first
+   and last coarse hits, and all 96 samples are tested only on the first and last 6 steps of that
+   span; the run goes from the first hidden step at the head to the last one at the tail. If an
+   end has no hidden step, every step of the span is tested; a cloud without a coarse hit gets the
+   probes at every step of its window and all 96 samples on each step they hide (exact).
 
 Shielding results are memoised per grenade (missile, burst time and point) within one call only.
 """
@@ -99,8 +104,8 @@ _EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[Inexact, Ro
 _NUMBERS = ("heading_deg", "speed_mps", "drop_time_s", "fuse_time_s", "explode_time_s", "individual_duration_s",
             "drop_x", "drop_y", "drop_z", "explode_x", "explode_y", "explode_z")
 _PROBES = ((0.0, 90.0), (0.0, -90.0), (1.0, 90.0), (1.0, -90.0), (1.0, 180.0), (0.0, 0.0))  # (top?, azimuth°)
-_MARGIN_M2 = 1e-3  # m², added for the centre Q only (its test is implied in exact, not float, arithmetic)
-_END_PROBES = 3   # candidate steps tested with all 96 samples at each end of a grenade's candidate run
+_COARSE = 4       # the silhouette samples are tested at every 4th step of the plane window first
+_END_STEPS = _COARSE - 1 + 3   # steps tested with all 96 samples at each end of a cloud's span
 
 
 def _exact(value: Any) -> Decimal | None:
@@ -312,7 +317,6 @@ def _one_heading(drone: str, rows: list[_Row]) -> list[str]:
 class _Geometry(NamedTuple):
     rim: tuple[Floats, Floats, Floats]     # the 96 rim samples (x, y, z), as the brute-force grid uses them
     probes: tuple[Floats, Floats, Floats]  # the silhouette samples of step 2 (a subset of the rim)
-    centre: tuple[Floats, Floats, Floats]  # the target's centre Q (inside the hull of the rim samples)
     start: dict[str, tuple[float, float, float]]
     unit: dict[str, tuple[float, float, float]]   # the missile's start direction (it flies the opposite way)
     arrival: dict[str, float]              # seconds until the missile reaches the fake target
@@ -362,7 +366,6 @@ def _geometry() -> _Geometry:
     probes = pts[sorted(set(index))]
     return _Geometry((pts[:, 0].copy(), pts[:, 1].copy(), pts[:, 2].copy()),
                      (probes[:, 0].copy(), probes[:, 1].copy(), probes[:, 2].copy()),
-                     (centre[0:1].copy(), centre[1:2].copy(), centre[2:3].copy()),
                      start, unit, arrival, plane)
 
 
@@ -444,37 +447,50 @@ def _shielded_steps(geo: _Geometry, consts: Floats, grids: list[_Grid]) -> list[
     """Per cloud: the grid steps at which it alone hides every rim sample (see the module docstring)."""
     import numpy as np
 
-    which, step = _pairs([np.arange(g.lo, g.hi) for g in grids])
+    which, step = _pairs([np.arange(g.lo, g.hi, _COARSE) for g in grids])
+    probed = _hidden(consts, which, step, geo.probes, CLOUD_R**2) if step.size else np.zeros(0, dtype=bool)
+    hits = _split(which[probed], step[probed], len(grids))
+    # no coarse hit: the probes may still hide a short run between coarse steps, so test every step
+    lonely = [np.arange(g.lo, g.hi) if not len(h) else h[:0] for g, h in zip(grids, hits, strict=True)]
+    which, step = _pairs(lonely)
     if step.size:
-        near = _hidden(consts, which, step, geo.centre, CLOUD_R**2 + _MARGIN_M2)
-        which, step = which[near], step[near]
         probed = _hidden(consts, which, step, geo.probes, CLOUD_R**2)
-        which, step = which[probed], step[probed]
-    candidates = _split(which, step, len(grids))
-    ends = [_end_steps(k) for k in candidates]
-    verdicts = _verify(geo, consts, ends)
+        lonely = _split(which[probed], step[probed], len(grids))
+    spans = [_span(g, h) for g, h in zip(grids, hits, strict=True)]
+    tests = [k if not len(h) else _end_steps(span) for k, h, span in zip(lonely, hits, spans, strict=True)]
+    verdicts = _verify(geo, consts, tests)
     out: list[Ints] = []
     full: list[int] = []
-    for i, (k, probe, ok) in enumerate(zip(candidates, ends, verdicts, strict=True)):
-        steps = _run(k, probe, ok)
+    for i, (h, test, ok) in enumerate(zip(hits, tests, verdicts, strict=True)):
+        steps = test[ok] if not len(h) else _run(spans[i], test, ok)
         if steps is None:
             full.append(i)
-            steps = k[:0]
+            steps = test[:0]
         out.append(steps)
-    if full:   # not one run, or no hidden step near an end: test every candidate step (exact)
-        everything = _verify(geo, consts, [k if i in full else k[:0] for i, k in enumerate(candidates)])
+    if full:   # no hidden step near an end: test every step of the span (exact)
+        everything = _verify(geo, consts, [spans[i] if i in full else spans[i][:0] for i in range(len(grids))])
         for i in full:
-            out[i] = candidates[i][everything[i]]
+            out[i] = spans[i][everything[i]]
     return out
 
 
-def _end_steps(k: Ints) -> Ints:
-    """The candidate steps tested with all samples: all of them for a short run, else a few at each end."""
+def _span(grid: _Grid, hits: Ints) -> Ints:
+    """The steps that can be hidden for the probes, given the coarse steps that are: from the step after
+    the coarse miss before the first hit to the step before the coarse miss after the last."""
     import numpy as np
 
-    if len(k) <= 2 * _END_PROBES:
+    if not len(hits):
+        return hits
+    return np.arange(max(grid.lo, int(hits[0]) - _COARSE + 1), min(grid.hi, int(hits[-1]) + _COARSE))
+
+
+def _end_steps(k: Ints) -> Ints:
+    """The steps tested with all samples: all of them for a short span, else the first and last few."""
+    import numpy as np
+
+    if len(k) <= 2 * _END_STEPS:
         return k
-    return np.concatenate([k[:_END_PROBES], k[-_END_PROBES:]])
+    return np.concatenate([k[:_END_STEPS], k[-_END_STEPS:]])
 
 
 def _verify(geo: _Geometry, consts: Floats, steps: list[Ints]) -> list[Array]:
@@ -486,16 +502,14 @@ def _verify(geo: _Geometry, consts: Floats, steps: list[Ints]) -> list[Array]:
     return _split(which, hidden, len(steps))
 
 
-def _run(candidates: Ints, probe: Ints, ok: Array) -> Ints | None:
-    """The hidden grid steps implied by the end tests; None when every candidate must be tested."""
+def _run(span: Ints, test: Ints, ok: Array) -> Ints | None:
+    """The hidden steps of ``span`` implied by the tests of its ends; None when every step must be tested."""
     import numpy as np
 
-    if len(probe) == len(candidates):   # every candidate was tested (a short run)
-        hidden: Ints = probe[ok]
+    if len(test) == len(span):   # every step of the span was tested
+        hidden: Ints = test[ok]
         return hidden
-    if int(candidates[-1]) - int(candidates[0]) + 1 != len(candidates):
-        return None   # the candidates are not one run: no interval to trust
-    head, tail = probe[:_END_PROBES][ok[:_END_PROBES]], probe[_END_PROBES:][ok[_END_PROBES:]]
+    head, tail = test[:_END_STEPS][ok[:_END_STEPS]], test[_END_STEPS:][ok[_END_STEPS:]]
     if len(head) == 0 or len(tail) == 0:
         return None   # no hidden step near an end
     return np.arange(int(head[0]), int(tail[-1]) + 1)
