@@ -29,3 +29,15 @@ def reference_dir() -> Path:
     if not (REFERENCE / "tasks").is_dir():
         pytest.skip(f"reference data not found at {REFERENCE} (set ANCHORAGE_REFERENCE)")
     return REFERENCE
+
+
+@pytest.fixture(scope="session")
+def mechanism():  # type: ignore[no-untyped-def]
+    """The sandbox mechanism this machine offers (bubblewrap or unshare); skips with the reason if none."""
+    from anchorage.errors import InfrastructureError
+    from anchorage.runtime.local import sandbox
+
+    try:
+        return sandbox.detect_mechanism()
+    except InfrastructureError as exc:
+        pytest.skip(f"no sandbox on this machine: {exc}")

@@ -1,21 +1,10 @@
-"""Fixtures of the engine tests: the sandbox mechanism and a campaign-manifest writer."""
+"""Fixtures of the engine tests: a campaign-manifest writer (the sandbox `mechanism` is in tests/conftest.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
-from anchorage.errors import InfrastructureError
-from anchorage.runtime.local import sandbox
-
-
-@pytest.fixture(scope="session")
-def mechanism() -> sandbox.Mechanism:
-    try:
-        return sandbox.detect_mechanism()
-    except InfrastructureError as exc:
-        pytest.skip(f"no sandbox on this machine: {exc}")
 
 
 def campaign_yaml(name: str, entries: str, *, tasks: str = "[smoke-inventory]", seeds: int = 1,

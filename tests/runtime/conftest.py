@@ -1,21 +1,10 @@
-"""Fixtures of the sandbox tests: the mechanism available here, and a trial folder."""
+"""Fixtures of the sandbox tests: a trial folder (the sandbox `mechanism` is in tests/conftest.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
-from anchorage.errors import InfrastructureError
-from anchorage.runtime.local import sandbox
-
-
-@pytest.fixture(scope="session")
-def mechanism() -> sandbox.Mechanism:
-    try:
-        return sandbox.detect_mechanism()
-    except InfrastructureError as exc:
-        pytest.skip(f"no sandbox on this machine: {exc}")
 
 
 @pytest.fixture

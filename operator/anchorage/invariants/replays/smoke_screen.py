@@ -527,8 +527,12 @@ def _replay(clouds: list[_Cloud]) -> tuple[list[int], dict[str, int]]:
     which, step = _pairs(steps)
     t = consts[6][which] + step * consts[10][which]
     missile = np.array([MISSILES.index(c.missile) for c in clouds], dtype=np.intp)[which]
-    slots = np.unique(np.round(t / REPLAY_DT) * len(MISSILES) + missile)   # exact integers in float64
-    per_missile = np.bincount(np.mod(slots, len(MISSILES)).astype(np.intp), minlength=len(MISSILES))
+    slots = np.round(t / REPLAY_DT) * len(MISSILES) + missile   # (slot, missile) as one exact float64 integer
+    slots.sort()
+    distinct = slots[np.flatnonzero(slots[1:] != slots[:-1]) + 1] if slots.size else slots
+    first = slots[:1]
+    per_missile = np.bincount(np.mod(np.concatenate([first, distinct]), len(MISSILES)).astype(np.intp),
+                              minlength=len(MISSILES))
     return [len(k) for k in steps], {m: int(per_missile[i]) for i, m in enumerate(MISSILES)}
 
 
