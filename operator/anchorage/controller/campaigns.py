@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from anchorage.campaigns.aggregation import TrialResult, leaderboard
 from anchorage.campaigns.names import scoring_run_name
-from anchorage.campaigns.planning import plan
+from anchorage.campaigns.planning import PlannedTrial, plan
 from anchorage.controller import kube, scoring, trials
 from anchorage.controller.settings import config
 from anchorage.controller.trials import condition
@@ -52,13 +52,24 @@ def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labels, st
 _CREATED: dict[str, set[str]] = {}
 
 
+_PLANS: dict[tuple[str, int], list[PlannedTrial]] = {}
+
+
+def _plan(body: kopf.Body, spec: CampaignSpec) -> list[PlannedTrial]:
+    """The campaign's matrix, planned once per (uid, generation) by this process."""
+    key = (body["metadata"]["uid"], int(body["metadata"].get("generation") or 0))
+    if key not in _PLANS:
+        _PLANS[key] = plan(body["metadata"]["name"], spec, list(spec.tasks))
+    return _PLANS[key]
+
+
 def _create_next(body: kopf.Body, spec: CampaignSpec, existing: dict[str, TrialState], active: int) -> int:
     """Create planned Trials that do not exist yet while fewer than ``parallelism`` are active."""
     created = 0
     mine = _CREATED.setdefault(body["metadata"]["uid"], set())
     mine.intersection_update(n for n in mine if n not in existing)  # keep only those not yet indexed
     active += len(mine)
-    for planned in plan(body["metadata"]["name"], spec, list(spec.tasks)):
+    for planned in _plan(body, spec):
         if active >= spec.parallelism:
             break
         if planned.name in existing or planned.name in mine:

@@ -46,10 +46,10 @@ arithmetic operation for operation (so a tested pair gets the brute force's verd
 2. *Coarse silhouette probes.* 6 rim samples (the sides, the far top and the near bottom as seen
    along the missiles' nearly common azimuth) are tested at every 4th step of the window. A step
    hidden for all 96 samples is hidden for these 6.
-3. *Ends.* The hidden steps form one run (for all 96 samples as for the 6 probes): exactly so for a cloud at rest (from a fixed sample, the
-   missile positions whose segment meets the ball form a convex set too, so the positions that
-   hide every sample are a convex set met by the missile's straight path in one interval); the
-   3 m/s sink (1 % of the missile's speed) does not break it in practice —
+3. *Ends.* The hidden steps form one run (for all 96 samples as for the 6 probes): exactly so
+   for a cloud at rest (from a fixed sample, the missile positions whose segment meets the ball
+   form a convex set too, so the positions that hide every sample are a convex set met by the
+   missile's straight path in one interval); the 3 m/s sink (1 % of the missile's speed) does not break it in practice —
    ``tests/anchors/test_smoke_screen.py`` compares this replay with the brute force on seeded
    random clouds placed on the sight lines. So the probes' run lies within 3 steps beyond the first
    and last coarse hits, and all 96 samples are tested only on the first and last 6 steps of that
@@ -529,10 +529,8 @@ def _replay(clouds: list[_Cloud]) -> tuple[list[int], dict[str, int]]:
     missile = np.array([MISSILES.index(c.missile) for c in clouds], dtype=np.intp)[which]
     slots = np.round(t / REPLAY_DT) * len(MISSILES) + missile   # (slot, missile) as one exact float64 integer
     slots.sort()
-    distinct = slots[np.flatnonzero(slots[1:] != slots[:-1]) + 1] if slots.size else slots
-    first = slots[:1]
-    per_missile = np.bincount(np.mod(np.concatenate([first, distinct]), len(MISSILES)).astype(np.intp),
-                              minlength=len(MISSILES))
+    distinct = slots[np.concatenate(([True], slots[1:] != slots[:-1]))] if slots.size else slots
+    per_missile = np.bincount(np.mod(distinct, len(MISSILES)).astype(np.intp), minlength=len(MISSILES))
     return [len(k) for k in steps], {m: int(per_missile[i]) for i, m in enumerate(MISSILES)}
 
 
