@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -23,14 +20,10 @@ import pytest
 from anchorage.invariants.replays import get
 from anchorage.invariants.replays.crop_planting import ceilings
 
+from .reproduction import run_reproduction, value_at
+
 SLUG = "cumcm-2024-c-crop-planting"
 LEGUMES = {1, 2, 3, 4, 5, 17, 18, 19}
-
-
-def value_at(data: Any, path: str) -> Any:
-    for part in path.split("."):
-        data = data[part]
-    return data
 
 
 @pytest.fixture(scope="module")
@@ -39,16 +32,10 @@ def task(tasks_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def run_dir(task: Path, reference_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def run_dir(task: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The results folder of one run of the oracle."""
-    local = task / "environment" / "data"
-    data = local if (local / "attachments").is_dir() else reference_dir / "tasks" / SLUG / "environment" / "data"
     results = tmp_path_factory.mktemp("results")
-    env = {**os.environ, "ANCHORAGE_DATA_DIR": str(data), "ANCHORAGE_RESULTS_DIR": str(results),
-           "PYTHON": sys.executable}
-    run = subprocess.run(["bash", str(task / "solution" / "solve.sh")], env=env, capture_output=True, text=True,
-                         timeout=300, check=False)
-    assert run.returncode == 0, run.stderr
+    run_reproduction(task, results)
     return results
 
 

@@ -12,9 +12,6 @@ published values of this contest problem) where the reference carries none we ca
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -24,14 +21,10 @@ import pytest
 from anchorage.invariants.replays import get
 from anchorage.invariants.replays.dragon_dance import PEAK_RATIO
 
+from .reproduction import run_reproduction, value_at
+
 SLUG = "cumcm-2024-a-dragon-dance"
 pytestmark = pytest.mark.slow   # the reproduction takes ~15–25 s on one core
-
-
-def value_at(data: Any, path: str) -> Any:
-    for part in path.split("."):
-        data = data[part]
-    return data
 
 
 @pytest.fixture(scope="module")
@@ -40,17 +33,8 @@ def task(tasks_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def run(task: Path, reference_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
-    local = task / "environment" / "data"
-    data = local if (local / "problem.md").is_file() else reference_dir / "tasks" / SLUG / "environment" / "data"
-    results = tmp_path_factory.mktemp("results")
-    env = {**os.environ, "ANCHORAGE_DATA_DIR": str(data), "ANCHORAGE_RESULTS_DIR": str(results),
-           "PYTHON": sys.executable}
-    proc = subprocess.run(["bash", str(task / "solution" / "solve.sh")], env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr
-    artifact: dict[str, Any] = json.loads((results / f"{SLUG}_result.json").read_text(encoding="utf-8"))
-    return artifact, proc.stdout
+def run(task: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    return run_reproduction(task, tmp_path_factory.mktemp("results"))
 
 
 def test_q5_prints_the_continuous_time_anchor(run: tuple[dict[str, Any], str]) -> None:

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import re
-import subprocess
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -20,14 +17,9 @@ from typing import Any
 
 import pytest
 
+from .reproduction import run_reproduction, value_at
+
 SLUG = "cumcm-2024-b-production-decision"
-
-
-def value_at(data: Any, path: str) -> Any:
-    """The value at a score_config path (dots and [i])."""
-    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path):
-        data = data[int(index)] if index else data[name]
-    return data
 
 
 def data_dir(task: Path, reference: Path) -> Path:
@@ -41,15 +33,8 @@ def task(tasks_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def artifact(task: Path, reference_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    results = tmp_path_factory.mktemp("results")
-    env = {**os.environ, "ANCHORAGE_DATA_DIR": str(data_dir(task, reference_dir)),
-           "ANCHORAGE_RESULTS_DIR": str(results), "PYTHON": sys.executable}
-    run = subprocess.run(["bash", str(task / "solution" / "solve.sh")], env=env, capture_output=True, text=True,
-                         timeout=300, check=False)
-    assert run.returncode == 0, run.stderr
-    loaded: dict[str, Any] = json.loads((results / f"{SLUG}_result.json").read_text(encoding="utf-8"))
-    return loaded
+def artifact(task: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return run_reproduction(task, tmp_path_factory.mktemp("results"))[0]
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +22,10 @@ import pytest
 from anchorage.invariants.replays import get
 from anchorage.invariants.replays import smoke_screen as smoke
 
+from .reproduction import run_reproduction, value_at
+
 SLUG = "cumcm-2025-a-smoke-screen"
 slow = pytest.mark.slow   # the tests on the reproduction: its strategy search takes ~30–60 s on one core
-
-
-def value_at(data: Any, path: str) -> Any:
-    for part in path.split("."):
-        data = data[part]
-    return data
 
 
 @pytest.fixture(scope="module")
@@ -41,17 +34,8 @@ def task(tasks_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def artifact(task: Path, reference_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    local = task / "environment" / "data"
-    data = local if (local / "problem.md").is_file() else reference_dir / "tasks" / SLUG / "environment" / "data"
-    results = tmp_path_factory.mktemp("results")
-    env = {**os.environ, "ANCHORAGE_DATA_DIR": str(data), "ANCHORAGE_RESULTS_DIR": str(results),
-           "PYTHON": sys.executable}
-    proc = subprocess.run(["bash", str(task / "solution" / "solve.sh")], env=env, capture_output=True,
-                          text=True, timeout=400, check=False)
-    assert proc.returncode == 0, proc.stderr
-    loaded: dict[str, Any] = json.loads((results / f"{SLUG}_result.json").read_text(encoding="utf-8"))
-    return loaded
+def artifact(task: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return run_reproduction(task, tmp_path_factory.mktemp("results"), timeout=400)[0]
 
 
 def failed(results: list[Any]) -> dict[str, Any]:

@@ -117,3 +117,23 @@ def test_operator_converges_through_injected_faults(kube_env: Env) -> None:
     assert all(f.times == 0 for f in api.faults), "every injected fault was hit"
     jobs = [j["metadata"]["name"] for j in kube_env.objects("batch", "jobs")]
     assert sorted(jobs) == ["smoke-oracle-s0-a0", "smoke-oracle-s0-score-verify"]
+
+
+def test_scoring_run_rescores_external_artifacts(kube_env: Env) -> None:
+    external = kube_env.store / "third-party" / "astra"
+    external.mkdir(parents=True)
+    expected = REPO / "tasks" / "smoke-inventory" / "tests" / "expected_result.json"
+    (external / "smoke-inventory_result.json").write_bytes(expected.read_bytes())
+    run = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "ScoringRun", "metadata": {"name": "rescore"},
+           "spec": {"task": "smoke-inventory", "artifacts": [
+               {"uri": "third-party/astra/smoke-inventory_result.json", "entry": "astra", "seed": 0},
+               {"uri": "third-party/missing/smoke-inventory_result.json", "entry": "ghost", "seed": 1}]}}
+    kube_env.start_operator()
+    kube_env.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(run))
+    kube_env.wait_for(lambda: _phase(kube_env, "sr", "rescore") in ("Succeeded", "Failed"), 60, "the rescoring")
+    status = kube_env.get("sr", "rescore")["status"]
+    scores = {s["entry"]: s for s in status["scores"]}
+    assert scores["astra"]["oEval"] == 1.0 and scores["astra"]["gradable"] is True
+    assert scores["ghost"]["gradable"] is False and scores["ghost"]["boEval"] == -1
+    record = json.loads((kube_env.store / scores["astra"]["recordUri"]).read_text())
+    assert record["o_eval"] == 1.0
