@@ -134,6 +134,8 @@ def to_scaled(value: Any) -> Scaled | None:
 
 def to_fraction(value: Any) -> Fraction | None:
     """The exact value of a JSON number as a Fraction (None when not a finite number)."""
+    if type(value) is Decimal:  # the common leaf (exact parse): its own ratio, no Scaled detour
+        return Fraction(*value.as_integer_ratio()) if value.is_finite() else None
     scaled = to_scaled(value)
     return None if scaled is None else scaled.to_fraction()
 

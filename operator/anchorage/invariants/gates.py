@@ -59,7 +59,7 @@ Verdict = Callable[..., bool]
 
 def check(task_root: Path, data: Any) -> list[GateResult]:
     """All gate results of the task's ``tests/invariants.yaml`` on ``data``; ``[]`` without the file."""
-    compiled = compiled_checks(Path(task_root))
+    compiled = compiled_checks(task_root)
     if compiled is None:
         return []
     spec, checks = compiled
@@ -139,11 +139,15 @@ def hard_errors(results: list[GateResult]) -> list[GateResult]:
 # --- the compiled (fast) checker -------------------------------------------------------------------
 
 _CHECKS: dict[str, tuple[tuple[int, int], InvariantsFile, list[Check]]] = {}
+_FILES: dict[Any, str] = {}
+"""task root (as given: ``Path`` or ``str``) -> the path of its invariants file, joined once."""
 
 
-def compiled_checks(task_root: Path) -> tuple[InvariantsFile, list[Check]] | None:
+def compiled_checks(task_root: Path | str) -> tuple[InvariantsFile, list[Check]] | None:
     """The task's parsed invariants and their compiled checks (one ``stat`` per call when cached)."""
-    path = os.path.join(task_root, INVARIANTS_FILE)
+    path = _FILES.get(task_root)
+    if path is None:
+        path = _FILES[task_root] = os.path.join(task_root, INVARIANTS_FILE)
     try:
         info = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -152,7 +156,7 @@ def compiled_checks(task_root: Path) -> tuple[InvariantsFile, list[Check]] | Non
     hit = _CHECKS.get(path)
     if hit is not None and hit[0] == stamp:
         return hit[1], hit[2]
-    spec = load_invariants(task_root)
+    spec = load_invariants(Path(task_root))
     if spec is None:
         return None
     checks = [compile_check(inv) for inv in spec.invariants]
@@ -263,13 +267,8 @@ def _lazy(name: str, form: str, paths: tuple[str, ...], status: GateStatus, seve
           source: tuple[Describe, list[Any]], new: Callable[[type[LazyGate]], LazyGate] = object.__new__,
           cls: type[LazyGate] = LazyGate) -> LazyGate:
     gate = new(cls)
-    state = gate.__dict__  # the dataclass is frozen: fill its fields directly
-    state["name"] = name
-    state["form"] = form
-    state["paths"] = paths
-    state["status"] = status
-    state["severity"] = severity
-    state["_source"] = source
+    # the dataclass is frozen: fill its fields directly (one update is cheaper than six stores)
+    gate.__dict__.update(name=name, form=form, paths=paths, status=status, severity=severity, _source=source)
     return gate
 
 
@@ -467,14 +466,19 @@ def _plain_check(inv: Invariant, patterns: list[Pattern], verdict: Verdict, conv
     form, severity, name, describe = inv.form, inv.severity, f"{inv.name}_{inv.form}", _describer(inv)
     paths = tuple(p.text for p in patterns)
     get_first = _getter(patterns[0].segments)
+    numeric = convert is _number
     if len(patterns) == 1:
-        def run_one(data: Any, out: list[GateResult]) -> None:
+        def run_one(data: Any, out: list[GateResult], new: Callable[[type[LazyGate]], LazyGate] = object.__new__,
+                    cls: type[LazyGate] = LazyGate, decimal: type[Decimal] = Decimal) -> None:
             raw = get_first(data)
-            x = convert(raw)
+            x = raw if numeric and type(raw) is decimal and raw.is_finite() else convert(raw)
             if x is None:
                 out.append(to_gate_result(exact_obligation(inv, name, paths, [raw])))
             else:
-                out.append(_lazy(name, form, paths, "passed" if verdict(x) else "failed", severity, (describe, [raw])))
+                gate = new(cls)  # _lazy, inlined (runs for every plain invariant of every artifact)
+                gate.__dict__.update(name=name, form=form, paths=paths, status="passed" if verdict(x) else "failed",
+                                     severity=severity, _source=(describe, [raw]))
+                out.append(gate)
 
         return run_one
     get_second = _getter(patterns[1].segments)
@@ -506,22 +510,29 @@ def _list_check(inv: Invariant, pattern: Pattern, verdict: Verdict, convert: Cal
     key = tail[0] if len(tail) == 1 and type(tail[0]) is str else None  # rows[*].x: one dict lookup each
     get_head = _getter(head)
 
-    def run(data: Any, out: list[GateResult]) -> None:
+    numeric = convert is _number  # a finite Decimal is its own exact number: no call for the common leaf
+
+    def run(data: Any, out: list[GateResult], new: Callable[[type[LazyGate]], LazyGate] = object.__new__,
+            cls: type[LazyGate] = LazyGate, decimal: type[Decimal] = Decimal) -> None:
         container = get_head(data)
         if type(container) is not list or not container:
             general(data, out)
             return
-        known = len(labels)
-        for index, element in enumerate(container):
+        if len(labels) < len(container):
+            label(len(container) - 1)
+        append = out.append
+        for element, (name, paths) in zip(container, labels, strict=False):  # labels may be longer
             if key is not None and type(element) is dict:
                 raw = element.get(key, MISSING)
             else:
                 raw = get_segments(element, tail) if tail else element
-            name, paths = labels[index] if index < known else label(index)
-            x = convert(raw)
+            x = raw if numeric and type(raw) is decimal and raw.is_finite() else convert(raw)
             if x is None:
-                out.append(to_gate_result(exact_obligation(inv, name, paths, [raw])))
+                append(to_gate_result(exact_obligation(inv, name, paths, [raw])))
             else:
-                out.append(_lazy(name, form, paths, "passed" if verdict(x) else "failed", severity, (describe, [raw])))
+                gate = new(cls)  # _lazy, inlined: this loop runs once per list element of every artifact
+                gate.__dict__.update(name=name, form=form, paths=paths, status="passed" if verdict(x) else "failed",
+                                     severity=severity, _source=(describe, [raw]))
+                append(gate)
 
     return run

@@ -18,7 +18,10 @@ SCORER_VERSION = "anchorage-scorer/1"
 
 @dataclass(slots=True)
 class MetricResult:
-    """One metric of one artifact: the inputs of its reward, the reward and why."""
+    """One metric of one artifact: the inputs of its reward, the reward and why.
+
+    ``scorer._result`` passes the fields positionally, in this order (keep the two in step).
+    """
 
     path: str
     value: Any                      # as read from the artifact (summarised when not a scalar)

@@ -52,8 +52,14 @@ _SEASON_PLANS: dict[str, tuple[tuple[tuple[str, frozenset[int]], ...], ...]] = {
 }
 
 
+@functools.cache
+def _repo_tasks() -> Path:
+    """The repository's ``tasks/`` (this file's place does not change: resolved once, not per artifact)."""
+    return Path(__file__).resolve().parents[4] / "tasks"
+
+
 def _task_data_dirs() -> list[Path]:
-    roots = [Path(__file__).resolve().parents[4] / "tasks"]
+    roots = [_repo_tasks()]
     roots += [Path(p) for p in os.environ.get("ANCHORAGE_TASKS", "").split(":") if p]
     return [root / SLUG / "environment" / "data" for root in roots]
 

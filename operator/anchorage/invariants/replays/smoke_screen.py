@@ -139,7 +139,8 @@ class _Row(NamedTuple):
 
 
 def _read_row(prefix: str, i: int, row: Mapping[str, Any]) -> _Row:
-    num = {key: _exact(row.get(key)) for key in _NUMBERS}
+    num = {key: value if type(value := row.get(key)) is Decimal and value.is_finite() else _exact(value)
+           for key in _NUMBERS}  # a finite Decimal (the exact parse's leaf) is its own value: no call
     per = row.get("durations_s")
     parts: dict[str, Decimal | None]
     if isinstance(per, Mapping):
