@@ -37,11 +37,6 @@ measures the CPU-bound worst case instead.
 
 from __future__ import annotations
 
-import sys
-
-if not sys.flags.safe_path and sys.path and sys.path[0].endswith("bench"):
-    del sys.path[0]  # bench/operator.py would shadow the standard library's ``operator``
-
 import argparse
 import asyncio
 import importlib.util
@@ -52,6 +47,7 @@ import signal
 import socket
 import statistics
 import subprocess
+import sys
 import threading
 import time
 import urllib.request

@@ -1,7 +1,6 @@
 """Benchmark of a campaign's verification-panel calls: one sandboxed process per call vs a plain process.
 
-Run: ``.venv/bin/python -P bench/panel_calls.py [--calls 40]`` (``-P``: ``bench/operator.py`` would shadow
-the standard library's ``operator`` module). Starts the local gateway in front of the labelled mock model
+Run: ``.venv/bin/python bench/panel_calls.py [--calls 40]``. Starts the local gateway in front of the labelled mock model
 and sends the same verifier conversation ``--calls`` times through
 :class:`anchorage.runtime.local.verifying.SandboxedModelClient` with the trial sandbox (bubblewrap/unshare:
 namespaces, binds, cgroup, per-call token) and unsandboxed (the same script as a plain process),

@@ -21,11 +21,6 @@ Run: ``.venv/bin/python bench/scoring.py [--variants 20] [--subprocess-sample 18
 
 from __future__ import annotations
 
-import sys
-
-if sys.path and sys.path[0].rstrip("/").endswith("bench"):  # run as a script: bench/operator.py would
-    sys.path.pop(0)                                         # shadow the standard library's operator module
-
 import argparse
 import contextlib
 import json
@@ -33,6 +28,7 @@ import os
 import random
 import resource
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator

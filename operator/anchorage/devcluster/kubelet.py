@@ -14,7 +14,7 @@ commands run with this machine's programs, with the virtualenv of this Python fi
 ``python -m anchorage...`` works as it does in the operator image). CPU and memory limits are not
 enforced here. Without bubblewrap a pod fails with reason ``SandboxUnavailable``.
 
-``simulate=True`` (load tests, ``bench/operator.py``) runs no container at all: each pod succeeds at
+``simulate=True`` (load tests, ``bench/kube_operator.py``) runs no container at all: each pod succeeds at
 once and the store receives what Anchorage's own pod programs would have written (the trial's
 ``upload.json``, a synthetic perfect ``score.json`` marked ``"simulated": true``).
 """

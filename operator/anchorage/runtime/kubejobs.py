@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from anchorage.errors import InputError
 from anchorage.manifests import API, AgentSpec, TrialSpec
-from anchorage.runtime.local.agents import SOLUTION_MOUNT, _cli_templates
+from anchorage.runtime.local.agents import SOLUTION_MOUNT, cli_templates
 
 Manifest = dict[str, Any]
 MANAGED_BY = {"app.kubernetes.io/managed-by": "anchorage"}
@@ -80,7 +80,7 @@ def agent_command(agent: AgentSpec, instruction: str, *, task: str, seed: int) -
     if agent.kind == "mock":
         raise InputError("agent kind 'mock' runs on the local engine only",
                          hint="use kind 'command' with a mock-agent image on the cluster")
-    return _cli_templates(agent, instruction)
+    return cli_templates(agent, instruction)
 
 
 def _resources(spec: TrialSpec, defaults: dict[str, float]) -> Manifest:

@@ -46,7 +46,7 @@ def anchor_is_imported(task: Task) -> bool:
     return readme.is_file() and "anchor: imported" in readme.read_text(encoding="utf-8", errors="replace").lower()
 
 
-def _cli_templates(spec: AgentSpec, instruction: str) -> list[str]:
+def cli_templates(spec: AgentSpec, instruction: str) -> list[str]:
     model = spec.model or ""
     if spec.kind == "codex":
         argv = ["codex", "exec", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check",
@@ -82,7 +82,7 @@ def plan_agent(spec: AgentSpec, task: Task, *, seed: int, base_dir: Path) -> Age
         values = {"instruction": instruction, "task": task.slug, "seed": str(seed), "model": spec.model or ""}
         argv = [_fill(part, values) for part in spec.command or []]
         return AgentPlan("command", "command", argv, dict(spec.env), needs_gateway=spec.model is not None)
-    argv = _cli_templates(spec, instruction)
+    argv = cli_templates(spec, instruction)
     env = {**spec.env, "ANCHORAGE_MODEL": spec.model or ""}
     plan = AgentPlan(spec.kind, f"{spec.kind} ({spec.model})", argv, env, needs_gateway=True)
     if not _on_sandbox_path(argv[0]):

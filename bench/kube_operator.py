@@ -1,9 +1,10 @@
 """Operator load benchmark: a campaign of trivial trials against the cluster fake, measured side by side
 with the fake's raw create throughput in the same run.
 
-    .venv/bin/python -m bench.operator --trials 10000 --parallelism 200
-    (or .venv/bin/python bench/operator.py: the script then drops bench/ from sys.path, where this
-    file would shadow the standard library's ``operator`` module)
+    .venv/bin/python bench/kube_operator.py --trials 10000 --parallelism 200
+
+(named ``kube_operator.py``, not ``operator.py``: a script folder holding ``operator.py`` would shadow the
+standard library's ``operator`` module for every script run from it)
 
 Pods are simulated (``FakeKubelet(simulate=True)``: nothing runs; the store receives what the pod
 programs would write), so the figures are the operator's own: API requests per trial by verb (from
@@ -15,16 +16,12 @@ the operator uses). Goals from issue 4: ≤ 8 API writes per trial, ≤ 5 ms CPU
 
 from __future__ import annotations
 
-import sys
-
-if sys.path and sys.path[0].rstrip("/").endswith("bench"):  # run as a script: do not shadow stdlib operator
-    sys.path.pop(0)
-
 import argparse
 import collections
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
