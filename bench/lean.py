@@ -13,6 +13,7 @@ Goal (issue 6): ≥ 100,000 obligations/s on the gate path. Run: ``.venv/bin/pyt
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -101,4 +102,6 @@ def main(repeat: int = 200) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 200)
+    parser = argparse.ArgumentParser(description="Obligations generated and checked per second (Python checker).")
+    parser.add_argument("rounds", nargs="?", type=int, default=200, help="rounds over all anchor artifacts")
+    main(parser.parse_args().rounds)
