@@ -13,7 +13,9 @@ All collectors live in the default registry, so one ``/metrics`` shows them all.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -138,3 +140,60 @@ class MetricsServer:
 def serve(port: int, addr: str = "127.0.0.1", registry: CollectorRegistry = REGISTRY) -> MetricsServer:
     """Serve ``/metrics`` on ``addr:port`` (0 picks a port) from a background thread."""
     return MetricsServer(port, addr, registry)
+
+
+# --- Operator helpers (called by ``anchorage.controller``; one call per handler) ----------------------
+
+#: Campaign label of a Trial created on its own (not by a VerificationCampaign).
+LONE = "none"
+#: Trial phases the ``anchorage_trials`` gauge reports for every entry (absent ones are set to 0).
+PHASES = ("Pending", "Running", "Succeeded", "Failed", "InfrastructureFailed")
+_CAMPAIGN_LABEL = "anchorage.dev/campaign"  # anchorage.runtime.kubejobs.LABEL_CAMPAIGN
+
+
+def trial_labels(trial: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(campaign, entry, task) labels of a Trial custom resource — never its name.
+
+    A lone Trial's campaign is ``none`` and its entry, when ``spec.entry`` is unset, its agent kind.
+    """
+    meta, spec = trial.get("metadata") or {}, trial.get("spec") or {}
+    campaign = (meta.get("labels") or {}).get(_CAMPAIGN_LABEL) or LONE
+    entry = spec.get("entry") or (spec.get("agent") or {}).get("kind") or "unknown"
+    return str(campaign), str(entry), str(spec.get("task") or "unknown")
+
+
+def _seconds_since(rfc3339: str | None, now: datetime | None) -> float | None:
+    if not rfc3339:
+        return None
+    try:
+        start = datetime.fromisoformat(rfc3339.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return max(0.0, ((now or datetime.now(UTC)) - start).total_seconds())
+
+
+def operator_trial_finished(trial: Mapping[str, Any], phase: str, reason: str, now: datetime | None = None) -> None:
+    """A Trial resource reached a terminal phase: count it, with its duration since ``status.startTime``."""
+    campaign, entry, task = trial_labels(trial)
+    started = (trial.get("status") or {}).get("startTime")
+    trial_finished(campaign, entry, task, phase, reason, _seconds_since(started, now))
+
+
+def operator_trial_scored(trial: Mapping[str, Any], o_eval: float | None, bo_eval: float | None) -> None:
+    """A Trial resource got its scores: publish them as the latest of its (campaign, entry, task)."""
+    campaign, entry, task = trial_labels(trial)
+    set_scores(campaign, entry, task, o_eval=o_eval, bo_eval=bo_eval)
+
+
+def campaign_trial_counts(campaign: str, entries: Mapping[str, str], phases: Mapping[str, str | None]) -> None:
+    """Set a campaign's ``anchorage_trials`` gauge from ``{trial: entry}`` and ``{trial: phase}``.
+
+    ``entries`` lists the campaign's planned trials; one not created yet, or without a phase yet,
+    counts as ``Pending``. Every phase of :data:`PHASES` is set for each entry (0 when none), so a
+    trial moving on leaves no stale count behind.
+    """
+    counts = {(entry, phase): 0 for entry in set(entries.values()) for phase in PHASES}
+    for trial, entry in entries.items():
+        key = (entry, phases.get(trial) or "Pending")
+        counts[key] = counts.get(key, 0) + 1
+    set_trial_counts(campaign, counts)

@@ -333,8 +333,12 @@ def test_monitors_are_gated_by_values(render: Render) -> None:
     for kind in ("ServiceMonitor", "PodMonitor", "PrometheusRule"):
         assert defaults.of_kind(kind) == [] and len(full.of_kind(kind)) == 1, kind
     monitor = full.one("PodMonitor", "anchorage-operator")
-    ports = {p["name"] for p in container(full, "anchorage-operator")["ports"]}
+    operator = container(full, "anchorage-operator")
+    ports = {p["name"]: p["containerPort"] for p in operator["ports"]}
     assert monitor["spec"]["podMetricsEndpoints"][0]["port"] in ports
+    # the operator serves /metrics on the declared port, reachable from outside the pod
+    assert f"--metrics-port={ports['metrics']}" in operator["args"] and "--metrics-addr=0.0.0.0" in operator["args"]
+    assert not any(a.startswith("--metrics-port") for a in container(defaults, "anchorage-operator")["args"])
 
 
 def test_helm_test_hook_checks_the_gateway(render: Render) -> None:

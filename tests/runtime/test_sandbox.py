@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -144,9 +145,10 @@ time.sleep(30)
 def test_sleeper_and_its_escaped_children_are_killed_at_timeout(
     mech: sandbox.Mechanism, folders: dict[str, Path]
 ) -> None:
-    code = """
+    marker = f"300.{uuid.uuid4().int % 10**9:09d}"  # a duration no other process on the machine sleeps
+    code = f"""
 import os, subprocess, time
-child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+child = subprocess.Popen(["sleep", "{marker}"], start_new_session=True)
 open("/root/results/child.pid", "w").write(str(child.pid))
 time.sleep(300)
 """
@@ -154,7 +156,8 @@ time.sleep(300)
     result = sandbox.run(_spec(folders, code, timeout_sec=1.5), mechanism=mech)
     assert result.outcome == "timeout"
     assert 1.5 <= result.wall_sec < 6.0 and time.monotonic() - started < 8.0
-    leftovers = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == "sleep\x00300\x00"]
+    assert (folders["results"] / "child.pid").is_file()  # the escaped child was started
+    leftovers = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == f"sleep\x00{marker}\x00"]
     assert leftovers == []
 
 

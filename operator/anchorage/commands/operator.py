@@ -2,7 +2,8 @@
 
 Registered by ``anchorage.cli``. Flags become the operator's ``OperatorConfig`` (passed to the
 handlers through ``ANCHORAGE_OPERATOR_CONFIG``); watches are namespaced (``--namespace``, repeatable)
-and logs are JSON lines by default.
+and logs are JSON lines by default. ``--metrics-port`` serves Prometheus ``/metrics`` (collectors of
+``anchorage.metrics``, fed by the handlers) from a background thread started before kopf runs.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ def run_operator(
     liveness: str = typer.Option("", "--liveness", help="Liveness endpoint, e.g. http://0.0.0.0:8080/healthz."),
     log_format: str = typer.Option("json", "--log-format", help="json, full or plain."),
     verbose: bool = typer.Option(False, "--verbose", help="Debug logs."),
+    metrics_port: int | None = typer.Option(None, "--metrics-port", min=0, max=65535,
+                                            help="Serve Prometheus /metrics on this port (0 picks one; default: off)."),
+    metrics_addr: str = typer.Option("127.0.0.1", "--metrics-addr",
+                                     help="Address of /metrics (0.0.0.0 in a pod, for the PodMonitor)."),
 ) -> None:
     """Run the Kubernetes operator for Trials, ScoringRuns and VerificationCampaigns."""
     import kopf
@@ -41,8 +46,19 @@ def run_operator(
     kopf.configure(verbose=verbose, log_format=kopf.LogFormat[log_format.upper()])
     import anchorage.controller  # noqa: F401  (registers the handlers)
 
+    if metrics_port is not None:
+        _serve_metrics(metrics_port, metrics_addr)
+
     kopf.run(standalone=standalone, namespaces=namespaces, peering_name="anchorage",
              liveness_endpoint=liveness or None, clusterwide=False)
+
+
+def _serve_metrics(port: int, addr: str) -> None:
+    """Start ``/metrics`` (a daemon thread: it ends with the operator) and say where it listens."""
+    from anchorage import metrics
+
+    server = metrics.serve(port, addr=addr)
+    typer.echo(f"metrics on http://{addr}:{server.port}/metrics", err=True)
 
 
 def register(app: typer.Typer) -> None:

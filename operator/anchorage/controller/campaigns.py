@@ -15,12 +15,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import threading
 import time
 from typing import Any
 
 import kopf
 from pydantic import ValidationError
 
+from anchorage import metrics
 from anchorage.campaigns.aggregation import TrialResult, leaderboard
 from anchorage.campaigns.names import scoring_run_name
 from anchorage.campaigns.planning import PlannedTrial, plan
@@ -34,6 +36,9 @@ from anchorage.runtime.kubepod import open_store
 INTERVAL = float(os.environ.get("ANCHORAGE_CAMPAIGN_INTERVAL", "2"))
 SWEEP_SEC = float(os.environ.get("ANCHORAGE_SWEEP_INTERVAL", "10"))
 _LAST_SWEEP: dict[str, float] = {}
+#: kopf runs the timer and the change handlers of one campaign concurrently (sync handlers in its
+#: thread pool); one pass at a time keeps ``_CREATED`` and the parallelism count consistent.
+_PASS_LOCK = threading.Lock()
 TrialState = tuple[str, str | None, bool, float]  # name, phase, done, cost
 
 
@@ -133,6 +138,12 @@ def sweep(body: kopf.Body, states: dict[str, TrialState]) -> None:
 def reconcile(body: kopf.Body, status: kopf.Status,
               index: kopf.Index[tuple[str | None, str], TrialState]) -> dict[str, Any]:
     """One pass: create what may be created, count, aggregate when everything is scored."""
+    with _PASS_LOCK:
+        return _reconcile(body, status, index)
+
+
+def _reconcile(body: kopf.Body, status: kopf.Status,
+               index: kopf.Index[tuple[str | None, str], TrialState]) -> dict[str, Any]:
     meta = body["metadata"]
     try:
         spec = CampaignSpec.model_validate(body["spec"])
@@ -145,6 +156,8 @@ def reconcile(body: kopf.Body, status: kopf.Status,
     created = 0 if spec.suspend else _create_next(body, spec, states, active)
     done = sum(1 for s in states.values() if s[2])
     infra = sum(1 for s in states.values() if s[1] == "InfrastructureFailed")
+    metrics.campaign_trial_counts(meta["name"], {p.name: p.entry for p in _plan(body, spec)},
+                                  {n: s[1] for n, s in states.items()})
     new: dict[str, Any] = {
         "total": total, "created": len(states) + created, "running": active + created, "finished": done,
         "scored": done - infra, "infrastructureFailed": infra, "progress": f"{done}/{total}",

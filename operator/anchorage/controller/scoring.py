@@ -14,6 +14,7 @@ from typing import Any, cast
 import kopf
 from pydantic import ValidationError
 
+from anchorage import metrics
 from anchorage.controller import kube
 from anchorage.controller.settings import config
 from anchorage.controller.trials import _finished, condition
@@ -140,6 +141,7 @@ def finish(run: dict[str, Any], result: str) -> None:
             "conditions": [*(trial.get("status") or {}).get("conditions", [])[:1],
                            condition("Scored", "True" if ok else "False", "Scored" if ok else "VerifierFailed",
                                      f"O-Eval {first['oEval']}")]})
+        metrics.operator_trial_scored(trial, first["oEval"], first["boEval"])
     kube.patch_status("scoringruns", meta["namespace"], meta["name"], {
         "phase": "Succeeded" if ok else "Failed",
         "raw": first.get("raw"), "oEval": first.get("oEval"), "boEval": first.get("boEval"),

@@ -16,6 +16,7 @@ from typing import Any, cast
 import kopf
 from pydantic import ValidationError
 
+from anchorage import metrics
 from anchorage.campaigns.names import dns_label, scoring_run_name
 from anchorage.controller import kube
 from anchorage.controller.settings import config
@@ -98,6 +99,7 @@ def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) ->
     except (ValidationError, AnchorageError) as exc:
         patch["status"] = {"phase": "InfrastructureFailed", "reason": "sandbox_error", "message": str(exc),
                            "conditions": [condition("Ready", "False", "InvalidInput", str(exc)[:1000])]}
+        metrics.operator_trial_finished(body, "InfrastructureFailed", "sandbox_error")
         raise kopf.PermanentError(f"cannot launch: {exc}") from exc
 
 
@@ -153,6 +155,7 @@ def finish(trial: dict[str, Any], job: kopf.Body, result: str) -> None:
         kube.create_custom("scoringruns", kubejobs.child_scoring_run(trial, run, verification))
         new["scoringRun"] = run
     kube.patch_status("trials", ns, name, new)
+    metrics.operator_trial_finished(trial, phase, reason)
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "trial", **kubejobs.MANAGED_BY})

@@ -38,6 +38,7 @@ from anchorage.devcluster.storage import ApiError, Event, Obj, ObjectStore, Reso
 
 NO_NETWORK_LABEL = "anchorage.dev/network"
 _SKIP_ROOT = {"proc", "dev", "sys", "tmp", "run", "root"}
+_SOURCE_ROOT = Path(__file__).resolve().parents[3]  # the checkout (or site-packages' parent) holding anchorage/
 
 
 @dataclass
@@ -288,7 +289,9 @@ class FakeKubelet:
                 argv += ["--symlink", os.readlink(path), str(path)]
             elif path.is_dir():
                 argv += ["--ro-bind", str(path), str(path)]
-        for prefix in sorted({sys.base_prefix, sys.prefix}):  # this Python, when it lives under /root
+        # this Python and the checkout it runs from (an editable install's sources, the tasks), when they live
+        # under a folder the pod gets fresh (/tmp, /root): CI clones may sit under /tmp
+        for prefix in sorted({sys.base_prefix, sys.prefix, str(_SOURCE_ROOT)}):
             if Path(prefix).parts[1:2] and Path(prefix).parts[1] in _SKIP_ROOT:
                 argv += ["--ro-bind", prefix, prefix]
         for mount in container.get("volumeMounts", []):
