@@ -289,15 +289,16 @@ class FakeKubelet:
                 argv += ["--symlink", os.readlink(path), str(path)]
             elif path.is_dir():
                 argv += ["--ro-bind", str(path), str(path)]
-        # this Python and the checkout it runs from (an editable install's sources, the tasks), when they live
-        # under a folder the pod gets fresh (/tmp, /root): CI clones may sit under /tmp
-        for prefix in sorted({sys.base_prefix, sys.prefix, str(_SOURCE_ROOT)}):
-            if Path(prefix).parts[1:2] and Path(prefix).parts[1] in _SKIP_ROOT:
-                argv += ["--ro-bind", prefix, prefix]
         for mount in container.get("volumeMounts", []):
             source = mounts[mount["name"]] / mount.get("subPath", "")
             argv += ["--ro-bind" if mount.get("readOnly") else "--bind", str(source), mount["mountPath"]]
-        for path in self.writable:  # after the volumes: a volume at /tmp must not hide a store under /tmp
+        # After the volumes (a volume at /tmp must not hide them): this Python and the checkout it runs from (an
+        # editable install's sources, the tasks) when they live under a folder the pod gets fresh (/tmp, /root;
+        # CI clones may sit under /tmp), then the writable store folders.
+        for prefix in sorted({sys.base_prefix, sys.prefix, str(_SOURCE_ROOT)}):
+            if Path(prefix).parts[1:2] and Path(prefix).parts[1] in _SKIP_ROOT:
+                argv += ["--ro-bind", prefix, prefix]
+        for path in self.writable:
             argv += ["--bind", str(path), str(path)]
         if no_net:
             argv.append("--unshare-net")
