@@ -13,6 +13,8 @@ from typing import Any
 
 import typer
 
+from anchorage.commands import TASK_HELP
+
 lean_app = typer.Typer(help="Lean obligations: generate, check, audit, discriminate (SPEC §5).", no_args_is_help=True)
 
 
@@ -26,7 +28,6 @@ def _task_root(task: str) -> Path:
     return Path(resolve_task(task))
 
 
-TASK_HELP = "Task directory, or a task name looked up in ./tasks, the repo's tasks/ and $ANCHORAGE_TASKS."
 
 
 @lean_app.command("gen")

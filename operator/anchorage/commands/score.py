@@ -13,6 +13,8 @@ from typing import Any
 
 import typer
 
+from anchorage.commands import TASK_HELP
+
 
 def register(app: typer.Typer) -> None:
     app.command("score")(score)
@@ -21,8 +23,7 @@ def register(app: typer.Typer) -> None:
 def score(
     artifact: Path = typer.Argument(..., help="The artifact JSON, or a results folder searched for "
                                     "<slug>_result.json (near-miss names are recovered and recorded)."),
-    task: str = typer.Option(..., "--task", help="Task directory, or a task name looked up in ./tasks, "
-                             "the repo's tasks/ and $ANCHORAGE_TASKS."),
+    task: str = typer.Option(..., "--task", help=TASK_HELP),
     baseline: Path | None = typer.Option(None, "--baseline", help="Baseline entry's artifact or score record "
                                          "(F of Robust BO-Eval); default: the configuration's baseline endpoint."),
     as_json: bool = typer.Option(False, "--json", help="Print the full score record as JSON."),
