@@ -27,8 +27,10 @@ Definitions (all per concurrency, the median over ``--rounds`` rounds):
 
 Before/after in one run: copy the gateway package before changing it (``cp -r
 operator/anchorage/gateway /tmp/gateway-before``) and pass ``--before /tmp/gateway-before``.
-uvloop is not a dependency: ``pip install --target /tmp/uvloop uvloop`` and ``--site /tmp/uvloop``
-runs all processes on it.
+The mock and the client run on asyncio's loop; the gateway on its own choice (uvloop when importable,
+as in production) unless ``--gateway-loops`` says otherwise — ``--gateway-loops asyncio uvloop`` benches
+both side by side. ``--ledger-dir DIR`` adds the current gateway journalling its ledger (fsynced per
+request, as the chart's gateway does) as ``gateway+ledger``.
 
 Goals (issue 5): added p50 ≤ 2 ms, throughput ≥ 90 % of direct. The mock streams ``--chunks``
 content chunks ``--chunk-delay`` seconds apart (a model generating tokens); ``--chunk-delay 0``
@@ -48,6 +50,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -77,7 +80,7 @@ def serve_mock(port: int, chunks: int, chunk_delay: float) -> None:
     reply = "".join(f"token{i:04d} " for i in range(chunks * 2))  # 20 chars per chunk
     config = MockConfig(replies=[ReplyRule(marker=MARKER, reply=reply)], stream_chunk_chars=20,
                         chunk_delay_seconds=chunk_delay)
-    run_until_terminated(MockUpstream(config).app(), port)
+    run_until_terminated(MockUpstream(config).app(), port, uvloop=False)
 
 
 def load_gateway_package(directory: Path) -> None:
@@ -94,9 +97,13 @@ def load_gateway_package(directory: Path) -> None:
     spec.loader.exec_module(module)
 
 
-def serve_gateway(port: int, upstream: str, package: str) -> None:
+def serve_gateway(port: int, upstream: str, package: str, loop: str, ledger_dir: str) -> None:
     import logging
 
+    if loop != "default":
+        os.environ["ANCHORAGE_EVENT_LOOP"] = loop
+    if loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        raise SystemExit("--gateway-loops uvloop: uvloop is not importable (pip install uvloop, or --site DIR)")
     if package != "-":
         load_gateway_package(Path(package))
     from anchorage.gateway import GatewayConfig
@@ -104,17 +111,22 @@ def serve_gateway(port: int, upstream: str, package: str) -> None:
 
     logging.basicConfig(level=logging.WARNING)
     os.environ["BENCH_SECRET"] = SECRET
+    extra = {"ledger_dir": ledger_dir} if ledger_dir != "-" else {}
     config = GatewayConfig(upstreams=[{"name": "mock", "base_url": upstream}],
-                           port=port, token_secret_env="BENCH_SECRET")
+                           port=port, token_secret_env="BENCH_SECRET", **extra)
     app, _ledger = build_app(config)
-    run_until_terminated(app, port)
+    run_until_terminated(app, port, uvloop=True)
 
 
-def run_until_terminated(app: Any, port: int) -> None:
-    """Serve ``app`` (on the gateway's event loop choice: uvloop when installed) until SIGTERM."""
+def run_until_terminated(app: Any, port: int, *, uvloop: bool) -> None:
+    """Serve ``app`` until SIGTERM (``uvloop``: the gateway's choice, uvloop when importable)."""
+    import inspect
+
     from anchorage.gateway import BackgroundServer
 
-    server = BackgroundServer(app, port=port).start()
+    # a --before copy may predate the uvloop argument: it then picks its loop from ANCHORAGE_EVENT_LOOP alone
+    choice = {"uvloop": uvloop} if "uvloop" in inspect.signature(BackgroundServer).parameters else {}
+    server = BackgroundServer(app, port=port, **choice).start()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     stop.wait()
@@ -299,13 +311,13 @@ def cell(row: dict[str, Any], key: str, unit: str = "ms", width: int = 8) -> str
 
 
 def print_table(rows: list[dict[str, Any]], frames: int) -> None:
-    head = (f"{'N':>4} {'target':>8} | {'p50':>8} {'p99':>8} {'ttfb p50':>8} | {'+p50':>8} {'+p99':>8} "
+    head = (f"{'N':>4} {'target':>21} | {'p50':>8} {'p99':>8} {'ttfb p50':>8} | {'+p50':>8} {'+p99':>8} "
             f"{'+ttfb':>8} | {'streams/s':>9} {'ratio':>7} {'cores':>5} | {'gw/chunk':>8} {'gw/strm':>8} "
             f"{'mock/strm':>9} {'clnt/strm':>9}")
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['concurrency']:>4} {r['target']:>8} | {cell(r, 'p50_ms')} {cell(r, 'p99_ms')} "
+        print(f"{r['concurrency']:>4} {r['target']:>21} | {cell(r, 'p50_ms')} {cell(r, 'p99_ms')} "
               f"{cell(r, 'ttfb_p50_ms')} | {cell(r, 'added_p50_ms')} {cell(r, 'added_p99_ms')} "
               f"{cell(r, 'added_ttfb_p50_ms')} | {r['rps']:>9.1f} {cell(r, 'throughput_ratio', '%', 7)} {r['cores']:>5.2f} | "
               f"{cell(r, 'gateway_cpu_us_per_chunk', 'µs')} {cell(r, 'gateway_cpu_us_per_stream', 'µs')} "
@@ -332,10 +344,18 @@ def parse_args() -> argparse.Namespace:
                              "last CPU, mock and client on the others; none: no pinning")
     parser.add_argument("--site", type=Path, metavar="DIR",
                         help="extra import path for all processes, e.g. a 'pip install --target DIR uvloop' "
-                             "(the servers and the client then run on uvloop)")
+                             "where uvloop is not installed (the gateway then runs on it)")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     parser.add_argument("--serve-mock", nargs=3, metavar=("PORT", "CHUNKS", "DELAY"), help=argparse.SUPPRESS)
-    parser.add_argument("--serve-gateway", nargs=3, metavar=("PORT", "UPSTREAM", "PACKAGE"), help=argparse.SUPPRESS)
+    parser.add_argument("--gateway-loops", nargs="+", choices=["default", "asyncio", "uvloop"], default=["default"],
+                        help="event loop(s) of the gateway processes: each gateway package is benched once per "
+                             "loop listed, side by side (default: uvloop when importable, else asyncio; the mock "
+                             "and the client always use the default)")
+    parser.add_argument("--ledger-dir", type=Path, metavar="DIR",
+                        help="also bench the current gateway journalling its usage ledger (fsynced, as the "
+                             "chart's gateway does) into a fresh subdirectory of DIR: targets '...+ledger'")
+    parser.add_argument("--serve-gateway", nargs=5, metavar=("PORT", "UPSTREAM", "PACKAGE", "LOOP", "LEDGER"),
+                        help=argparse.SUPPRESS)
     return parser.parse_args()
 
 
@@ -353,7 +373,7 @@ def main() -> None:
     if args.serve_mock:
         return serve_mock(int(args.serve_mock[0]), int(args.serve_mock[1]), float(args.serve_mock[2]))
     if args.serve_gateway:
-        return serve_gateway(int(args.serve_gateway[0]), args.serve_gateway[1], args.serve_gateway[2])
+        return serve_gateway(int(args.serve_gateway[0]), *args.serve_gateway[1:])
 
     sys.path[:0] = [*([str(args.site)] if args.site else []), str(REPO / "operator")]
     from anchorage.gateway.ledger import mint_token
@@ -369,22 +389,32 @@ def main() -> None:
     token = mint_token(SECRET.encode(), "bench-trial")
     targets = [Target("direct", direct_url, "unused", None)]
     packages = {"gateway": "-"} | ({"before": str(args.before.resolve())} if args.before else {})
-    for name, package in packages.items():
+    variants = [(package_name, package, loop_name, journal)
+                for package_name, package in packages.items() for loop_name in args.gateway_loops
+                for journal in ([False, True] if args.ledger_dir and package == "-" else [False])]
+    for package_name, package, loop_name, journal in variants:
+        name = (package_name if len(args.gateway_loops) == 1 else f"{package_name}:{loop_name}") + \
+            ("+ledger" if journal else "")
         port = free_port()
-        children[name] = spawn(gateway_cpus, args.site, "--serve-gateway", str(port), direct_url, package)
+        ledger = tempfile.mkdtemp(prefix=f"{name.replace(':', '-')}-", dir=args.ledger_dir) if journal else "-"
+        children[name] = spawn(gateway_cpus, args.site, "--serve-gateway", str(port), direct_url, package,
+                               loop_name, ledger)
         targets.append(Target(name, f"http://127.0.0.1:{port}", token, children[name].pid))
     try:
         wait_up(direct_url + "/v1/models")
         for target in targets[1:]:
             wait_up(target.url + "/healthz")
-        loop = "uvloop" if importlib.util.find_spec("uvloop") and os.environ.get("ANCHORAGE_EVENT_LOOP") != "asyncio" \
+        default = "uvloop" if importlib.util.find_spec("uvloop") and os.environ.get("ANCHORAGE_EVENT_LOOP") != "asyncio" \
             else "asyncio"
+        loops = " ".join(default if name == "default" else name for name in args.gateway_loops)
         load_start = os.getloadavg()
-        print(f"event loop (servers and client): {loop}; mock: {args.chunks} chunks, {args.chunk_delay * 1e3:g} ms apart; "
+        print(f"event loop of mock and client: asyncio; of the gateway(s): {loops}; "
+              f"ledger journals (+ledger): {args.ledger_dir or 'none'}; "
+              f"mock: {args.chunks} chunks, {args.chunk_delay * 1e3:g} ms apart; "
               f"cpus: {len(cpus)}; pin: {args.pin}; rounds: {args.rounds}; "
               f"load average at start: {' '.join(f'{x:.2f}' for x in load_start)}")
         pids = {name: child.pid for name, child in children.items()}
-        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        with asyncio.Runner(loop_factory=lambda: new_event_loop(prefer_uvloop=False)) as runner:
             rows, frames = runner.run(bench(targets, pids, args))
         print_table(rows, frames)
         print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

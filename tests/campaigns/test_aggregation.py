@@ -74,3 +74,16 @@ def test_missing_or_gated_artifacts_are_minus_one_and_infra_is_apart() -> None:
 def test_single_seed_has_zero_std() -> None:
     board = leaderboard([_r("a", "t", 0, 0.5)], baseline=None)
     assert board.rows[0].o_eval_std == 0.0 and not math.isnan(board.rows[0].bo_eval_mean)
+
+
+def test_unknown_costs_are_counted_not_taken_for_zero() -> None:
+    base = {"entry": "m", "task": "t1", "phase": "Succeeded", "score": {"gradable": True, "raw": 1.0, "oracle_raw": 1.0,
+                                                                          "o_eval": 1.0}}
+    records = [{**base, "seed": 0, "cost_usd": 0.004}, {**base, "seed": 1, "cost_usd": None},
+               {**base, "seed": 2, "cost_usd": 0.002}]
+    results = [TrialResult.from_record(r) for r in records]
+    assert [r.cost_known for r in results] == [True, False, True]
+    assert TrialResult.from_record({**base, "seed": 3}).cost_known, "a record without the key (older runs) costs 0"
+    [row] = leaderboard(results, baseline=None).rows
+    assert row.costs_unknown == 1
+    assert row.cost_per_seed_usd == pytest.approx(0.002)  # (0.004 + 0 + 0.002) / 3: a lower bound, flagged above

@@ -51,11 +51,11 @@ def helm() -> Any:
         "helm_sdkpy", reason="helm-sdkpy is not installed (pip install --ignore-requires-python helm-sdkpy)")
 
 
-def install(helm: Any, values: dict[str, Any], release: str = "anchorage") -> dict[str, Any]:
-    """``helm install RELEASE charts/anchorage -f values`` into a fresh fake; raises helm's InstallError."""
+def install(helm: Any, values: dict[str, Any], release: str = "anchorage", namespace: str = NAMESPACE) -> dict[str, Any]:
+    """``helm install RELEASE charts/anchorage -n NAMESPACE -f values`` into a fresh fake; raises helm's InstallError."""
     api = FakeApi()
     try:
-        config = helm.Configuration(namespace=NAMESPACE, kubeconfig=api.kubeconfig(NAMESPACE))
+        config = helm.Configuration(namespace=namespace, kubeconfig=api.kubeconfig(namespace))
         result: dict[str, Any] = asyncio.run(
             helm.Install(config).run(release, str(CHART), values=values, wait=False, timeout=60))
     finally:
@@ -75,14 +75,15 @@ def parse_release(result: dict[str, Any]) -> Rendered:
 
 
 @pytest.fixture(scope="session")
-def render(helm: Any) -> Callable[[dict[str, Any]], Rendered]:
-    """``render(values) -> Rendered``; each distinct values set is installed once (into its own fake)."""
+def render(helm: Any) -> Callable[..., Rendered]:
+    """``render(values, release=..., namespace=...) -> Rendered``; each distinct values set (and release name and
+    namespace) is installed once, into its own fake."""
     cache: dict[str, Rendered] = {}
 
-    def run(values: dict[str, Any]) -> Rendered:
-        key = json.dumps(values, sort_keys=True)
+    def run(values: dict[str, Any], release: str = "anchorage", namespace: str = NAMESPACE) -> Rendered:
+        key = json.dumps([values, release, namespace], sort_keys=True)
         if key not in cache:
-            cache[key] = parse_release(install(helm, values))
+            cache[key] = parse_release(install(helm, values, release, namespace))
         return cache[key]
 
     return run

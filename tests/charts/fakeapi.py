@@ -2,9 +2,11 @@
 
 Used by ``tests/charts`` to render the chart with the Helm library: helm-sdkpy exposes ``install`` but no
 ``template``, so the chart is installed into this fake (no waiting) and the objects Helm sent are the
-rendered manifests. The fake serves discovery for the kinds the chart may create, answers 404 to reads of
-unknown objects, stores creates and updates, and validates nothing itself: the tests validate the
-recorded objects with ``kubernetes-validate``.
+rendered manifests. The fake serves discovery for the built-in kinds the chart may create and, as an API
+server does once a CRD is established, for the kinds of the CRDs created in it (so a custom resource whose
+CRD comes in the same manifest fails as it would on a cluster); it answers 404 to reads of unknown objects,
+stores creates and updates, and validates nothing itself: the tests validate the recorded objects with
+``kubernetes-validate``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ KINDS: list[tuple[str, str, str, str, bool]] = [
     ("", "v1", "services", "Service", True),
     ("", "v1", "serviceaccounts", "ServiceAccount", True),
     ("", "v1", "pods", "Pod", True),
+    ("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True),
     ("apps", "v1", "deployments", "Deployment", True),
     ("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
     ("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
@@ -53,13 +56,21 @@ class Store:
         with self.lock:
             return [dict(o) for o in self.objects.values()]
 
+    def kinds(self) -> list[tuple[str, str, str, str, bool]]:
+        """The built-in :data:`KINDS` and those of the stored CRDs (their served versions)."""
+        with self.lock:
+            crds = [o for (plural, _, _), o in self.objects.items() if plural == "customresourcedefinitions"]
+        return KINDS + [(crd["spec"]["group"], version["name"], crd["spec"]["names"]["plural"],
+                         crd["spec"]["names"]["kind"], crd["spec"]["scope"] == "Namespaced")
+                        for crd in crds for version in crd["spec"]["versions"] if version.get("served")]
 
-def _discovery(path: str) -> Any:
+
+def _discovery(path: str, kinds: list[tuple[str, str, str, str, bool]]) -> Any:
     if path == "/version":
         return {"major": "1", "minor": "31", "gitVersion": "v1.31.0", "platform": "linux/amd64"}
     if path == "/api":
         return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
-    groups = sorted({(g, v) for g, v, *_ in KINDS if g})
+    groups = sorted({(g, v) for g, v, *_ in kinds if g})
     if path == "/apis":
         return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
             {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
@@ -70,7 +81,7 @@ def _discovery(path: str) -> Any:
             return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": [
                 {"name": plural, "singularName": kind.lower(), "namespaced": namespaced, "kind": kind,
                  "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}
-                for gg, vv, plural, kind, namespaced in KINDS if (gg, vv) == (g, v)]}
+                for gg, vv, plural, kind, namespaced in kinds if (gg, vv) == (g, v)]}
     return None
 
 
@@ -105,7 +116,7 @@ def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             path = urlparse(self.path).path
-            found = _discovery(path)
+            found = _discovery(path, store.kinds())
             if found is not None:
                 return self._send(200, found)
             match = PATH.match(path)
@@ -128,6 +139,9 @@ def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
             key = (match["plural"], match["ns"] or "", meta["name"])
             meta.setdefault("resourceVersion", "1")
             meta.setdefault("uid", f"uid-{len(store.objects)}")
+            if match["plural"] == "customresourcedefinitions":  # established at once (Helm waits for it)
+                body["status"] = {"acceptedNames": body["spec"]["names"], "conditions": [
+                    {"type": t, "status": "True"} for t in ("NamesAccepted", "Established")]}
             with store.lock:
                 store.objects[key] = body
             self._send(201, body)

@@ -1,11 +1,13 @@
 """The chart's RBAC lists exactly what the operator's code does: application rules are derived here by
 reading ``operator/anchorage/controller`` (kopf handler decorators and Kubernetes client calls, followed
 through the ``kube`` wrappers) and must equal the rendered application Roles, both ways; framework rules
-are kopf's own needs, declared below with the reason for each."""
+are kopf's own needs, declared below with the reason for each; the peering rules are derived by reading kopf's
+own peering code (the Kubernetes API calls reachable from the peering tasks kopf spawns)."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import re
 from collections.abc import Callable, Iterator
@@ -36,7 +38,8 @@ KOPF_FRAMEWORK: dict[Rule, str] = {
     ("", "namespaces", "watch"): "kopf observes namespaces to resolve watched ones",
     ("", "events", "create"): "kopf posts events about handled objects",
 }
-KOPF_PEERING: dict[Rule, str] = {("kopf.dev", "kopfpeerings", v): "kopf peering" for v in ("get", "list", "watch", "patch")}
+# kopf's HTTP primitives (kopf._cogs.clients.api) → RBAC verb; api.get is get or list by its URL.
+KOPF_API_VERBS = {"patch": "patch", "post": "create", "delete": "delete", "stream": "watch"}
 
 
 # ----- deriving the rules from the code --------------------------------------------------------------
@@ -62,7 +65,7 @@ def dotted(node: ast.expr) -> str:
 
 def handler_rules(module: Any, tree: ast.Module) -> set[Rule]:
     rules: set[Rule] = set()
-    for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+    for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
         for deco in (d for d in fn.decorator_list if isinstance(d, ast.Call)):
             name = dotted(deco.func)
             if not name.startswith("kopf."):
@@ -99,7 +102,7 @@ def client_ops(node: ast.AST) -> Iterator[tuple[str | None, str, str]]:
 
 def wrapper_ops(tree: ast.Module) -> dict[str, set[tuple[str | None, str, str]]]:
     """Each function of ``kube``: the client operations it performs, following calls to its siblings."""
-    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     direct = {name: {op for node in ast.walk(fn) for op in client_ops(node)} for name, fn in functions.items()}
     calls = {name: {c.func.id for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
                     and c.func.id in functions} for name, fn in functions.items()}
@@ -144,6 +147,68 @@ def derived_application_rules() -> set[Rule]:
     return rules
 
 
+# ----- deriving kopf's peering verbs from kopf's code -------------------------------------------------
+
+
+@functools.cache
+def kopf_functions(module_name: str) -> tuple[Any, dict[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """A kopf module and the ASTs of its module-level functions by name."""
+    module = importlib.import_module(module_name)
+    tree = ast.parse(Path(module.__file__ or "").read_text())
+    return module, {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def kopf_function(module_name: str, name: str) -> tuple[Any, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+    """The module and AST of kopf's module-level function ``module_name.name`` (None: not a function)."""
+    module, functions = kopf_functions(module_name)
+    return (module, functions[name]) if name in functions else None
+
+
+def kopf_api_verb(call: ast.Call) -> str:
+    """The RBAC verb of a call of ``kopf._cogs.clients.api``: ``get`` of an object's URL (``get_url(name=...)``)
+    is get, of a collection's URL list."""
+    method = dotted(call.func).rsplit(".", 1)[-1]
+    if method != "get":
+        assert method in KOPF_API_VERBS, f"unknown kopf API call {ast.unparse(call)}: add it to KOPF_API_VERBS"
+        return KOPF_API_VERBS[method]
+    url = next((k.value for k in call.keywords if k.arg == "url"), call.args[0] if call.args else None)
+    assert isinstance(url, ast.Call) and dotted(url.func).endswith(".get_url"), f"cannot read {ast.unparse(call)}"
+    return "get" if any(k.arg == "name" for k in url.keywords) else "list"
+
+
+def kopf_peering_verbs() -> set[str]:
+    """The verbs kopf uses on its peering objects: the ``kopf._cogs.clients.api`` calls reachable from the peering
+    tasks of ``orchestration.spawn_missing_peerings`` (the keep-alive and the observer with its processor),
+    following calls and references to module-level functions of kopf's modules."""
+    verbs: set[str] = set()
+    seen: set[tuple[str, str]] = set()
+    todo = [("kopf._core.reactor.orchestration", "spawn_missing_peerings")]
+    while todo:
+        module_name, name = todo.pop()
+        found = kopf_function(module_name, name) if (module_name, name) not in seen else None
+        seen.add((module_name, name))
+        if found is None:
+            continue
+        module, fn = found
+        modules = {alias: value.__name__ for alias, value in vars(module).items()
+                   if getattr(value, "__name__", "").startswith("kopf.") and isinstance(value, type(ast))}
+        api_calls = {id(c.func) for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                     and modules.get(dotted(c.func.value)) == "kopf._cogs.clients.api"}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Call) and id(node.func) in api_calls:
+                verbs.add(kopf_api_verb(node))
+            elif isinstance(node, ast.Attribute) and dotted(node.value) in modules and id(node) not in api_calls:
+                assert modules[dotted(node.value)] != "kopf._cogs.clients.api", f"uncalled {ast.unparse(node)}"
+                todo.append((modules[dotted(node.value)], node.attr))
+            elif isinstance(node, ast.Name) and node.id != name:
+                todo.append((module_name, node.id))
+    return verbs
+
+
+def kopf_peering_rules() -> dict[Rule, str]:
+    return {("kopf.dev", "kopfpeerings", verb): "kopf peering (derived from kopf's code)" for verb in kopf_peering_verbs()}
+
+
 # ----- reading the rendered RBAC ---------------------------------------------------------------------
 
 
@@ -163,8 +228,8 @@ def test_the_derivation_sees_the_controllers_api_use() -> None:
             ("networking.k8s.io", "networkpolicies", "create")} <= rules
 
 
-@pytest.mark.parametrize("values", [{}, {"operator": {"peering": True, "watchNamespaces": ["team-a"]}}],
-                         ids=["defaults", "peering"])
+@pytest.mark.parametrize("values", [{}, {"operator": {"peering": {"enabled": False}, "watchNamespaces": ["team-a"]}}],
+                         ids=["defaults", "standalone"])
 def test_application_rules_are_exactly_what_the_controller_uses(render: Render, values: dict[str, Any]) -> None:
     rendered = render(values)
     granted = rendered_rules(rendered, ("-operator-application", "-operator-trials"), ("Role", "ClusterRole"))
@@ -173,14 +238,26 @@ def test_application_rules_are_exactly_what_the_controller_uses(render: Render, 
     assert sorted(used - granted) == [], "used by the controller but not granted"
 
 
-@pytest.mark.parametrize("values, expected", [
-    ({}, KOPF_FRAMEWORK), ({"operator": {"peering": True}}, {**KOPF_FRAMEWORK, **KOPF_PEERING}),
-], ids=["standalone", "peering"])
-def test_framework_rules_are_kopfs_needs_only(render: Render, values: dict[str, Any],
-                                              expected: dict[Rule, str]) -> None:
-    granted = rendered_rules(render(values), ("-operator-framework", f"-operator-framework-{NAMESPACE}"),
+def test_the_kopf_derivation_sees_the_peering_keep_alives_and_watch() -> None:
+    """Guards the kopf scanner: keep-alives are PATCHes of the KopfPeering, the observer lists and watches."""
+    assert {"patch", "list", "watch"} <= kopf_peering_verbs()
+
+
+@pytest.mark.parametrize("values, peering", [
+    ({"operator": {"peering": {"enabled": False}}}, False), ({}, True),
+    ({"operator": {"peering": {"priority": 5}, "watchNamespaces": ["team-a", "team-b"]}}, True),
+], ids=["standalone", "peering", "peering-namespaces"])
+def test_framework_rules_are_kopfs_needs_only(render: Render, values: dict[str, Any], peering: bool) -> None:
+    rendered = render(values)
+    expected = {**KOPF_FRAMEWORK, **(kopf_peering_rules() if peering else {})}
+    granted = rendered_rules(rendered, ("-operator-framework", f"-operator-framework-{NAMESPACE}"),
                              ("Role", "ClusterRole"))
     assert granted == set(expected)
+    # the peering rules are granted in every namespace that holds a KopfPeering (each watched one)
+    peerings = {p["metadata"]["namespace"] for p in rendered.of_kind("KopfPeering")}
+    with_peering = {r["metadata"]["namespace"] for r in rendered.of_kind("Role")
+                    if any("kopfpeerings" in rule["resources"] for rule in r["rules"])}
+    assert with_peering == peerings and bool(peerings) == peering
 
 
 def test_jobs_and_policies_are_created_only_in_the_trials_namespace(render: Render) -> None:

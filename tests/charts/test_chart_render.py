@@ -20,18 +20,19 @@ from jsonschema import Draft7Validator
 from anchorage.gateway.config import GatewayConfig
 from anchorage.runtime.kubejobs import OperatorConfig, network_policies
 from charts.conftest import NAMESPACE, Rendered
+from charts.customobjects import custom_object_errors
 
 K8S = "1.30.0"
-Render = Callable[[dict[str, Any]], Rendered]
+Render = Callable[..., Rendered]
 
 FULL: dict[str, Any] = {
     "image": {"digest": "sha256:" + "a" * 64},
     "store": {"credentialsSecret": "s3-creds", "endpointUrl": "http://minio.minio.svc:9000", "region": "eu-west-1"},
-    "operator": {"peering": True, "watchNamespaces": ["team-a", "team-b"], "kueueQueue": "evals",
+    "operator": {"peering": {"priority": 7, "lifetime": 30}, "watchNamespaces": ["team-a", "team-b"], "kueueQueue": "evals",
                  "taskSource": "/opt/tasks", "verbose": True},
     "gateway": {"mock": False, "tokenSecret": {"name": "gateway", "key": "token"},
                 "adminTokenSecret": {"name": "gateway", "key": "admin"}, "defaultBudgetUSD": 5,
-                "defaultRatePerMin": 60, "replicas": 2,
+                "defaultRatePerMin": 60, "ledger": {"persistence": {"enabled": True, "storageClassName": "fast"}},
                 "upstreams": [
                     {"name": "openai", "baseUrl": "https://api.openai.com", "models": ["gpt-*"],
                      "apiKeySecret": {"name": "provider-keys", "key": "openai"}, "reasoningInOutput": False},
@@ -47,7 +48,8 @@ MINIMAL: dict[str, Any] = {
     "crds": {"enabled": False}, "gateway": {"enabled": False}, "dashboards": {"enabled": False},
     "trials": {"createNamespace": False, "networkPolicies": {"enabled": False}}, "tests": {"enabled": False},
 }
-VALUE_SETS = {"defaults": {}, "full": FULL, "minimal": MINIMAL, "crds-not-kept": {"crds": {"keep": False}}}
+VALUE_SETS = {"defaults": {}, "full": FULL, "minimal": MINIMAL, "crds-not-kept": {"crds": {"keep": False}},
+              "standalone": {"operator": {"peering": {"enabled": False}}}}
 
 # Prometheus Operator kinds are not in the Kubernetes schemas: checked against the fields we use.
 _MONITOR_ENDPOINT = {"type": "object", "additionalProperties": False, "required": ["port"],
@@ -102,11 +104,14 @@ def test_lint_reports_no_warning_or_error(helm: Any, chart_dir: Path) -> None:
     assert [m for m in result["Messages"] if m["Severity"] >= 2] == []
 
 
-def test_every_object_is_valid_against_the_kubernetes_schemas(rendered: Rendered) -> None:
+def test_every_object_is_valid_against_the_kubernetes_schemas(rendered: Rendered, repo_root: Path) -> None:
     assert rendered.objects
     for obj in rendered.objects:
         kind = obj["kind"]
-        if obj["apiVersion"].startswith("monitoring.coreos.com/"):
+        if obj["apiVersion"].startswith("kopf.dev/"):  # kopf's peering CRD, crds/peering/
+            crd = yaml.safe_load((repo_root / "crds" / "peering" / "kopf.dev_kopfpeerings.yaml").read_text())
+            assert custom_object_errors(obj, crd, K8S) == [], f"{kind}/{obj['metadata']['name']}"
+        elif obj["apiVersion"].startswith("monitoring.coreos.com/"):
             print(f"{kind}/{obj['metadata']['name']}: monitoring.coreos.com is not in the Kubernetes schemas; "
                   "validated against the chart tests' own schema of the fields used")
             errors = [e.message for e in Draft7Validator(MONITORING_SCHEMAS[kind]).iter_errors(obj)]
@@ -170,9 +175,13 @@ def test_operator_flags_follow_the_values(render: Render) -> None:
     args = container(render(FULL), "anchorage-operator")["args"]
     params = cli_params("operator", args[1:])
     assert sorted(params["namespace"]) == ["anchorage-trials", "team-a", "team-b"]
-    assert params["standalone"] is False  # peering on
+    assert (params["standalone"], params["priority"], params["peering_lifetime"]) == (False, 7, 30)  # peering
     assert (params["storage_secret"], params["kueue_queue"], params["task_source"]) == ("s3-creds", "evals", "/opt/tasks")
-    assert cli_params("operator", container(render({}), "anchorage-operator")["args"][1:])["standalone"] is True
+    defaults = cli_params("operator", container(render({}), "anchorage-operator")["args"][1:])
+    assert (defaults["standalone"], defaults["priority"], defaults["peering_lifetime"]) == (False, 100, 60)
+    standalone = container(render({"operator": {"peering": {"enabled": False}}}), "anchorage-operator")["args"]
+    assert cli_params("operator", standalone[1:])["standalone"] is True
+    assert not any(a.startswith(("--priority", "--peering-lifetime")) for a in standalone)
 
 
 def test_store_credentials_only_by_secret_reference(render: Render) -> None:
@@ -188,17 +197,63 @@ def test_store_credentials_only_by_secret_reference(render: Render) -> None:
 # ----- gateway ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("values", [{}, FULL], ids=["defaults", "full"])
-def test_gateway_service_and_labels_match_the_operator_defaults(render: Render, values: dict[str, Any]) -> None:
-    rendered = render(values)
-    defaults = OperatorConfig()
-    url = urlparse(defaults.gateway_url)
-    service = rendered.one("Service", "anchorage-gateway")
-    assert url.hostname == f"{service['metadata']['name']}.{NAMESPACE}.svc"
-    assert url.port == service["spec"]["ports"][0]["port"]
-    pod_labels = rendered.one("Deployment", "anchorage-gateway")["spec"]["template"]["metadata"]["labels"]
-    assert defaults.gateway_selector.items() <= pod_labels.items()
-    assert service["spec"]["selector"].items() <= pod_labels.items()
+def operator_config(rendered: Rendered, deployment: str = "anchorage-operator") -> OperatorConfig:
+    """The OperatorConfig the rendered operator Deployment's args give (parsed by the real CLI, built by its code)."""
+    from anchorage.commands.operator import operator_config as build
+
+    params = cli_params("operator", container(rendered, deployment)["args"][1:])
+    names = ("trials_namespace", "storage_secret", "kueue_queue", "task_source", "gateway_url", "gateway_admin_url",
+             "gateway_namespace", "operator_image", "agent_image", "verifier_image")
+    return build(store=params["store"], gateway_selector=params["gateway_selector"], **{n: params[n] for n in names})
+
+
+RELEASES = [("anchorage", NAMESPACE, {}), ("evals", "team-x", {}), ("evals", "team-x", FULL),
+            ("lab", "ml-platform", {"fullnameOverride": "bench", "gateway": {"service": {"port": 9000}}})]
+
+
+@pytest.mark.parametrize(("release", "namespace", "values"), RELEASES,
+                         ids=["anchorage-in-anchorage", "evals-in-team-x", "evals-in-team-x-full", "override-and-port"])
+def test_operator_flags_point_at_this_releases_gateway(render: Render, release: str, namespace: str,
+                                                       values: dict[str, Any]) -> None:
+    rendered = render(values, release=release, namespace=namespace)
+    prefix = values.get("fullnameOverride") or "anchorage"
+    config = operator_config(rendered, f"{prefix}-operator")
+    service = rendered.one("Service", f"{prefix}-gateway")
+    url = urlparse(config.gateway_url)
+    port = service["spec"]["ports"][0]["port"]
+    assert (url.hostname, url.port, url.path) == (f"{prefix}-gateway.{namespace}.svc", port, "/v1")
+    assert urlparse(config.admin_url()).netloc == url.netloc
+    pods = rendered.one("Deployment", f"{prefix}-gateway")["spec"]["template"]["metadata"]["labels"]
+    assert config.gateway_selector.items() <= pods.items() and config.gateway_selector == service["spec"]["selector"]
+    assert config.gateway_selector["app.kubernetes.io/instance"] == release
+    assert config.gateway_namespace == namespace
+    # the trials' NetworkPolicy lets trial pods reach exactly these pods, in that namespace
+    policy = rendered.one("NetworkPolicy", "anchorage-trials-dns-and-gateway")
+    peer = policy["spec"]["egress"][1]["to"][0]
+    assert peer["podSelector"]["matchLabels"] == config.gateway_selector
+    assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": namespace}
+    # the fetch/upload containers run the chart's own image
+    assert config.operator_image == container(rendered, f"{prefix}-gateway")["image"]
+
+
+def test_operator_gets_the_gateway_secrets_and_image_overrides(render: Render) -> None:
+    rendered = render({**FULL, "operator": {**FULL["operator"], "agentImage": "registry.example/agent:1",
+                                            "verifierImage": "registry.example/verifier:1",
+                                            "gateway": {"adminUrl": "http://gw-admin.ops.svc:9001"}}})
+    config = operator_config(rendered)
+    assert (config.agent_image, config.verifier_image) == ("registry.example/agent:1", "registry.example/verifier:1")
+    assert config.admin_url() == "http://gw-admin.ops.svc:9001"
+    env = {e["name"]: e for e in container(rendered, "anchorage-operator")["env"]}
+    assert env["ANCHORAGE_GATEWAY_TOKEN_SECRET"]["valueFrom"]["secretKeyRef"] == {"name": "gateway", "key": "token"}
+    assert env["ANCHORAGE_GATEWAY_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "gateway", "key": "admin"}
+    # the gateway uses the same two secrets, also when it serves only the mock (no config file)
+    for values in (FULL, {"gateway": {"tokenSecret": {"name": "gw"}, "adminTokenSecret": {"name": "gw"}}}):
+        gateway = container(render(values), "anchorage-gateway")
+        params = cli_params("gateway", [a for a in gateway["args"][1:] if not a.startswith("--config")])
+        assert (params["token_secret_env"], params["admin_token_env"]) == (
+            "ANCHORAGE_GATEWAY_TOKEN_SECRET", "ANCHORAGE_GATEWAY_ADMIN_TOKEN")
+        gw_env = {e["name"]: e for e in gateway["env"]}
+        assert {"ANCHORAGE_GATEWAY_TOKEN_SECRET", "ANCHORAGE_GATEWAY_ADMIN_TOKEN"} <= gw_env.keys()
 
 
 def test_disabled_parts_render_nothing(render: Render) -> None:
@@ -239,6 +294,25 @@ def test_gateway_config_is_valid_and_keys_come_from_secrets(render: Render, tmp_
     assert cli_params("gateway", args)["mock"] is False
 
 
+def test_gateway_is_one_recreated_process_whose_ledger_is_on_a_volume(render: Render) -> None:
+    for values, claim in (({}, None), (FULL, "anchorage-gateway-ledger"),
+                          ({"gateway": {"ledger": {"persistence": {"enabled": True, "existingClaim": "mine"}}}}, "mine")):
+        rendered = render(values)
+        deployment = rendered.one("Deployment", "anchorage-gateway")
+        assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+        gateway = container(rendered, "anchorage-gateway")
+        params = cli_params("gateway", [a for a in gateway["args"][1:] if not a.startswith("--config")])
+        mounts = {m["name"]: m["mountPath"] for m in gateway["volumeMounts"]}
+        assert str(params["ledger_dir"]) == mounts["ledger"]
+        volume = next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "ledger")
+        if claim is None:
+            assert "emptyDir" in volume and not rendered.of_kind("PersistentVolumeClaim")
+        else:
+            assert volume["persistentVolumeClaim"] == {"claimName": claim}
+            assert [c["metadata"]["name"] for c in rendered.of_kind("PersistentVolumeClaim")] == \
+                ([claim] if claim == "anchorage-gateway-ledger" else [])
+
+
 def test_default_gateway_serves_the_labelled_mock_and_says_so(render: Render) -> None:
     rendered = render({})
     gateway = container(rendered, "anchorage-gateway")
@@ -247,9 +321,11 @@ def test_default_gateway_serves_the_labelled_mock_and_says_so(render: Render) ->
     assert "MOCK" in rendered.notes
 
 
-def test_notes_warn_when_trial_pods_cannot_reach_the_gateway(render: Render) -> None:
-    assert "WARNING: trial pods reach the gateway" not in render({}).notes
-    assert "WARNING: trial pods reach the gateway" in render({"fullnameOverride": "evals"}).notes
+def test_notes_name_the_gateway_url_and_warn_without_the_token_secret(render: Render) -> None:
+    notes = render({"fullnameOverride": "evals"}, release="x", namespace="team-x").notes
+    assert "Agents reach the model gateway at http://evals-gateway.team-x.svc:8080/v1." in notes
+    assert "WARNING: gateway.tokenSecret.name is empty" in notes
+    assert "WARNING: gateway.tokenSecret.name is empty" not in render(FULL).notes
 
 
 def test_gateway_without_upstream_or_mock_fails_with_the_fix(helm: Any) -> None:
@@ -271,6 +347,10 @@ def test_chart_crds_are_the_generated_ones(repo_root: Path, chart_dir: Path) -> 
     shipped = {p.name: p.read_text() for p in (chart_dir / "files" / "crds").glob("*.yaml")}
     source = {p.name: p.read_text() for p in (repo_root / "crds").glob("*.yaml")}
     assert shipped == source, "charts/anchorage/files/crds is stale: cp crds/*.yaml charts/anchorage/files/crds/"
+    # kopf's peering CRD: in the chart's crds/ (Helm installs it before the KopfPeering objects)
+    shipped = {p.name: p.read_text() for p in (chart_dir / "crds").glob("*")}
+    source = {p.name: p.read_text() for p in (repo_root / "crds" / "peering").glob("*.yaml")}
+    assert source and shipped == source, "charts/anchorage/crds is stale: cp crds/peering/*.yaml charts/anchorage/crds/"
 
 
 @pytest.mark.parametrize(("values", "expected", "kept"), [
@@ -295,8 +375,8 @@ def strip_labels(policy: dict[str, Any]) -> dict[str, Any]:
 def test_trial_network_policies_are_the_operators_own(render: Render) -> None:
     rendered = render({})
     chart = sorted((strip_labels(p) for p in rendered.of_kind("NetworkPolicy")), key=lambda p: p["metadata"]["name"])
-    operator = sorted((strip_labels(p) for p in network_policies(
-        "anchorage-trials", OperatorConfig(gateway_namespace=NAMESPACE))), key=lambda p: p["metadata"]["name"])
+    operator = sorted((strip_labels(p) for p in network_policies("anchorage-trials", operator_config(rendered))),
+                      key=lambda p: p["metadata"]["name"])
     assert chart == operator
 
 

@@ -87,7 +87,8 @@ def test_helm_rejects_a_misspelt_value(helm: Any, values: dict[str, Any], misspe
     ({"store": {"uri": "http://bucket"}}, "uri"),
     ({"operator": {"logFormat": "xml"}}, "logFormat"),
     ({"image": {"digest": "latest"}}, "digest"),
-], ids=["store.uri", "operator.logFormat", "image.digest"])
+    ({"gateway": {"replicas": 2}}, "replicas"),
+], ids=["store.uri", "operator.logFormat", "image.digest", "gateway.replicas"])
 def test_helm_rejects_a_wrong_value(helm: Any, values: dict[str, Any], field: str) -> None:
     with pytest.raises(helm.InstallError, match=field):
         install(helm, values)

@@ -90,7 +90,7 @@ def test_limits_above_the_configured_ceiling_are_rejected(kube_env: Env, tmp_pat
     manifest = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "Trial", "metadata": {"name": "big"},
                 "spec": {"task": "smoke-inventory", "agent": {"kind": "oracle"}, "limits": {"cpus": 8}}}
     result = kube_env.kubectl("apply", "-f", "-", check=False, stdin=yaml.safe_dump(manifest))
-    assert result.returncode != 0 and "spec.limits.cpus" in result.stderr and "maximum of 4" in result.stderr
+    assert result.returncode != 0 and "spec.limits.cpus" in result.stderr and "less than or equal to 4" in result.stderr
 
 
 def test_operator_converges_through_injected_faults(kube_env: Env) -> None:

@@ -90,10 +90,11 @@ def test_standalone_command_with_mock_upstream(tmp_path: Path, repo_root: Path) 
          "--issue-token", "demo-trial"], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert process.stdout is not None
-        lines = [process.stdout.readline() for _ in range(3)]
+        lines = [process.stdout.readline() for _ in range(4)]
         url = re.search(r"listening on (http://\S+)", lines[0])
         token = re.search(r"token demo-trial: (\S+)", lines[2])
         assert url and token, lines
+        assert "usage ledger: in memory only" in lines[3]  # no --ledger-dir: a restart would lose usage
         status, body = call(url.group(1) + "/v1/chat/completions", method="POST", token=token.group(1),
                             body={**CHAT, "model": "gpt-5.5"})
         assert status == 200 and body["model"] == "gpt-5.5-mock"

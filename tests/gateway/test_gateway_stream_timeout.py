@@ -71,7 +71,7 @@ async def test_idle_watch_fails_a_reader_only_after_it_went_quiet() -> None:
     from types import SimpleNamespace
     from unittest import mock
 
-    from anchorage.gateway.server import IdleWatch
+    from anchorage.gateway.relay import IdleWatch
 
     reader = aiohttp.StreamReader(mock.Mock(_reading_paused=False), 2**16, loop=asyncio.get_running_loop())
     watch = IdleWatch(SimpleNamespace(content=reader, connection=None), TIMEOUT)  # type: ignore[arg-type]

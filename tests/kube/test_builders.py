@@ -120,3 +120,47 @@ def test_children_are_owned_and_labelled() -> None:
     run = kubejobs.child_scoring_run({**trial, "metadata": {**trial["metadata"], "uid": "u4"}}, "x-score", {})
     assert run["spec"]["trialRef"] == "c1-o-smoke-inventory-s0"
     assert run["metadata"]["labels"][kubejobs.LABEL_CAMPAIGN] == "c1"
+
+
+@pytest.mark.parametrize("agent", [AGENTS[2], {"kind": "command", "command": ["agent"], "model": "gpt-5.5"},
+                                   {"kind": "claude-code", "model": "claude-sonnet-4"}], ids=lambda a: a["kind"])
+def test_model_calling_agents_read_their_token_from_the_jobs_secret(agent: dict[str, Any]) -> None:
+    config = OperatorConfig(gateway_url="http://gw.team-a.svc:8080/v1")
+    job = _job(agent, config)
+    kubernetes_validate.validate(job, K8S, strict=True)
+    env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["OPENAI_BASE_URL"]["value"] == "http://gw.team-a.svc:8080/v1"
+    assert env["ANTHROPIC_BASE_URL"]["value"] == "http://gw.team-a.svc:8080"  # Anthropic clients add /v1/messages
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        assert env[name]["valueFrom"] == {"secretKeyRef": {"name": "t1-a0-gateway", "key": "token"}}, name
+    # only the agent sees the token: the fetch and upload containers do not
+    pod = job["spec"]["template"]["spec"]
+    for other in pod["initContainers"]:
+        assert not any("valueFrom" in e for e in other.get("env", [])), other["name"]
+
+
+@pytest.mark.parametrize("agent", [AGENTS[0], AGENTS[1], AGENTS[3]], ids=["oracle", "command-no-model", "replay"])
+def test_agents_without_a_model_get_neither_gateway_nor_token(agent: dict[str, Any]) -> None:
+    env = {e["name"] for e in _job(agent)["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert not env & {"OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
+    assert not kubejobs.uses_gateway(TrialSpec.model_validate({"task": "smoke-inventory", "agent": agent}).agent)
+
+
+def test_gateway_token_secret_is_valid_and_owned_by_the_job() -> None:
+    import base64
+
+    job = _job(AGENTS[2])
+    created = {**job, "metadata": {**job["metadata"], "uid": "job-uid-1"}}
+    secret = kubejobs.gateway_token_secret(created, "atk-abc.def")
+    kubernetes_validate.validate(secret, K8S, strict=True)
+    assert secret["metadata"]["name"] == "t1-a0-gateway" and secret["metadata"]["namespace"] == "evals"
+    assert secret["metadata"]["ownerReferences"] == [{"apiVersion": "batch/v1", "kind": "Job", "name": "t1-a0",
+                                                      "uid": "job-uid-1", "controller": True,
+                                                      "blockOwnerDeletion": True}]
+    assert base64.b64decode(secret["data"]["token"]).decode() == "atk-abc.def"
+    assert secret["immutable"] is True and secret["metadata"]["labels"][kubejobs.LABEL_TRIAL] == "t1"
+
+
+def test_gateway_admin_url_defaults_to_the_gateway_url_without_v1() -> None:
+    assert OperatorConfig(gateway_url="http://gw.x.svc:8080/v1/").admin_url() == "http://gw.x.svc:8080"
+    assert OperatorConfig(gateway_admin_url="http://admin:9000/").admin_url() == "http://admin:9000"

@@ -30,6 +30,15 @@ def test_checked_in_crds_match_the_models(repo_root: Path) -> None:
     assert on_disk == rendered, "crds/ drifted from anchorage/manifests.py: run `anchorage dev crds`"
 
 
+def test_checked_in_peering_crd_is_the_generated_one(repo_root: Path) -> None:
+    from anchorage.commands.dev import render_peering_crd
+    from anchorage.runtime.kubecrds import peering_crd
+
+    for name, text in render_peering_crd().items():
+        assert (repo_root / "crds" / name).read_text() == text, "crds/peering/ drifted: run `anchorage dev crds`"
+    kubernetes_validate.validate(peering_crd(), K8S_VERSION, strict=True)
+
+
 @pytest.mark.parametrize("name", sorted(all_crds()), ids=lambda n: n.split("_")[1])
 def test_crd_is_a_valid_kubernetes_object(name: str) -> None:
     kubernetes_validate.validate(all_crds()[name], K8S_VERSION, strict=True)

@@ -49,12 +49,18 @@ async def test_create_conflict_and_discovery(fake: Cluster) -> None:
     ({"agent": {"kind": "shell"}}, "spec.agent.kind"),
     ({"agent": {"kind": "command"}}, "needs agent.command"),
     ({"limits": {"cpus": 1000}}, "spec.limits.cpus"),
-    ({"colour": "red"}, "field not declared in schema"),
-], ids=["bad-seed", "unknown-agent-kind", "command-without-command", "limit-too-high", "unknown-field"])
+], ids=["bad-seed", "unknown-agent-kind", "command-without-command", "limit-too-high"])
 async def test_invalid_trials_are_rejected_with_422(fake: Cluster, patch: dict[str, Any], fragment: str) -> None:
     status, body = await call(fake, "POST", TRIALS, trial(**patch))
     assert status == 422 and body["reason"] == "Invalid"
     assert fragment in body["message"] and body["message"].startswith('Trial.anchorage.dev "t1" is invalid')
+
+
+async def test_unknown_fields_are_pruned_or_rejected_when_strict(fake: Cluster) -> None:
+    status, body = await call(fake, "POST", f"{TRIALS}?fieldValidation=Strict", trial(colour="red"))
+    assert status == 400 and 'strict decoding error: unknown field "spec.colour"' in body["message"]
+    status, created = await call(fake, "POST", TRIALS, trial(colour="red"))
+    assert status == 200 and "colour" not in created["spec"] and created["spec"]["task"] == "smoke-inventory"
 
 
 async def test_stale_resource_version_is_a_conflict(fake: Cluster) -> None:

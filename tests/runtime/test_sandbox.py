@@ -63,6 +63,7 @@ except OSError as exc:
 req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=b"{}",
                              headers={"Authorization": "Bearer tok-1"})
 print("gateway", json.loads(urllib.request.urlopen(req, timeout=10).read())["choices"][0]["message"]["content"])
+print("anthropic-base", os.environ["ANTHROPIC_BASE_URL"] + "/v1" == os.environ["OPENAI_BASE_URL"])
 """
     spec = _spec(folders, code)
     spec = SandboxSpec(**{**spec.__dict__, "gateway_socket": gateway.path, "env": {"OPENAI_API_KEY": "tok-1"}})
@@ -76,6 +77,7 @@ print("gateway", json.loads(urllib.request.urlopen(req, timeout=10).read())["cho
     blocked = [line for line in out.splitlines() if line.startswith("outside-blocked")]
     assert blocked and float(blocked[0].split()[-1]) < 1.0, out
     assert 'gateway {"answer": 42}' in out
+    assert "anthropic-base True" in out  # Anthropic clients reach the same relay (they add /v1/messages)
     assert gateway.tokens == ["Bearer tok-1"]
 
 
@@ -133,13 +135,14 @@ for _ in range(100000):
 print("forks", children, flush=True)
 time.sleep(30)
 """
-    before = len(os.listdir("/proc"))
-    result = sandbox.run(_spec(folders, code, pids=64, timeout_sec=3.0), mechanism=mech)
+    marker = f"# bomb-{uuid.uuid4().hex}"  # in every bomb process's argv (python -c CODE)
+    result = sandbox.run(_spec(folders, code + marker, pids=64, timeout_sec=3.0), mechanism=mech)
     out = _out(folders)
     assert result.outcome == "timeout", (result, out)
     forks = int(out.split("forks")[1].split()[0])
     assert forks < 64, out
-    assert len(os.listdir("/proc")) < before + 10  # nothing of the bomb survives the trial
+    survivors = [p for p in os.listdir("/proc") if p.isdigit() and marker in _cmdline(p)]
+    assert survivors == []  # nothing of the bomb survives the trial
 
 
 def test_sleeper_and_its_escaped_children_are_killed_at_timeout(

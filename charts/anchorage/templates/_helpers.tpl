@@ -21,6 +21,12 @@ app.kubernetes.io/name: {{ include "anchorage.fullname" .root }}-{{ .component }
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end -}}
 
+{{/* The gateway URL of the agents: operator.gateway.url, else this release's gateway Service. */}}
+{{- define "anchorage.gatewayUrl" -}}
+{{- $service := printf "http://%s-gateway.%s.svc:%v/v1" (include "anchorage.fullname" .) .Release.Namespace .Values.gateway.service.port -}}
+{{- .Values.operator.gateway.url | default $service -}}
+{{- end -}}
+
 {{- define "anchorage.image" -}}
 {{- if .Values.image.digest -}}
 {{ .Values.image.repository }}@{{ .Values.image.digest }}
@@ -38,6 +44,11 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end -}}
 
 {{/* Namespaces the operator watches: watchNamespaces (default: the release's) plus the trials namespace. */}}
+{{/* "true" when the operator runs with kopf peering (operator.peering.enabled), else empty. */}}
+{{- define "anchorage.peering" -}}
+{{- if and .Values.operator.enabled .Values.operator.peering.enabled -}}true{{- end -}}
+{{- end -}}
+
 {{- define "anchorage.watchedNamespaces" -}}
 {{- $watch := .Values.operator.watchNamespaces | default (list .Release.Namespace) -}}
 {{- append $watch .Values.trials.namespace | uniq | sortAlpha | toJson -}}

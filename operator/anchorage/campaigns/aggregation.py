@@ -15,7 +15,9 @@ Decisions (also in docs/design-notes.md, "Local engine"):
 * Per entry and seed, O-Eval and BO-Eval are averaged over the tasks; the leaderboard shows their
   mean ± **sample** standard deviation (ddof = 1) over seeds (0 with a single seed).
 * ``Art.`` is the mean over seeds of the number of tasks with a gradable artifact; cost is the mean
-  over seeds of the summed trial costs.
+  over seeds of the summed trial costs. A record whose ``cost_usd`` is null (the operator could not read
+  the trial's usage at the gateway) adds nothing to the sum and is counted in ``costs_unknown``: such a
+  row's cost is a lower bound.
 * ``InfrastructureFailed`` trials are never scored: they are counted apart per entry, and an entry
   with such a hole is flagged ``incomplete`` (its means are over the cells that exist).
 * ``verification.panel``: per entry, the scored trials the panel judged and how many of their submitted
@@ -56,6 +58,7 @@ class TrialResult:
     cost_usd: float
     panel_outcome: str | None = None   # verification.panel: confirmed | refuted | abstained | undecided | missing
     cbu_utility: float | None = None   # verification.cbu: the solution's consequence-based utility
+    cost_known: bool = True            # False when the record's cost_usd is null (usage not readable)
 
     @property
     def scored(self) -> bool:
@@ -74,6 +77,7 @@ class TrialResult:
             cost_usd=float(record.get("cost_usd") or 0.0),
             panel_outcome=(record.get("panel") or {}).get("outcome"),
             cbu_utility=_number((record.get("cbu") or {}).get("utility")),
+            cost_known=not ("cost_usd" in record and record["cost_usd"] is None),
         )
 
 
@@ -106,6 +110,7 @@ class Row:
     panel_trials: int = 0      # scored trials judged by verification.panel
     panel_confirmed: int = 0   # ... whose submitted solution the panel confirmed
     cbu_mean: float | None = None   # mean consequence-based utility over the trials that have one
+    costs_unknown: int = 0          # scored trials whose cost could not be read (cost_per_seed_usd: a lower bound)
 
 
 @dataclass(frozen=True)
@@ -212,6 +217,7 @@ def _row(entry: str, mine: list[TrialResult], bo: dict[int, float], n_tasks: int
         panel_trials=sum(1 for r in scored if r.panel_outcome is not None),
         panel_confirmed=sum(1 for r in scored if r.panel_outcome == "confirmed"),
         cbu_mean=statistics.fmean(utilities) if utilities else None,
+        costs_unknown=sum(1 for r in scored if not r.cost_known),
     )
 
 

@@ -24,10 +24,20 @@ def gateway(
     host: str | None = typer.Option(None, help="TCP host (overrides the config)."),
     port: int | None = typer.Option(None, help="TCP port, 0 picks one (overrides the config)."),
     unix_socket: Path | None = typer.Option(None, help="Also listen on this unix socket."),
+    ledger_dir: Path | None = typer.Option(
+        None, file_okay=False, help="Journal per-trial usage, limits and revocations in this directory "
+        "(ledger.jsonl, replayed at start) so a restart loses none of them (overrides the config's ledger_dir). "
+        "Without it they are kept in memory only."),
     mock: bool = typer.Option(False, "--mock", help="Start the deterministic mock upstream in-process and "
                               "serve every model from it (demos; responses are labelled as mock)."),
     mock_config: Path | None = typer.Option(None, exists=True, dir_okay=False,
                                             help="Mock upstream config YAML (canned replies, reasoning mode)."),
+    token_secret_env: str | None = typer.Option(
+        None, "--token-secret-env", metavar="VAR", help="Environment variable with the HMAC secret of trial tokens, "
+        "shared with the operator (overrides the config's token_secret_env; default: a random secret)."),
+    admin_token_env: str | None = typer.Option(
+        None, "--admin-token-env", metavar="VAR", help="Environment variable with the bearer token of the /admin/v1 "
+        "API (overrides the config's admin_token_env; default: no admin API)."),
     issue_token: list[str] = typer.Option([], "--issue-token", metavar="TRIAL",
                                           help="Print a bearer token for this trial id at start (repeatable)."),
     log_level: str = typer.Option("INFO", help="Python log level (prompts are never logged unless the "
@@ -43,7 +53,9 @@ def gateway(
     if config is None and not mock:
         raise InputError("no upstream: pass --config FILE or --mock", hint="anchorage gateway --mock for a demo")
     data = GatewayConfig.load(config).model_dump() if config else {"upstreams": []}
-    data.update({k: v for k, v in {"host": host, "port": port, "unix_socket": unix_socket}.items() if v is not None})
+    data.update({k: v for k, v in {"host": host, "port": port, "unix_socket": unix_socket, "token_secret_env":
+                                    token_secret_env, "admin_token_env": admin_token_env, "ledger_dir": ledger_dir}.items()
+                 if v is not None})
     mock_server = None
     if mock:
         upstream = MockUpstream(MockConfig.load(mock_config) if mock_config else MockConfig())
@@ -57,6 +69,11 @@ def gateway(
         typer.echo(f"mock upstream (labelled x-anchorage-mock: 1) at {mock_server.url}")
     for trial in issue_token:
         typer.echo(f"token {trial}: {running.issue_token(trial)}")
+    if running.config.ledger_dir is None:
+        typer.echo("usage ledger: in memory only, a restart loses per-trial usage and revocations "
+                   "(pass --ledger-dir or set ledger_dir)")
+    else:
+        typer.echo(f"usage ledger: {running.config.ledger_dir / 'ledger.jsonl'} (journalled, replayed at start)")
     while not stop.wait(1.0):
         pass
     running.stop()

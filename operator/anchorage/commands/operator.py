@@ -1,17 +1,24 @@
 """``anchorage operator``: run the kopf operator (the same as ``kopf run -m anchorage.controller``).
 
-Registered by ``anchorage.cli``. Flags become the operator's ``OperatorConfig`` (passed to the
-handlers through ``ANCHORAGE_OPERATOR_CONFIG``); watches are namespaced (``--namespace``, repeatable)
-and logs are JSON lines by default. ``--metrics-port`` serves Prometheus ``/metrics`` (collectors of
-``anchorage.metrics``, fed by the handlers) from a background thread started before kopf runs.
+Registered by ``anchorage.cli``. Flags become the operator's ``OperatorConfig`` (:func:`operator_config`,
+passed to the handlers through ``ANCHORAGE_OPERATOR_CONFIG``); watches are namespaced (``--namespace``,
+repeatable) and logs are JSON lines by default. The gateway flags say where trial pods reach the model
+gateway and which pods the trials' NetworkPolicy lets them talk to; the two gateway secrets come from the
+environment only (``ANCHORAGE_GATEWAY_TOKEN_SECRET``, ``ANCHORAGE_GATEWAY_ADMIN_TOKEN``).
+``--metrics-port`` serves Prometheus ``/metrics`` (collectors of ``anchorage.metrics``, fed by the
+handlers) from a background thread started before kopf runs.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from anchorage.runtime.kubejobs import OperatorConfig
 
 
 def run_operator(
@@ -22,7 +29,27 @@ def run_operator(
     storage_secret: str = typer.Option("", "--storage-secret", help="Secret with store credentials (sidecars only)."),
     kueue_queue: str = typer.Option("", "--kueue-queue", help="Kueue LocalQueue to label Jobs with."),
     task_source: str = typer.Option("", "--task-source", help="ANCHORAGE_TASKS for pods (task folders)."),
+    gateway_url: str = typer.Option("", "--gateway-url",
+                                    help="Gateway URL for agents, ending in /v1 (default: "
+                                         "http://anchorage-gateway.anchorage.svc:8080/v1)."),
+    gateway_admin_url: str = typer.Option("", "--gateway-admin-url",
+                                          help="Gateway admin API base URL (default: --gateway-url without /v1)."),
+    gateway_namespace: str = typer.Option("", "--gateway-namespace",
+                                          help="Namespace of the gateway pods (NetworkPolicy peer; default: the "
+                                               "trials namespace)."),
+    gateway_selector: list[str] = typer.Option([], "--gateway-selector", metavar="KEY=VALUE",
+                                               help="Label of the gateway pods (repeatable; default: "
+                                                    "app.kubernetes.io/name=anchorage-gateway)."),
+    operator_image: str = typer.Option("", "--operator-image", help="Image of the fetch and upload containers."),
+    agent_image: str = typer.Option("", "--agent-image", help="Default agent image (a Trial's agent.image wins)."),
+    verifier_image: str = typer.Option("", "--verifier-image", help="Image of the verifier (scorer)."),
     standalone: bool = typer.Option(False, "--standalone", help="No peering (several replicas would clash)."),
+    priority: int = typer.Option(0, "--priority",
+                                 help="Peering priority: the highest live one handles objects, lower ones pause "
+                                      "(equal priorities all pause). Needs crds/peering/ and a KopfPeering 'anchorage'."),
+    peering_lifetime: int = typer.Option(60, "--peering-lifetime", min=1,
+                                         help="Seconds a peer counts as alive after its last keep-alive (how long a "
+                                              "standby waits for an operator killed without notice)."),
     liveness: str = typer.Option("", "--liveness", help="Liveness endpoint, e.g. http://0.0.0.0:8080/healthz."),
     log_format: str = typer.Option("json", "--log-format", help="json, full or plain."),
     verbose: bool = typer.Option(False, "--verbose", help="Debug logs."),
@@ -31,16 +58,21 @@ def run_operator(
     metrics_addr: str = typer.Option("127.0.0.1", "--metrics-addr",
                                      help="Address of /metrics (0.0.0.0 in a pod, for the PodMonitor)."),
 ) -> None:
-    """Run the Kubernetes operator for Trials, ScoringRuns and VerificationCampaigns."""
+    """Run the Kubernetes operator for Trials, ScoringRuns and VerificationCampaigns.
+
+    Model-calling trials need ANCHORAGE_GATEWAY_TOKEN_SECRET (HMAC secret shared with the gateway) in the env.
+
+    With ANCHORAGE_GATEWAY_ADMIN_TOKEN the operator revokes each trial's token and records its tokens and cost.
+
+    Without it their cost is recorded as unknown.
+    """
     import kopf
 
-    from anchorage.runtime.kubejobs import OperatorConfig
-
-    if store.startswith("file://") and not store.startswith("file:///"):
-        store = "file://" + str(Path(store.removeprefix("file://")).resolve())
-    cfg = OperatorConfig(store_uri=store, trials_namespace=trials_namespace or None,
-                         storage_secret=storage_secret or None, kueue_queue=kueue_queue or None,
-                         task_source=task_source or None)
+    cfg = operator_config(store=store, trials_namespace=trials_namespace, storage_secret=storage_secret,
+                          kueue_queue=kueue_queue, task_source=task_source, gateway_url=gateway_url,
+                          gateway_admin_url=gateway_admin_url, gateway_namespace=gateway_namespace,
+                          gateway_selector=gateway_selector, operator_image=operator_image, agent_image=agent_image,
+                          verifier_image=verifier_image)
     os.environ["ANCHORAGE_OPERATOR_CONFIG"] = cfg.model_dump_json()
     namespaces = sorted({*namespace, *([trials_namespace] if trials_namespace else [])})
     kopf.configure(verbose=verbose, log_format=kopf.LogFormat[log_format.upper()])
@@ -49,8 +81,36 @@ def run_operator(
     if metrics_port is not None:
         _serve_metrics(metrics_port, metrics_addr)
 
-    kopf.run(standalone=standalone, namespaces=namespaces, peering_name="anchorage",
-             liveness_endpoint=liveness or None, clusterwide=False)
+    settings = kopf.OperatorSettings()
+    settings.peering.lifetime = peering_lifetime
+    kopf.run(standalone=standalone, namespaces=namespaces, peering_name="anchorage", priority=priority,
+             settings=settings, liveness_endpoint=liveness or None, clusterwide=False)
+
+
+def operator_config(*, store: str, gateway_selector: list[str], **flags: str) -> OperatorConfig:
+    """The ``OperatorConfig`` of the flags (empty strings: the model's defaults); bad flags raise typer.BadParameter."""
+    from pydantic import ValidationError
+
+    from anchorage.runtime.kubejobs import OperatorConfig
+
+    if store.startswith("file://") and not store.startswith("file:///"):
+        store = "file://" + str(Path(store.removeprefix("file://")).resolve())
+    values: dict[str, object] = {"store_uri": store, **{k: v for k, v in flags.items() if v}}
+    if gateway_selector:
+        pairs = [item.partition("=") for item in gateway_selector]
+        bad = [item for item, (key, eq, _) in zip(gateway_selector, pairs, strict=True) if not key or not eq]
+        if bad:
+            raise typer.BadParameter(f"{bad[0]!r} is not KEY=VALUE (e.g. app.kubernetes.io/name=anchorage-gateway)",
+                                     param_hint="--gateway-selector")
+        values["gateway_selector"] = {key: value for key, _, value in pairs}
+    url = str(values.get("gateway_url", ""))
+    if url and not url.rstrip("/").endswith("/v1"):
+        raise typer.BadParameter(f"{url!r} must end in /v1 (agents append /chat/completions to it)",
+                                 param_hint="--gateway-url")
+    try:
+        return OperatorConfig.model_validate(values)
+    except ValidationError as exc:
+        raise typer.BadParameter(str(exc)) from exc
 
 
 def _serve_metrics(port: int, addr: str) -> None:

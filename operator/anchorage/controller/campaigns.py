@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import kopf
@@ -26,36 +28,44 @@ from anchorage import metrics
 from anchorage.campaigns.aggregation import TrialResult, leaderboard
 from anchorage.campaigns.names import scoring_run_name
 from anchorage.campaigns.planning import PlannedTrial, plan
+from anchorage.campaigns.selection import campaign_task_names
 from anchorage.controller import kube, scoring, trials
 from anchorage.controller.settings import config
 from anchorage.controller.trials import condition
+from anchorage.errors import InputError
 from anchorage.manifests import API_GROUP, API_VERSION, CampaignSpec
 from anchorage.runtime import kubejobs
 from anchorage.runtime.kubepod import open_store
 
 INTERVAL = float(os.environ.get("ANCHORAGE_CAMPAIGN_INTERVAL", "2"))
 SWEEP_SEC = float(os.environ.get("ANCHORAGE_SWEEP_INTERVAL", "10"))
-_LAST_SWEEP: dict[str, float] = {}
 #: kopf runs the timer and the change handlers of one campaign concurrently (sync handlers in its
 #: thread pool); one pass at a time keeps ``_CREATED`` and the parallelism count consistent.
 _PASS_LOCK = threading.Lock()
-TrialState = tuple[str, str | None, bool, float]  # name, phase, done, cost
+#: name, phase, done (scored or ended as an infrastructure failure), cost, when its last event came (monotonic)
+TrialState = tuple[str, str | None, bool, float, float]
 
 
 @kopf.index(API_GROUP, API_VERSION, "trials", labels={kubejobs.LABEL_CAMPAIGN: kopf.PRESENT})
 def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labels, status: kopf.Status,
                        **_: Any) -> dict[tuple[str | None, str], TrialState]:
-    """(namespace, campaign) → (trial, phase, done, cost) of every campaign Trial."""
+    """(namespace, campaign) → a small tuple per campaign Trial (never its body: 10,000s of them)."""
     phase = status.get("phase")
     done = phase == "InfrastructureFailed" or status.get("gradable") is not None
-    return {(namespace, labels[kubejobs.LABEL_CAMPAIGN]): (name, phase, done, float(status.get("costUSD") or 0))}
+    return {(namespace, labels[kubejobs.LABEL_CAMPAIGN]): (name, phase, done, float(status.get("costUSD") or 0),
+                                                          time.monotonic())}
 
 
-#: Trials this process created, by campaign uid: the index sees a new Trial only after its watch
-#: event, so without this a tick right after a create would POST it again (a harmless 409, but a
-#: wasted write). Lost on restart, when the index is complete from the initial listing anyway.
+#: Trials this process created, by campaign uid, until the index shows them: the index sees a new
+#: Trial only after its watch event, so without this a pass right after a create would POST it again
+#: (a harmless 409, but a wasted write) and count too few active trials.
 _CREATED: dict[str, set[str]] = {}
-
+#: By campaign uid: (generation, position in the plan before which every planned Trial exists).
+_CURSOR: dict[str, tuple[int, int]] = {}
+#: By campaign uid: when the last sweep and the last metrics update ran (monotonic).
+_LAST_SWEEP: dict[str, float] = {}
+_LAST_METRICS: dict[str, float] = {}
+METRICS_SEC = 5.0
 
 _PLANS: dict[tuple[str, int], list[PlannedTrial]] = {}
 
@@ -64,25 +74,44 @@ def _plan(body: kopf.Body, spec: CampaignSpec) -> list[PlannedTrial]:
     """The campaign's matrix, planned once per (uid, generation) by this process."""
     key = (body["metadata"]["uid"], int(body["metadata"].get("generation") or 0))
     if key not in _PLANS:
-        _PLANS[key] = plan(body["metadata"]["name"], spec, list(spec.tasks))
+        _PLANS[key] = plan(body["metadata"]["name"], spec, campaign_task_names(spec))
     return _PLANS[key]
 
 
-def _create_next(body: kopf.Body, spec: CampaignSpec, existing: dict[str, TrialState], active: int) -> int:
-    """Create planned Trials that do not exist yet while fewer than ``parallelism`` are active."""
-    created = 0
-    mine = _CREATED.setdefault(body["metadata"]["uid"], set())
-    mine.intersection_update(n for n in mine if n not in existing)  # keep only those not yet indexed
+def _forget(uid: str, keep_generation: int | None = None) -> None:
+    """Drop what this process keeps about a campaign (all of it, or its plans of other generations)."""
+    for key in [k for k in _PLANS if k[0] == uid and k[1] != keep_generation]:
+        del _PLANS[key]
+    if keep_generation is None:
+        for cache in (_CREATED, _CURSOR, _LAST_SWEEP, _LAST_METRICS):
+            cache.pop(uid, None)
+
+
+def _create_next(body: kopf.Body, spec: CampaignSpec, names: set[str], active: int) -> int:
+    """Create planned Trials that do not exist yet while fewer than ``parallelism`` are active.
+
+    The plan is walked from a cursor (everything before it exists), so a pass costs what it creates,
+    not the campaign's size.
+    """
+    meta = body["metadata"]
+    uid, generation = meta["uid"], int(meta.get("generation") or 0)
+    mine = _CREATED.setdefault(uid, set())
+    mine.intersection_update([n for n in mine if n not in names])  # keep only those not yet indexed
     active += len(mine)
-    for planned in _plan(body, spec):
-        if active >= spec.parallelism:
-            break
-        if planned.name in existing or planned.name in mine:
-            continue
-        kube.create_custom("trials", kubejobs.child_trial(dict(body), planned.name, planned.spec))
-        mine.add(planned.name)
-        active += 1
-        created += 1
+    planned = _plan(body, spec)
+    gen, pos = _CURSOR.get(uid, (generation, 0))
+    if gen != generation or (pos >= len(planned) and len(names) + len(mine) < len(planned)):
+        pos = 0  # a new generation, or a Trial was deleted: walk the plan again
+    created = 0
+    while pos < len(planned) and active < spec.parallelism:
+        name = planned[pos].name
+        if name not in names and name not in mine:
+            kube.create_custom("trials", kubejobs.child_trial(dict(body), name, planned[pos].spec))
+            mine.add(name)
+            active += 1
+            created += 1
+        pos += 1
+    _CURSOR[uid] = (generation, pos)
     return created
 
 
@@ -91,11 +120,11 @@ def _results(body: kopf.Body, spec: CampaignSpec, states: dict[str, TrialState])
     name = body["metadata"]["name"]
     costs = {e.name: e.cost_per_run_usd for e in spec.entries}
     results = []
-    for planned in plan(name, spec, list(spec.tasks)):
+    for planned in _plan(body, spec):
         try:
             record = json.loads(store.get_bytes(f"{name}/{planned.name}/trial.json"))
         except (OSError, KeyError, ValueError):
-            phase = states.get(planned.name, ("", "InfrastructureFailed", True, 0.0))[1]
+            phase = states.get(planned.name, ("", "InfrastructureFailed", True, 0.0, 0.0))[1]
             record = {"entry": planned.entry, "task": planned.task, "seed": planned.seed, "phase": phase, "score": {}}
         if costs.get(planned.entry) is not None:
             record["cost_usd"] = costs[planned.entry]
@@ -117,22 +146,35 @@ def _publish(body: kopf.Body, spec: CampaignSpec, states: dict[str, TrialState])
             "reportUri": f"{config().store_uri.rstrip('/')}/{key}"}
 
 
-def sweep(body: kopf.Body, states: dict[str, TrialState]) -> None:
-    """Every ``SWEEP_SEC``: finish the campaign's trials and scoring runs whose Job events were lost."""
+def _repair(ns: str, name: str, phase: str | None) -> None:
+    if phase in (None, "Running"):
+        trial = kube.get_custom("trials", ns, name)
+        run = trials.repair(trial) if trial is not None else None
+    else:  # ended but not scored: a trial finished by an operator version that wrote the agent's end
+        run = kube.get_custom("scoringruns", ns, scoring_run_name(name))
+    if run is not None:
+        scoring.check_running(run)
+
+
+def sweep(body: kopf.Body, states: Iterable[TrialState], logger: logging.Logger | None = None) -> None:
+    """Every ``SWEEP_SEC``: move on the campaign's unfinished trials that had no event for that long.
+
+    A trial not launched yet (its launch failed), or Running with its Job or its ScoringRun's verifier
+    Job ended or gone without us seeing the event: what kopf's create/resume handlers and the lone
+    trials' timer do for other objects.
+    """
     uid, now = body["metadata"]["uid"], time.monotonic()
     if now - _LAST_SWEEP.get(uid, 0.0) < SWEEP_SEC:
         return
     _LAST_SWEEP[uid] = now
     ns = body["metadata"]["namespace"]
-    for name, phase, done, _ in states.values():
-        if phase == "Running":
-            trial = kube.get_custom("trials", ns, name)
-            if trial is not None:
-                trials.check_running(trial)
-        elif phase in ("Succeeded", "Failed") and not done:
-            run = kube.get_custom("scoringruns", ns, scoring_run_name(name))
-            if run is not None:
-                scoring.check_running(run)
+    for name, phase, done, _, seen in states:
+        if done or now - seen < SWEEP_SEC:
+            continue
+        try:
+            _repair(ns, name, phase)
+        except (kopf.PermanentError, kopf.TemporaryError) as exc:  # one trial's trouble stops no other
+            (logger or logging.getLogger(__name__)).warning(f"sweeping trial {name}: {exc}")
 
 
 def reconcile(body: kopf.Body, status: kopf.Status,
@@ -149,24 +191,44 @@ def _reconcile(body: kopf.Body, status: kopf.Status,
         spec = CampaignSpec.model_validate(body["spec"])
     except ValidationError as exc:
         raise kopf.PermanentError(f"invalid campaign: {exc}") from exc
-    states = {s[0]: s for s in index.get((meta["namespace"], meta["name"]), [])}
+    try:
+        _plan(body, spec)  # taskSelector resolution (campaigns.selection) can fail: say so, retry next tick
+    except InputError as exc:
+        failed = {"phase": "Failed", "conditions": [condition("Ready", "False", "InvalidTasks", str(exc)[:1000],
+                                                              meta.get("generation"))]}
+        return {} if status.get("phase") == "Failed" else failed
+    states = index.get((meta["namespace"], meta["name"]), ())
+    names: set[str] = set()
+    active = done = infra = 0
+    cost = 0.0
+    for name, phase, finished, trial_cost, _ in states:
+        names.add(name)
+        if finished:
+            done += 1
+            infra += phase == "InfrastructureFailed"
+        else:
+            active += 1
+        cost += trial_cost
     sweep(body, states)
-    total = len(spec.entries) * len(spec.tasks) * spec.seeds
-    active = sum(1 for s in states.values() if not s[2])
-    created = 0 if spec.suspend else _create_next(body, spec, states, active)
-    done = sum(1 for s in states.values() if s[2])
-    infra = sum(1 for s in states.values() if s[1] == "InfrastructureFailed")
-    metrics.campaign_trial_counts(meta["name"], {p.name: p.entry for p in _plan(body, spec)},
-                                  {n: s[1] for n, s in states.items()})
+    uid, generation = meta["uid"], int(meta.get("generation") or 0)
+    _forget(uid, keep_generation=generation)
+    total = len(_plan(body, spec))
+    created = 0 if spec.suspend else _create_next(body, spec, names, active)
+    now = time.monotonic()
+    if now - _LAST_METRICS.get(uid, 0.0) >= METRICS_SEC or done == total:
+        _LAST_METRICS[uid] = now
+        metrics.campaign_trial_counts(meta["name"], {p.name: p.entry for p in _plan(body, spec)},
+                                      {s[0]: s[1] for s in states})
     new: dict[str, Any] = {
-        "total": total, "created": len(states) + created, "running": active + created, "finished": done,
+        "total": total, "created": len(names) + created, "running": active + created, "finished": done,
         "scored": done - infra, "infrastructureFailed": infra, "progress": f"{done}/{total}",
-        "costUSD": round(sum(s[3] for s in states.values()), 6), "observedGeneration": meta.get("generation"),
+        "costUSD": round(cost, 6), "observedGeneration": meta.get("generation"),
         "phase": "Suspended" if spec.suspend else "Running",
     }
     if done == total and total:
-        new.update(_publish(body, spec, states), phase="Succeeded")
+        new.update(_publish(body, spec, {s[0]: s for s in states}), phase="Succeeded")
         new["conditions"] = [condition("Ready", "True", "Completed", f"{total} trials scored", meta.get("generation"))]
+        _forget(uid)
     elif spec.suspend:
         new["conditions"] = [condition("Suspended", "True", "Suspended", "spec.suspend is true", meta.get("generation"))]
     if all(status.get(k) == v for k, v in new.items() if k != "conditions"):

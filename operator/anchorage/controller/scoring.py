@@ -1,6 +1,10 @@
 """ScoringRun handlers: launch the verifier Job; when it ends, publish the scores.
 
-Registered by importing ``anchorage.controller``. Sources: ``trialRef`` (the trial's uploaded
+Registered by importing ``anchorage.controller``. One status write per run, when it is scored (the
+verifier Job's name is deterministic, ``<run>-verify``, so no "Running" write is needed to find it);
+for a trial's run the same pass writes the Trial's final status: the agent's outcome, carried by the
+run's annotation ``trials.OUTCOME``, with the scores. Runs are driven by watch events, like Trials
+(see ``anchorage.controller.trials``). Sources: ``trialRef`` (the trial's uploaded
 results; the score also lands on the Trial's status and in its ``trial.json`` record, which the
 campaign aggregates), ``artifacts`` (external artifacts, e.g. third-party runs: rescored with the same
 scorer) and ``campaignRef`` (every trial of a campaign, rescored).
@@ -9,20 +13,23 @@ scorer) and ``campaignRef`` (every trial of a campaign, rescored).
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any
 
 import kopf
 from pydantic import ValidationError
 
 from anchorage import metrics
-from anchorage.controller import kube
+from anchorage.controller import gatewaying, kube, trials
 from anchorage.controller.settings import config
 from anchorage.controller.trials import _finished, condition
 from anchorage.errors import InputError
 from anchorage.manifests import API_GROUP, API_VERSION, ScoringRunSpec
-from anchorage.runtime import kubejobs
+from anchorage.runtime import kubejobs, kuberescoring
 from anchorage.runtime.kubepod import open_store
 from anchorage.runtime.kubestatus import now_rfc3339
+
+FINAL = ("Succeeded", "Failed")
 
 
 def _key(uri: str) -> str:
@@ -52,43 +59,90 @@ def _sources(ns: str, name: str, spec: ScoringRunSpec) -> tuple[str, list[dict[s
     if spec.artifacts:
         items = [{"uri": a.uri, "entry": a.entry, "seed": a.seed, "out": f"{a.entry}-s{a.seed}"} for a in spec.artifacts]
         return spec.task or "", items, out
-    raise InputError("campaignRef rescoring is done per task: list the artifacts, or rescore each trial",
-                     hint="use spec.artifacts (with the campaign's artifact URIs) or spec.trialRef")
+    campaign = kube.get_custom("verificationcampaigns", ns, spec.campaign_ref or "")
+    if campaign is None:
+        raise InputError(f"campaignRef {spec.campaign_ref!r} does not exist in namespace {ns}",
+                         hint="fix spec.campaignRef (the campaign's trials are rescored from the store)")
+    task, items = kuberescoring.campaign_items(campaign, spec.task, open_store(config().store_uri))
+    return task, items, out
+
+
+def _outcome(run: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The agent's outcome a trial's run carries (:data:`trials.OUTCOME`), None for other runs."""
+    raw = ((run["metadata"].get("annotations") or {}).get(trials.OUTCOME))
+    try:
+        outcome = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return outcome if isinstance(outcome, dict) else None
+
+
+def _run_sources(run: Mapping[str, Any], spec: ScoringRunSpec) -> tuple[str, list[dict[str, Any]], str]:
+    """:func:`_sources`, without reading the Trial when the run says where its results are."""
+    source = (_outcome(run) or {}).get("source") or {}
+    if spec.trial_ref and source.get("recordUri") and source.get("task"):
+        prefix = _key(source["recordUri"])
+        return source["task"], [{"uri": f"{prefix}/artifacts", "entry": source.get("entry") or spec.trial_ref,
+                                 "seed": source.get("seed", 0), "out": ""}], prefix
+    return _sources(run["metadata"]["namespace"], run["metadata"]["name"], spec)
+
+
+def verifier_job_name(run: Mapping[str, Any]) -> str:
+    """The verifier Job of a run (the name ``kubejobs.verifier_job`` gives it)."""
+    return f"{run['metadata']['name']}-verify"
 
 
 def start(run: dict[str, Any]) -> None:
-    """Record Running, then create the verifier Job (``<run>-verify``; 409 = already there).
+    """Create the verifier Job (``<run>-verify``; 409 = already there).
 
-    A Running run without its upload marker gets its Job created again (a crash between the writes).
     Raises InputError/ValidationError for a run that cannot be scored.
     """
-    meta, status = run["metadata"], run.get("status") or {}
     spec = ScoringRunSpec.model_validate(run["spec"])
-    task, items, out = _sources(meta["namespace"], meta["name"], spec)
-    job = kubejobs.verifier_job(run, task=task, artifacts=items, out=out, config=config(),
-                                baseline=spec.baseline, gates=spec.verification.gates)
-    if status.get("phase") != "Running":
-        kube.patch_status("scoringruns", meta["namespace"], meta["name"], {
-            "phase": "Running", "jobName": job["metadata"]["name"], "recordUri": f"{config().store_uri.rstrip('/')}/{out}",
-            "observedGeneration": meta.get("generation"),
-            "conditions": [condition("Ready", "False", "Scoring", "the verifier is running")]})
-    elif open_store(config().store_uri).exists(f"{out}/verifier-upload.json"):
-        return  # it ran to its end while we were away: the sweep publishes the scores
-    kube.create_job(job)
+    task, items, out = _run_sources(run, spec)
+    kube.create_job(kubejobs.verifier_job(run, task=task, artifacts=items, out=out, config=config(),
+                                          baseline=spec.baseline, gates=spec.verification.gates))
 
 
-@kopf.on.resume(API_GROUP, API_VERSION, "scoringruns")
-@kopf.on.create(API_GROUP, API_VERSION, "scoringruns")
-def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
+def launch(run: dict[str, Any]) -> None:
     """Start the verifier (see :func:`start`); a run that cannot be scored ends Failed."""
-    if status.get("phase") in ("Succeeded", "Failed"):
-        return
+    meta = run["metadata"]
     try:
-        start(dict(body))
+        start(run)
     except (ValidationError, InputError) as exc:
-        patch["status"] = {"phase": "Failed", "message": str(exc),
-                           "conditions": [condition("Ready", "False", "InvalidInput", str(exc)[:1000])]}
+        failed = condition("Ready", "False", "InvalidInput", str(exc)[:1000])
+        outcome = {k: v for k, v in (_outcome(run) or {}).items() if k != "source"}
+        trial_ref = (run.get("spec") or {}).get("trialRef")
+        if outcome and trial_ref:  # the trial waits for these scores: end it unscored
+            kube.patch_status("trials", meta["namespace"], trial_ref, {
+                **outcome, "scoringRun": meta["name"], "gradable": False,
+                "conditions": [trials.ready_condition(outcome), condition("Scored", "False", "InvalidInput", str(exc)[:1000])]})
+        kube.patch_status("scoringruns", meta["namespace"], meta["name"], {
+            "phase": "Failed", "message": str(exc), "conditions": [failed]})
         raise kopf.PermanentError(str(exc)) from exc
+
+
+#: Runs this process started and verifier Jobs whose end it handled.
+_STARTED, _ENDED = trials.Once(), trials.Once()
+
+
+@kopf.on.event(API_GROUP, API_VERSION, "scoringruns")
+async def run_event(type: str | None, body: kopf.Body, status: kopf.Status, **_: Any) -> None:
+    """A new run: start its verifier. At startup (the initial listing) check unfinished ones."""
+    meta = body["metadata"]
+    ended = type == "DELETED" or bool(meta.get("deletionTimestamp")) or status.get("phase") in FINAL
+    if kubejobs.LABEL_CAMPAIGN not in (meta.get("labels") or {}):
+        WATCHDOG.seen(meta["namespace"], meta["name"], unfinished=not ended)
+    if ended:
+        return
+    uid = meta["uid"]
+    if type is None:
+        await kube.in_thread(check_running, dict(body))
+    elif _STARTED.first(uid):
+        try:
+            await kube.in_thread(launch, dict(body))
+        except kopf.TemporaryError:
+            _STARTED.forget(uid)  # the next event, the sweep or the timer tries again
+            raise
 
 
 def _summaries(run: dict[str, Any], items: list[dict[str, Any]], out: str) -> list[dict[str, Any]]:
@@ -112,16 +166,17 @@ def _write_trial_record(trial: dict[str, Any], record: dict[str, Any], out: str)
     doc = {"name": trial["metadata"]["name"], "entry": spec.get("entry") or trial["metadata"]["name"],
            "task": spec["task"], "seed": spec.get("seed", 0), "phase": status.get("phase"),
            "reason": status.get("reason"), "exit_code": status.get("exitCode"), "attempt": status.get("attempt"),
-           "cost_usd": status.get("costUSD") or 0.0, "score": record, "driver": "operator"}
+           **gatewaying.record_fields(status), "score": record, "driver": "operator"}
     store = open_store(config().store_uri)
     store.put_bytes(f"{out}/trial.json", json.dumps(doc, indent=1).encode())
     store.mark_complete(out)  # written after every other object of the trial (design notes: run folder)
 
 
 def finish(run: dict[str, Any], result: str) -> None:
-    """Publish the scores of a finished verifier Job (and onto the Trial for trialRef runs)."""
+    """Publish the scores of a finished verifier Job; for trialRef runs also the Trial's final status."""
     meta = run["metadata"]
     spec = ScoringRunSpec.model_validate(run["spec"])
+    outcome = {k: v for k, v in (_outcome(run) or {}).items() if k != "source"}
     if spec.trial_ref:
         trial = kube.get_custom("trials", meta["namespace"], spec.trial_ref)
         if trial is None:
@@ -135,15 +190,19 @@ def finish(run: dict[str, Any], result: str) -> None:
                                       for s in scores)
     first = scores[0] if scores else {}
     if trial is not None and first:
-        _write_trial_record(trial, first["_record"], out)
+        status = {**(trial.get("status") or {}), **outcome}
+        _write_trial_record({**trial, "status": status}, first["_record"], out)
+        ready = [trials.ready_condition(outcome, trial["metadata"].get("generation"))] if outcome else \
+            (trial.get("status") or {}).get("conditions", [])[:1]
         kube.patch_status("trials", meta["namespace"], trial["metadata"]["name"], {
+            **outcome, "scoringRun": meta["name"],
             "raw": first["raw"], "oEval": first["oEval"], "boEval": first["boEval"], "gradable": first["gradable"],
-            "conditions": [*(trial.get("status") or {}).get("conditions", [])[:1],
-                           condition("Scored", "True" if ok else "False", "Scored" if ok else "VerifierFailed",
-                                     f"O-Eval {first['oEval']}")]})
+            "conditions": [*ready, condition("Scored", "True" if ok else "False", "Scored" if ok else "VerifierFailed",
+                                             f"O-Eval {first['oEval']}")]})
         metrics.operator_trial_scored(trial, first["oEval"], first["boEval"])
     kube.patch_status("scoringruns", meta["namespace"], meta["name"], {
-        "phase": "Succeeded" if ok else "Failed",
+        "phase": "Succeeded" if ok else "Failed", "jobName": verifier_job_name(run),
+        "recordUri": f"{config().store_uri.rstrip('/')}/{out}", "observedGeneration": meta.get("generation"),
         "raw": first.get("raw"), "oEval": first.get("oEval"), "boEval": first.get("boEval"),
         "scores": [{k: v for k, v in s.items() if k != "_record" and v is not None} for s in scores],
         "message": None if ok else f"verifier job ended: {result}",
@@ -152,42 +211,58 @@ def finish(run: dict[str, Any], result: str) -> None:
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "verifier", **kubejobs.MANAGED_BY})
-def verifier_job_event(type: str, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+async def verifier_job_event(type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
     """A verifier Job changed: when it has ended, publish the scores (once)."""
     result = _finished(body) if type != "DELETED" else None
-    if result is None:
-        return
-    labels, annotations = body["metadata"].get("labels") or {}, body["metadata"].get("annotations") or {}
-    ns = annotations.get("anchorage.dev/scoring-run-namespace", body["metadata"]["namespace"])
+    uid = str(body["metadata"].get("uid"))
+    if result is not None and _ENDED.first(uid):
+        await kube.in_thread(_job_ended, dict(body), result, logger)
+
+
+def _job_ended(job: dict[str, Any], result: str, logger: kopf.Logger) -> None:
+    labels, annotations = job["metadata"].get("labels") or {}, job["metadata"].get("annotations") or {}
+    ns = annotations.get("anchorage.dev/scoring-run-namespace", job["metadata"]["namespace"])
     run = kube.get_custom("scoringruns", ns, labels[kubejobs.LABEL_SCORING])
-    if run is None or (run.get("status") or {}).get("phase") != "Running":
+    if run is None or (run.get("status") or {}).get("phase") in FINAL:
         return
     try:
         finish(run, result)
     except kopf.TemporaryError as exc:
-        logger.warning(f"publishing scores of {run['metadata']['name']} failed; the timer retries: {exc}")
+        _ENDED.forget(str(job["metadata"].get("uid")))
+        logger.warning(f"publishing scores of {run['metadata']['name']} failed; the sweep or the timer retries: {exc}")
 
 
 def check_running(run: dict[str, Any]) -> None:
-    """Publish a Running run whose verifier Job ended (or vanished) without us seeing the event."""
-    status = run.get("status") or {}
-    if status.get("phase") != "Running":
+    """Start or publish an unfinished run whose verifier Job events were lost (or never came)."""
+    if (run.get("status") or {}).get("phase") in FINAL:
         return
-    ns = config().trials_namespace or run["metadata"]["namespace"]
-    job = kube.get_job(ns, status.get("jobName") or "")
-    out = _key(status.get("recordUri", ""))
-    if job is None and not open_store(config().store_uri).exists(f"{out}/verifier-upload.json"):
-        start(run)
-        return
-    result = "JobLost" if job is None else _finished(kopf.Body(cast(kopf.RawBody, job)))
+    job = kube.get_job(config().trials_namespace or run["metadata"]["namespace"], verifier_job_name(run))
+    if job is None:
+        try:
+            _, _, out = _run_sources(run, ScoringRunSpec.model_validate(run["spec"]))
+        except (ValidationError, InputError):
+            out = None
+        if out is None or not open_store(config().store_uri).exists(f"{out}/verifier-upload.json"):
+            launch(run)  # never created (or deleted before it ran to its end)
+            return
+    result = "JobLost" if job is None else _finished(job)
     if result is not None:
         finish(run, result)
 
 
-# Safety net for lost Job events; campaign runs are swept by their campaign (see trials.watch_running).
-@kopf.timer(API_GROUP, API_VERSION, "scoringruns", interval=10, initial_delay=10, idle=5,
-            labels={kubejobs.LABEL_CAMPAIGN: kopf.ABSENT},
-            when=lambda status, **_: status.get("phase") == "Running")
-def watch_running(body: kopf.Body, **_: Any) -> None:
-    """Lone Running scoring runs: check their Job every 10 s."""
-    check_running(dict(body))
+def _check_lone(namespace: str, name: str) -> bool:
+    run = kube.get_custom("scoringruns", namespace, name)
+    if run is None or (run.get("status") or {}).get("phase") in FINAL:
+        return False
+    check_running(run)
+    return True
+
+
+#: Lone (campaign-less) runs, checked when their events stop coming (see ``trials.Watchdog``).
+WATCHDOG = trials.Watchdog("scoring run", _check_lone)
+
+
+@kopf.on.cleanup()
+async def stop_watchdog(**_: Any) -> None:
+    """Stop the lone runs' watchdog with the operator."""
+    WATCHDOG.stop()

@@ -1,24 +1,37 @@
-"""Trial handlers: launch the Job of each attempt; when it ends, record the outcome and create the
-ScoringRun.
+"""Trial handlers: launch the Job of each attempt; when it ends, create the ScoringRun (or retry).
 
 Registered by importing ``anchorage.controller``. A Trial runs once; only an infrastructure failure
 is retried, and only ``spec.retries`` times (each attempt is a new Job ``<trial>-a<N>``). Names are
 deterministic, so a restarted operator that re-handles a Trial finds its Job instead of making a
 second one.
+
+Two status writes per trial: ``Running`` (attempt, Job name) before its Job is created, and the final
+one (the agent's outcome with its scores), written by the ScoringRun's finish
+(``anchorage.controller.scoring``). In between, the ScoringRun carries the agent's outcome in the
+annotation :data:`OUTCOME` (set when it is created: no extra write). Trials are driven by watch
+events (``kopf.on.event``): kopf then keeps no diff-base or progress annotation on them (one write
+less per object); what kopf's create/resume handlers did — retry a failed launch, repair after a
+restart — is done by :func:`repair`, called for listed objects at startup, by the campaign's sweep
+and by the lone trials' :class:`Watchdog` (no kopf timer: see there).
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import functools
 import json
-from typing import Any, cast
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import kopf
 from pydantic import ValidationError
 
 from anchorage import metrics
 from anchorage.campaigns.names import dns_label, scoring_run_name
-from anchorage.controller import kube
+from anchorage.controller import gatewaying, kube
 from anchorage.controller.settings import config
 from anchorage.errors import AnchorageError
 from anchorage.manifests import API_GROUP, API_VERSION, TrialSpec
@@ -27,6 +40,9 @@ from anchorage.runtime.kubepod import open_store
 from anchorage.runtime.kubestatus import Condition, now_rfc3339
 
 TERMINAL = ("Succeeded", "Failed", "InfrastructureFailed")
+#: ScoringRun annotation: the agent's outcome (phase, reason, exit code, end time, cost fields) and where
+#: its results are, written onto the Trial with the scores.
+OUTCOME = "anchorage.dev/agent-outcome"
 
 
 def job_name(trial: str, attempt: int) -> str:
@@ -57,13 +73,24 @@ def _task_inputs(spec: TrialSpec) -> tuple[str, dict[str, float]]:
     return _task_inputs_cached(spec.task)
 
 
-def _launch(body: kopf.Body, spec: TrialSpec, attempt: int) -> None:
+@functools.lru_cache(maxsize=64)
+def _spec(raw: str) -> TrialSpec:
+    return TrialSpec.model_validate_json(raw)
+
+
+def trial_spec(trial: Mapping[str, Any]) -> TrialSpec:
+    """The Trial's spec as the model (validated once per distinct spec: a campaign's trials share few)."""
+    return _spec(json.dumps(trial["spec"], sort_keys=True))
+
+
+def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
     """Record the attempt as Running, then create its Job (the Job's events then find it Running).
 
-    A crash between the two is repaired by ``launch`` on resume, which re-creates a missing Job.
+    A crash between the two is repaired by :func:`repair`, which re-creates a missing Job.
     """
     meta = body["metadata"]
     campaign = (meta.get("labels") or {}).get(kubejobs.LABEL_CAMPAIGN)
+    gatewaying.check(spec)  # a model-calling trial needs a token: refuse before anything is written
     instruction, defaults = _task_inputs(spec)
     cfg = config()
     job = kubejobs.trial_job(dict(body), spec, instruction=instruction, task_defaults=defaults, config=cfg,
@@ -75,35 +102,149 @@ def _launch(body: kopf.Body, spec: TrialSpec, attempt: int) -> None:
             "recordUri": f"{cfg.store_uri.rstrip('/')}/{prefix}", "observedGeneration": meta.get("generation"),
             "conditions": [condition("Ready", "False", "Running", "the agent is running", meta.get("generation"))]})
     kube.ensure_policies_once(job["metadata"]["namespace"], cfg)
-    kube.create_job(job)
+    gatewaying.create_job(job, body, spec)  # the Job, then a model-calling agent's token Secret
 
 
-@kopf.on.resume(API_GROUP, API_VERSION, "trials")
-@kopf.on.create(API_GROUP, API_VERSION, "trials")
-def launch(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **_: Any) -> None:
-    """Start the trial's Job; idempotent (deterministic Job name, 409 = already there).
-
-    A Running trial whose attempt has not uploaded its results gets its Job created again if a crash
-    came between recording Running and creating the Job (kopf re-runs create handlers that did not
-    finish, and runs resume handlers after a restart).
-    """
-    if status.get("phase") in TERMINAL:
-        return
-    if status.get("phase") == "Running" and _read_upload(status.get("recordUri", "")) is not None:
-        return  # the attempt ran to its end while we were away (its Job may be gone): the timer finishes it
+def launch(trial: Mapping[str, Any]) -> None:
+    """Start a new trial's first attempt; a trial that cannot start ends InfrastructureFailed."""
+    meta, status = trial["metadata"], trial.get("status") or {}
     try:
-        spec = TrialSpec.model_validate(body["spec"])
-        # Status is written by us (with retries), not through kopf's patch: a failed write is retried
-        # here, and the MODIFIED event it causes brings kopf back to this idempotent handler.
-        _launch(body, spec, int(status.get("attempt") or 0))
+        _launch(trial, trial_spec(trial), int(status.get("attempt") or 0))
     except (ValidationError, AnchorageError) as exc:
-        patch["status"] = {"phase": "InfrastructureFailed", "reason": "sandbox_error", "message": str(exc),
-                           "conditions": [condition("Ready", "False", "InvalidInput", str(exc)[:1000])]}
-        metrics.operator_trial_finished(body, "InfrastructureFailed", "sandbox_error")
+        kube.patch_status("trials", meta["namespace"], meta["name"], {
+            "phase": "InfrastructureFailed", "reason": "sandbox_error", "message": str(exc),
+            "conditions": [condition("Ready", "False", "InvalidInput", str(exc)[:1000])]})
+        metrics.operator_trial_finished(trial, "InfrastructureFailed", "sandbox_error")
         raise kopf.PermanentError(f"cannot launch: {exc}") from exc
 
 
-def _finished(job: kopf.Body) -> str | None:
+def repair(trial: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Bring an unfinished trial forward from wherever a crash or a lost event left it.
+
+    Not started yet (or its first write failed): launch it. Running: see :func:`check_running`.
+    Returns the trial's ScoringRun when the trial waits for it (the caller may check that one).
+    """
+    phase = (trial.get("status") or {}).get("phase")
+    if not phase:
+        launch(trial)
+        return None
+    return check_running(trial)
+
+
+class Once:
+    """Keys this process has acted on (the newest ``size``): events repeat, acting twice costs writes."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._seen: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def first(self, key: str) -> bool:
+        """True the first time ``key`` is seen (then it counts as seen)."""
+        with self._lock:
+            if key in self._seen:
+                return False
+            self._seen[key] = None
+            if len(self._seen) > self._size:
+                self._seen.popitem(last=False)
+            return True
+
+    def forget(self, key: str) -> None:
+        """Act on ``key`` again next time (the action failed)."""
+        with self._lock:
+            self._seen.pop(key, None)
+
+
+class Watchdog:
+    """Every ``interval`` s, check the lone unfinished objects of a kind that had no event for that long.
+
+    The safety net for a launch whose writes failed or a Job event that was lost, which a kopf timer on
+    Trials and ScoringRuns used to be — without the timer's cost: kopf keeps the latest body of every
+    object of a kind that has a timer (two bodies per campaign trial, most of the operator's memory at
+    10,000 trials). Campaign children are swept by their campaign instead (``campaigns.sweep``). Runs
+    in kopf's event loop (events report to :meth:`seen`), the checks in the handlers' worker threads;
+    ``check(namespace, name)`` says whether the object is still unfinished.
+    """
+
+    def __init__(self, what: str, check: Callable[[str, str], bool], interval: float = 10.0) -> None:
+        self.what, self.interval, self._check = what, interval, check
+        self._due: dict[tuple[str, str], float] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def seen(self, namespace: str, name: str, unfinished: bool) -> None:
+        """An event of the object came: check it ``interval`` s from now if it is unfinished, else forget it."""
+        if not unfinished:
+            self._due.pop((namespace, name), None)
+            return
+        loop = asyncio.get_running_loop()
+        self._due[(namespace, name)] = loop.time() + self.interval
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._run())
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._due:
+            await asyncio.sleep(self.interval / 2)
+            for key in [k for k, due in self._due.items() if due <= loop.time()]:
+                self._due[key] = loop.time() + self.interval
+                try:
+                    unfinished = await kube.in_thread(self._check, *key)
+                except (kopf.PermanentError, kopf.TemporaryError, AnchorageError, ValidationError) as exc:
+                    logging.getLogger(__name__).warning(f"checking {self.what} {key[0]}/{key[1]}: {exc}")
+                    continue
+                if not unfinished:
+                    self._due.pop(key, None)
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+def _check_lone(namespace: str, name: str) -> bool:
+    trial = kube.get_custom("trials", namespace, name)
+    if trial is None or (trial.get("status") or {}).get("phase") in TERMINAL:
+        return False
+    repair(trial)
+    return True
+
+
+#: Lone (campaign-less) trials, checked when their events stop coming; campaign trials are swept.
+WATCHDOG = Watchdog("trial", _check_lone)
+
+
+@kopf.on.cleanup()
+async def stop_watchdog(**_: Any) -> None:
+    """Stop the lone trials' watchdog with the operator."""
+    WATCHDOG.stop()
+
+
+#: Trials this process launched and trial Jobs whose end it handled.
+_LAUNCHED, _ENDED = Once(), Once()
+
+
+@kopf.on.event(API_GROUP, API_VERSION, "trials")
+async def trial_event(type: str | None, body: kopf.Body, status: kopf.Status, **_: Any) -> None:
+    """A new Trial: launch it. At startup (``type`` None: the initial listing) also repair Running ones."""
+    meta = body["metadata"]
+    ended = type == "DELETED" or bool(meta.get("deletionTimestamp")) or status.get("phase") in TERMINAL
+    if kubejobs.LABEL_CAMPAIGN not in (meta.get("labels") or {}):
+        WATCHDOG.seen(meta["namespace"], meta["name"], unfinished=not ended)
+    if ended:
+        return
+    uid = meta["uid"]
+    if type is None:
+        if not status.get("phase"):
+            _LAUNCHED.first(uid)
+        await kube.in_thread(repair, dict(body))
+    elif not status.get("phase") and _LAUNCHED.first(uid):
+        try:
+            await kube.in_thread(launch, dict(body))
+        except kopf.TemporaryError:
+            _LAUNCHED.forget(uid)  # the next event or the sweep tries again
+            raise
+
+
+def _finished(job: Mapping[str, Any]) -> str | None:
     for cond in (job.get("status") or {}).get("conditions") or []:
         if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
             return "Complete" if cond["type"] == "Complete" else str(cond.get("reason") or "Failed")
@@ -135,72 +276,82 @@ def _read_upload(record_uri: str) -> dict[str, Any] | None:
     return data
 
 
-def finish(trial: dict[str, Any], job: kopf.Body, result: str) -> None:
-    """Record the attempt's outcome; retry an infrastructure failure or create the ScoringRun."""
+def ready_condition(outcome: Mapping[str, Any], generation: int | None = None) -> dict[str, Any]:
+    """The Trial's ``Ready`` condition for the agent's outcome."""
+    phase = str(outcome.get("phase"))
+    return condition("Ready", "True" if phase == "Succeeded" else "False", phase,
+                     f"agent ended: {outcome.get('reason')}", generation)
+
+
+def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
+    """The attempt ended: retry an infrastructure failure, end the trial, or create its ScoringRun."""
     meta, status = trial["metadata"], trial.get("status") or {}
-    spec = TrialSpec.model_validate(trial["spec"])
+    spec = trial_spec(trial)
     phase, reason, code = _outcome(result, _read_upload(status.get("recordUri", "")))
     attempt = int(status.get("attempt") or 0)
     ns, name = meta["namespace"], meta["name"]
     if phase == "InfrastructureFailed" and attempt < spec.retries:
-        _launch(kopf.Body(cast(kopf.RawBody, {**trial, "status": {}})), spec, attempt + 1)
+        _launch({**trial, "status": {}}, spec, attempt + 1)
         return
-    new: dict[str, Any] = {"phase": phase, "reason": reason, "exitCode": code, "completionTime": now_rfc3339(),
-                           "costUSD": 0.0,
-                           "conditions": [condition("Ready", "True" if phase == "Succeeded" else "False",
-                                                    phase, f"agent ended: {reason}", meta.get("generation"))]}
-    if phase != "InfrastructureFailed":
-        run = scoring_run_name(name)
-        verification = spec.verification.model_dump(by_alias=True, exclude_none=True, mode="json")
-        kube.create_custom("scoringruns", kubejobs.child_scoring_run(trial, run, verification))
-        new["scoringRun"] = run
-    kube.patch_status("trials", ns, name, new)
-    metrics.operator_trial_finished(trial, phase, reason)
+    outcome: dict[str, Any] = {"phase": phase, "reason": reason, "exitCode": code, "completionTime": now_rfc3339(),
+                               **gatewaying.settle(trial, spec, config())}
+    if phase == "InfrastructureFailed":
+        kube.patch_status("trials", ns, name, {**outcome, "conditions": [ready_condition(outcome, meta.get("generation"))]})
+        metrics.operator_trial_finished(trial, phase, reason)
+        return
+    run = kubejobs.child_scoring_run(trial, scoring_run_name(name),
+                                     spec.verification.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    source = {"task": spec.task, "entry": spec.entry or name, "seed": spec.seed, "recordUri": status.get("recordUri")}
+    run["metadata"]["annotations"] = {OUTCOME: json.dumps({**outcome, "source": source}, separators=(",", ":"))}
+    if kube.create_custom("scoringruns", run):
+        metrics.operator_trial_finished(trial, phase, reason)
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "trial", **kubejobs.MANAGED_BY})
-def trial_job_event(type: str, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-    """A trial Job changed: when it has ended, finish its Trial (once: the Trial's status says so)."""
+async def trial_job_event(type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+    """A trial Job changed: when it has ended, finish its Trial (once)."""
     result = _finished(body) if type != "DELETED" else None
-    if result is None:
-        return
-    labels, annotations = body["metadata"].get("labels") or {}, body["metadata"].get("annotations") or {}
-    ns = annotations.get("anchorage.dev/trial-namespace", body["metadata"]["namespace"])
+    uid = str(body["metadata"].get("uid"))
+    if result is not None and _ENDED.first(uid):
+        await kube.in_thread(_job_ended, dict(body), result, logger)
+
+
+def _job_ended(job: dict[str, Any], result: str, logger: kopf.Logger) -> None:
+    labels, annotations = job["metadata"].get("labels") or {}, job["metadata"].get("annotations") or {}
+    ns = annotations.get("anchorage.dev/trial-namespace", job["metadata"]["namespace"])
     trial = kube.get_custom("trials", ns, labels[kubejobs.LABEL_TRIAL])
     if trial is None:
         return
     status = trial.get("status") or {}
-    if status.get("phase") != "Running" or status.get("jobName") != body["metadata"]["name"]:
+    if status.get("phase") != "Running" or status.get("jobName") != job["metadata"]["name"]:
         return
     try:
-        finish(trial, body, result)
+        finish(trial, job, result)
     except kopf.TemporaryError as exc:
-        logger.warning(f"finishing trial {trial['metadata']['name']} failed, will retry on the next event: {exc}")
+        _ENDED.forget(str(job["metadata"].get("uid")))
+        logger.warning(f"finishing trial {trial['metadata']['name']} failed; the next event or the sweep retries: {exc}")
 
 
-def check_running(trial: dict[str, Any]) -> None:
-    """Finish a Running trial whose Job ended (or vanished) without us seeing the event."""
+def check_running(trial: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Finish a Running trial whose Job ended (or vanished) without us seeing the event.
+
+    Returns the trial's ScoringRun when it exists already: the agent's end was handled, the trial
+    waits for its scores.
+    """
     status = trial.get("status") or {}
     if status.get("phase") != "Running":
-        return
+        return None
     ns = config().trials_namespace or trial["metadata"]["namespace"]
     job = kube.get_job(ns, status.get("jobName") or "")
     if job is None and _read_upload(status.get("recordUri", "")) is None:
         # Never created (a crash between recording Running and creating it) or deleted before it ran
         # to its end: create it (same deterministic name, so at most one Job per attempt exists).
-        _launch(kopf.Body(cast(kopf.RawBody, trial)), TrialSpec.model_validate(trial["spec"]),
-                int(status.get("attempt") or 0))
-        return
-    result = "JobLost" if job is None else _finished(kopf.Body(cast(kopf.RawBody, job)))
-    if result is not None:
-        finish(trial, kopf.Body(cast(kopf.RawBody, job or {})), result)
-
-
-# Safety net for lost Job events. Timers make kopf put a finalizer on the object (two more writes),
-# so campaign Trials get this check from their campaign's tick instead (``campaigns.sweep``).
-@kopf.timer(API_GROUP, API_VERSION, "trials", interval=10, initial_delay=10, idle=5,
-            labels={kubejobs.LABEL_CAMPAIGN: kopf.ABSENT},
-            when=lambda status, **_: status.get("phase") == "Running")
-def watch_running(body: kopf.Body, **_: Any) -> None:
-    """Lone Running trials: check their Job every 10 s."""
-    check_running(dict(body))
+        _launch(trial, trial_spec(trial), int(status.get("attempt") or 0))
+        return None
+    result = "JobLost" if job is None else _finished(job)
+    if result is None:
+        return None
+    run = kube.get_custom("scoringruns", trial["metadata"]["namespace"], scoring_run_name(trial["metadata"]["name"]))
+    if run is None:
+        finish(dict(trial), job or {}, result)
+    return run

@@ -6,9 +6,11 @@ the HTTP server, request parsing, discovery (``/api``, ``/apis``, group/version 
 DSL: reactions declared with ``fake[...] << ...`` take precedence over the built-in behaviour here,
 which is registered as a fallback. The built-in behaviour (``ObjectStore``) adds resourceVersions,
 409 conflicts, status subresources, finalizers, owner GC, watch bookmarks and 410 Gone, CRD
-registration (``POST customresourcedefinitions`` makes the kind servable), schema validation of
-custom resources (the CRD's openAPIV3Schema with jsonschema, plus the pydantic models that carry
-the same cross-field rules as the CRD's CEL rules) and server-side Table printing for kubectl.
+registration (``POST customresourcedefinitions`` makes the kind servable; a CEL rule the fake
+cannot evaluate is refused with 422), validation of custom resources as the API server does it
+(unknown fields pruned, or 400 with ``fieldValidation=Strict``; the CRD's openAPIV3Schema with
+jsonschema; then the CRD's own ``x-kubernetes-validations`` CEL rules, ``devcluster.cel``) and
+server-side Table printing for kubectl.
 
 Fault injection for tests: ``fake.faults.append(Fault(...))`` fails matching requests with a status
 code; ``await fake.drop_watches()`` cuts every watch stream; ``fake.expire(plural)`` compacts the
@@ -29,13 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import attrs
-import jsonschema
 import kmock
 from kmock._internal import apps, enums, parsing, rendering
-from pydantic import ValidationError
 
 from anchorage import manifests
-from anchorage.devcluster.storage import ApiError, Event, Obj, ObjectStore, Resource, json_patch, merge_patch
+from anchorage.devcluster import cel, structural
+from anchorage.devcluster.storage import ApiError, Event, Obj, ObjectStore, Resource, json_patch, merge_patch, now
 
 _kmock_parse_path = parsing.parse_path
 
@@ -65,11 +66,12 @@ CORE: list[tuple[str, str, str, str, bool, bool]] = [
     ("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, False),
     ("events.k8s.io", "v1", "events", "Event", True, False),
     ("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False, True),
-    ("kopf.dev", "v1", "kopfpeerings", "KopfPeering", True, False),
-    ("kopf.dev", "v1", "clusterkopfpeerings", "ClusterKopfPeering", False, False),
-]
+]  # kopf's KopfPeering is a CRD (crds/peering/), served once registered, as in a real cluster
 SHORT = {"namespaces": ["ns"], "pods": ["po"], "configmaps": ["cm"], "serviceaccounts": ["sa"],
          "networkpolicies": ["netpol"], "customresourcedefinitions": ["crd", "crds"], "events": ["ev"]}
+_NOT_CHECKED = {"reason": "FieldValueInvalid", "field": "<nil>", "message": "Invalid value: \"object\": some validation "
+                "rules were not checked because the object was invalid; correct the existing errors to complete "
+                "validation"}
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
@@ -137,8 +139,7 @@ class FakeApiServer(kmock.KubernetesEmulator):
     bookmark_interval: float = 5.0
     keep_requests: int = 20
     counts: collections.Counter[str] = attrs.field(factory=collections.Counter)
-    #: kind → pydantic model: custom resources are also validated with these (the CEL rules' twins)
-    models: dict[str, Any] = attrs.field(factory=lambda: dict(manifests.KINDS))
+    _rules: dict[tuple[str, str], cel.Node] = attrs.field(factory=dict)  # compiled CEL rules per CRD
     _schemas: dict[tuple[str, str], dict[str, Any]] = attrs.field(factory=dict)
     _printer: dict[tuple[str, str], list[dict[str, Any]]] = attrs.field(factory=dict)
     _streams: set[asyncio.Queue[Event | None]] = attrs.field(factory=set)
@@ -216,22 +217,57 @@ class FakeApiServer(kmock.KubernetesEmulator):
         if res.plural != "customresourcedefinitions" or event.type == "DELETED":
             return
         self.register_crd(event.obj)
+        self._establish(res, event.obj)
+
+    def _establish(self, res: Resource, crd: Obj) -> None:
+        """Report the CRD Established with its names accepted (``kubectl wait --for condition=established``)."""
+        names = crd["spec"]["names"]
+        status = crd.get("status") or {}
+        if status.get("acceptedNames") == names and any(c.get("type") == "Established" for c in status.get(
+                "conditions") or []):
+            return
+        stamp = now()
+        conditions = [{"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                       "message": "no conflicts found", "lastTransitionTime": stamp},
+                      {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                       "message": "the initial names have been accepted", "lastTransitionTime": stamp}]
+        versions = [v["name"] for v in crd["spec"]["versions"] if v.get("storage")]
+        self.store.update(res, None, crd["metadata"]["name"], {**crd, "status": {
+            "conditions": conditions, "acceptedNames": names, "storedVersions": versions}}, status_only=True)
+
+    @staticmethod
+    def compile_crd(crd: Obj) -> cel.Node:
+        """The CRD's compiled CEL rules; 422 (as the API server refuses a bad rule) when one cannot be evaluated."""
+        spec = crd.get("spec") or {}
+        version: Obj = next((v for v in spec.get("versions") or [] if v.get("served", True)), {})
+        try:
+            return cel.compile_schema((version.get("schema") or {}).get("openAPIV3Schema") or {},
+                                      f"spec.validation.openAPIV3Schema ({version.get('name', '?')})")
+        except cel.RuleError as exc:
+            name = (crd.get("metadata") or {}).get("name", "")
+            cause = {"reason": "FieldValueInvalid", "field": "spec.validation.openAPIV3Schema", "message": str(exc)}
+            raise ApiError(422, "Invalid", f'CustomResourceDefinition.apiextensions.k8s.io "{name}" is invalid: {exc}',
+                           {"name": name, "group": "apiextensions.k8s.io", "kind": "CustomResourceDefinition",
+                            "causes": [cause]}) from None
 
     def register_crd(self, crd: Obj) -> None:
-        """Serve the kind a CRD defines, validating its objects with the CRD's schema."""
+        """Serve the kind a CRD defines, validating its objects with the CRD's schema and CEL rules."""
         spec = crd["spec"]
         names = spec["names"]
         version = next(v for v in spec["versions"] if v.get("served", True))
+        rules = self.compile_crd(crd)
         res = Resource(spec["group"], version["name"], names["plural"], names["kind"],
                        spec.get("scope", "Namespaced") == "Namespaced", "status" in version.get("subresources", {}))
         self._serve_kind(res, names.get("shortNames", []), names.get("categories", []))
         self._schemas[(res.group, res.plural)] = version.get("schema", {}).get("openAPIV3Schema", {})
+        self._rules[(res.group, res.plural)] = rules
         self._printer[(res.group, res.plural)] = version.get("additionalPrinterColumns", [])
 
     def load_crds(self, docs: list[Obj]) -> None:
-        """Register CRDs as if ``kubectl apply -f crds/`` had run."""
+        """Register CRDs as if ``kubectl apply -f crds/`` had run (ApiError on a rule the fake cannot evaluate)."""
         crds = self.store.resource("apiextensions.k8s.io", "customresourcedefinitions")
         for doc in docs:
+            self.compile_crd(doc)
             with contextlib.suppress(ApiError):
                 self.store.create(crds, None, doc)
 
@@ -300,7 +336,7 @@ class FakeApiServer(kmock.KubernetesEmulator):
     def _create(self, request: rendering.Request, res: Resource, ns: str | None) -> Obj:
         body = request.data if isinstance(request.data, dict) else {}
         ns = ns or body.get("metadata", {}).get("namespace") or (None if not res.namespaced else "default")
-        self._validate(res, body)
+        body = self._admit(request, res, body, None)
         if request.params.get("dryRun"):
             return body
         return self.store.create(res, ns, body)
@@ -308,6 +344,8 @@ class FakeApiServer(kmock.KubernetesEmulator):
     def _delete(self, request: rendering.Request, res: Resource, ns: str | None, name: str | None) -> Obj:
         options = request.data if isinstance(request.data, dict) else {}
         orphan = (options.get("propagationPolicy") or request.params.get("propagationPolicy")) == "Orphan"
+        if name and (request.params.get("dryRun") or options.get("dryRun")):
+            return self.store.get(res, ns, name)
         if name:
             return self.store.delete(res, ns, name, orphan=orphan)
         for obj in list(self.store.select(res, ns, _label_match(request.params.get("labelSelector", "")))):
@@ -329,60 +367,56 @@ class FakeApiServer(kmock.KubernetesEmulator):
                 new = merge_patch(current, body)
             expected = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
         if not status_only:
-            self._validate(res, new)
+            new = self._admit(request, res, new, current)
         elif (res.group, res.plural) in self._schemas:
-            self._validate_status(res, new)
+            self._validate_status(res, new, current)
+        if request.params.get("dryRun"):  # validated, not stored (kubectl apply --dry-run=server)
+            return dict(new)
         return self.store.update(res, ns, name, new, status_only=status_only, expected_rv=expected)
 
     # ----------------------------------------------------------------- validation
-    def _validate(self, res: Resource, obj: Obj) -> None:
+    def _admit(self, request: rendering.Request, res: Resource, obj: Obj, old: Obj | None) -> Obj:
+        """What the API server does before storing a write: CRD rules compile, unknown fields, schema, CEL."""
+        if res.plural == "customresourcedefinitions" and res.group == "apiextensions.k8s.io":
+            self.compile_crd(obj)
         schema = self._schemas.get((res.group, res.plural))
         if schema is None:
-            return
+            return obj
         name = obj.get("metadata", {}).get("name", "")
-        causes = self._schema_causes(schema, {k: v for k, v in obj.items() if k != "status"})
-        model = self.models.get(res.kind) if res.group == manifests.API_GROUP else None
-        if model is not None:
-            seen = {c["field"] for c in causes}
-            causes += [c for c in self._model_causes(model, obj) if c["field"] not in seen]
+        obj, unknown = structural.prune(schema, obj)
+        if unknown and request.params.get("fieldValidation") == "Strict":
+            fields = ", ".join(f'unknown field "{u}"' for u in unknown)
+            raise ApiError(400, "BadRequest", f'{res.kind} in version "{res.version}" cannot be handled as a '
+                           f"{res.kind}: strict decoding error: {fields}")
+        # with a status subresource, status is written (and checked) through /status only
+        spec_only = {k: v for k, v in obj.items() if k != "status" or not res.status_subresource}
+        causes = structural.schema_causes(schema, spec_only)
+        rules = self._rules.get((res.group, res.plural))
+        if rules is not None:
+            # As the API server: CEL rules run only on an object that passed the schema.
+            causes = [*causes, _NOT_CHECKED] if causes else \
+                cel.validate(rules, spec_only, {k: v for k, v in old.items() if k in spec_only} if old else None)
         if causes:
-            text = "; ".join(f"{c['field']}: {c['message']}" for c in causes)
-            raise ApiError(422, "Invalid", f'{res.kind}.{res.group} "{name}" is invalid: {text}',
-                           {"name": name, "group": res.group, "kind": res.kind, "causes": causes})
+            raise self._invalid(res, name, causes)
+        return obj
 
-    def _validate_status(self, res: Resource, obj: Obj) -> None:
+    @staticmethod
+    def _invalid(res: Resource, name: str, causes: list[dict[str, str]]) -> ApiError:
+        texts = [f"{c['field']}: {c['message']}" for c in causes]
+        text = texts[0] if len(texts) == 1 else f"[{', '.join(texts)}]"
+        return ApiError(422, "Invalid", f'{res.kind}.{res.group} "{name}" is invalid: {text}',
+                        {"name": name, "group": res.group, "kind": res.kind, "causes": causes})
+
+    def _validate_status(self, res: Resource, obj: Obj, old: Obj) -> None:
         schema = self._schemas[(res.group, res.plural)].get("properties", {}).get("status")
         if schema and obj.get("status") is not None:
-            causes = self._schema_causes(schema, obj["status"], prefix="status")
+            causes = structural.schema_causes(schema, obj["status"], ["status"])
+            rules = self._rules.get((res.group, res.plural))
+            status_rules = rules.properties.get("status") if rules is not None else None
+            if not causes and status_rules is not None:
+                causes = cel.validate(status_rules, obj["status"], old.get("status"), ["status"])
             if causes:
-                text = "; ".join(f"{c['field']}: {c['message']}" for c in causes)
-                raise ApiError(422, "Invalid", f"{res.kind}.{res.group} status is invalid: {text}",
-                               {"causes": causes})
-
-    @staticmethod
-    def _schema_causes(schema: dict[str, Any], obj: Obj, prefix: str = "") -> list[dict[str, str]]:
-        validator = jsonschema.Draft4Validator(schema)
-        causes = []
-        for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path)):
-            path = ".".join(str(p) for p in [*([prefix] if prefix else []), *error.absolute_path])
-            causes.append({"reason": "FieldValueInvalid", "field": path or "<root>",
-                           "message": f"Invalid value: {json.dumps(error.instance)[:80]}: {error.message}"})
-        return causes
-
-    @staticmethod
-    def _model_causes(model: Any, obj: Obj) -> list[dict[str, str]]:
-        try:
-            model.model_validate({k: v for k, v in obj.items() if k != "status"})
-        except ValidationError as exc:
-            causes = []
-            for err in exc.errors():
-                path = ".".join(str(p) for p in err["loc"])
-                reason = "FieldValueForbidden" if err["type"] == "extra_forbidden" else "FieldValueInvalid"
-                message = "field not declared in schema" if err["type"] == "extra_forbidden" else \
-                    err["msg"].removeprefix("Value error, ")
-                causes.append({"reason": reason, "field": path or "spec", "message": message})
-            return causes
-        return []
+                raise self._invalid(res, obj.get("metadata", {}).get("name", ""), causes)
 
     # ----------------------------------------------------------------- watches
     async def _watch(self, request: rendering.Request, res: Resource, ns: str | None) -> AsyncIterator[Any]:

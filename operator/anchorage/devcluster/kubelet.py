@@ -9,7 +9,10 @@ and ``suspend``.
 
 Containers run under bubblewrap: the host's root directories read-only, each pod volume
 (``emptyDir``, ``configMap``, ``secret``) bound at its ``mountPath``, a private network namespace
-when the pod carries the label ``anchorage.dev/network: none``. **The container image is ignored**:
+when the pod carries the label ``anchorage.dev/network: none``. Environment variables from
+``secretKeyRef`` / ``configMapKeyRef`` are read from the fake's storage; while a referenced object or
+key is missing (and not ``optional``) the container waits, reported as ``CreateContainerConfigError``,
+and starts once it appears (as a kubelet retries). **The container image is ignored**:
 commands run with this machine's programs, with the virtualenv of this Python first on ``PATH`` (so
 ``python -m anchorage...`` works as it does in the operator image). CPU and memory limits are not
 enforced here. Without bubblewrap a pod fails with reason ``SandboxUnavailable``.
@@ -37,6 +40,7 @@ from typing import Any
 from anchorage.devcluster.storage import ApiError, Event, Obj, ObjectStore, Resource, now
 
 NO_NETWORK_LABEL = "anchorage.dev/network"
+ENV_RETRY_SEC = 0.2  # how often a container waiting for a Secret or ConfigMap looks again
 _SKIP_ROOT = {"proc", "dev", "sys", "tmp", "run", "root"}
 _SOURCE_ROOT = Path(__file__).resolve().parents[3]  # the checkout (or site-packages' parent) holding anchorage/
 
@@ -50,6 +54,10 @@ class PodRun:
     workdir: Path
     procs: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
     task: asyncio.Task[None] | None = None
+
+
+class MissingReference(Exception):
+    """An env ``valueFrom`` names a Secret/ConfigMap (or a key) that does not exist yet."""
 
 
 @dataclass
@@ -274,8 +282,44 @@ class FakeKubelet:
                         for key, value in (obj.get("data") or {}).items():
                             env[key] = base64.b64decode(value).decode() if plural == "secrets" else value
         for item in container.get("env", []):
-            env[item["name"]] = str(item.get("value", ""))
+            value = self._value_from(run.ns, item["valueFrom"]) if "valueFrom" in item else item.get("value", "")
+            if value is not None:
+                env[item["name"]] = str(value)
         return {k: v for k, v in env.items() if v != "" or k != "PYTHONPATH"}
+
+    def _value_from(self, ns: str, source: Obj) -> str | None:
+        """An env ``valueFrom`` (secretKeyRef, configMapKeyRef); raises MissingReference while it cannot be
+        resolved (None when it is optional and missing, or a kind the fake does not resolve)."""
+        for kind, plural in (("secretKeyRef", "secrets"), ("configMapKeyRef", "configmaps")):
+            ref = source.get(kind)
+            if ref is None:
+                continue
+            try:
+                data = self.store.get(self.store.resource("", plural), ns, ref["name"]).get("data") or {}
+            except ApiError:
+                data = None
+            if data is None or ref["key"] not in data:
+                if ref.get("optional"):
+                    return None
+                what = f"{plural[:-1]} {ref['name']!r}" if data is None else f"key {ref['key']!r} in {ref['name']!r}"
+                raise MissingReference(f"{what} not found")
+            value = data[ref["key"]]
+            return base64.b64decode(value).decode() if plural == "secrets" else str(value)
+        return None
+
+    async def _container_env(self, run: PodRun, container: Obj) -> dict[str, str]:
+        """The container's environment, waiting (CreateContainerConfigError) until its references exist."""
+        reported = False
+        while True:
+            try:
+                return self._env(run, container)
+            except MissingReference as exc:
+                if not reported:
+                    reported = True
+                    waiting = {"name": container["name"], "ready": False, "restartCount": 0, "image": "", "imageID": "",
+                               "state": {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}}
+                    self._pod_status(run, "Pending", statuses=[waiting])
+                await asyncio.sleep(ENV_RETRY_SEC)
 
     def _bwrap_argv(self, container: Obj, mounts: dict[str, Path], no_net: bool) -> list[str]:
         assert self.bwrap is not None
@@ -310,11 +354,12 @@ class FakeKubelet:
         command = [*container.get("command", []), *container.get("args", [])]
         if not command:
             return ContainerResult(128, "ContainerCannotRun")
+        env = await self._container_env(run, container)
         log = (run.workdir / f"{container['name']}.log").open("wb")
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self._bwrap_argv(container, mounts, no_net), "--", *command,
-                env=self._env(run, container), stdout=log, stderr=asyncio.subprocess.STDOUT,
+                env=env, stdout=log, stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True)
         except OSError:
             log.close()

@@ -97,6 +97,12 @@ class GatewayConfig(BaseModel):
     admin_token_env: str | None = Field(
         default=None, description="env var with the bearer token of the /admin/v1 API (off when unset)"
     )
+    ledger_dir: Path | None = Field(
+        default=None, description="directory of the usage ledger's journal (ledger.jsonl): usage and revocations "
+        "survive a restart; None: kept in memory only")
+    ledger_fsync: bool = Field(
+        default=True, description="fdatasync the journal before a response ends (off: survives a crash of the "
+        "gateway process, not of the machine)")
     metrics_path: str | None = Field(default="/metrics", description="None: no /metrics route")
     log_bodies: bool = Field(default=False, description="log prompts and replies (off: never logged)")
 

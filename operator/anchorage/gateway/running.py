@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import os
 import secrets
 import threading
@@ -22,17 +23,20 @@ from anchorage import metrics
 from anchorage.costs import PriceSnapshot, Usage, default_snapshot_path
 from anchorage.errors import InfrastructureError, InputError
 from anchorage.gateway.config import GatewayConfig
+from anchorage.gateway.journal import Journal
 from anchorage.gateway.ledger import Ledger
 from anchorage.gateway.server import GatewayApp
 
+log = logging.getLogger("anchorage.gateway")
 
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop's event loop when installed (faster sockets), else asyncio's; ``ANCHORAGE_EVENT_LOOP=asyncio``
-    forces the standard one."""
-    if os.environ.get("ANCHORAGE_EVENT_LOOP") == "asyncio":
+
+def new_event_loop(*, prefer_uvloop: bool = True) -> asyncio.AbstractEventLoop:
+    """uvloop's event loop when preferred and importable (it cuts the gateway's CPU per relayed chunk by
+    10–20 %), else asyncio's; ``ANCHORAGE_EVENT_LOOP=asyncio`` forces the standard one."""
+    if not prefer_uvloop or os.environ.get("ANCHORAGE_EVENT_LOOP") == "asyncio":
         return asyncio.new_event_loop()
     try:
-        uvloop = importlib.import_module("uvloop")  # optional: not a declared dependency
+        uvloop = importlib.import_module("uvloop")  # a dependency on Linux/macOS; absent elsewhere
     except ImportError:
         return asyncio.new_event_loop()
     loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
@@ -40,13 +44,16 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 class BackgroundServer:
-    """One aiohttp app served on TCP and/or a unix socket from a daemon thread."""
+    """One aiohttp app served on TCP and/or a unix socket from a daemon thread.
+
+    ``uvloop``: run it on uvloop when importable (the gateway does; mocks and test servers keep asyncio's loop).
+    """
 
     def __init__(self, app: web.Application, *, host: str | None = "127.0.0.1", port: int = 0,
-                 unix_socket: Path | None = None, name: str = "aiohttp") -> None:
+                 unix_socket: Path | None = None, name: str = "aiohttp", uvloop: bool = False) -> None:
         self._app = app
         self._host, self._port, self._unix_socket = host, port, unix_socket
-        self._loop = new_event_loop()
+        self._loop = new_event_loop(prefer_uvloop=uvloop)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
         self.port: int | None = None
@@ -133,18 +140,26 @@ class Gateway:
 
         ``entry`` (optional) labels the trial's tokens and cost in the Prometheus metrics.
         """
-        return self._ledger.issue(trial_id, budget_usd=budget_usd, rate_per_min=rate_per_min, entry=entry)
+        token = self._ledger.issue(trial_id, budget_usd=budget_usd, rate_per_min=rate_per_min, entry=entry)
+        self.wait_durable()
+        return token
 
     def usage(self, trial_id: str) -> Usage:
         """A copy of the trial's usage so far (``.to_dict()`` for the trial record)."""
         return self._ledger.usage(trial_id)
 
     def revoke(self, trial_id: str) -> None:
-        """Refuse the trial's token from now on (its usage stays readable)."""
+        """Refuse the trial's token from now on (its usage stays readable; journalled with a ledger_dir)."""
         self._ledger.revoke(trial_id)
+        self.wait_durable()
+
+    def wait_durable(self, timeout: float = 30.0) -> None:
+        """Block until every ledger change so far is in the journal (no-op without ``ledger_dir``)."""
+        self._ledger.synced_wait(timeout)
 
     def stop(self) -> None:
         self._server.stop()
+        self._ledger.close()
 
     def __enter__(self) -> Gateway:
         return self
@@ -180,14 +195,23 @@ def build_app(config: GatewayConfig) -> tuple[web.Application, Ledger]:
     snapshot = PriceSnapshot.load(config.prices or default_snapshot_path())
     metrics.allow_models([*snapshot.models, *snapshot.aliases])
     metrics.allow_models(m for u in config.upstreams for m in u.models if not any(c in m for c in "*?["))
+    journal = Journal(config.ledger_dir, fsync=config.ledger_fsync) if config.ledger_dir is not None else None
     ledger = Ledger(_secret(config), snapshot, default_budget_usd=config.default_budget_usd,
-                    default_rate_per_min=config.default_rate_per_min)
+                    default_rate_per_min=config.default_rate_per_min, journal=journal)
+    if journal is None:
+        log.info("no ledger_dir: per-trial usage and revocations are kept in memory only (a restart loses them)")
+    else:
+        log.info("usage ledger: %s (replayed and compacted: %d trial(s))", journal.path, ledger.trials())
     return GatewayApp(config, ledger, _admin_token(config)).build(), ledger
 
 
 def start_gateway(config: GatewayConfig) -> Gateway:
     """Start the gateway in a background thread and return its handle (``stop()`` it when done)."""
     app, ledger = build_app(config)
-    server = BackgroundServer(app, host=config.host, port=config.port, unix_socket=config.unix_socket,
-                              name="anchorage-gateway").start()
+    try:
+        server = BackgroundServer(app, host=config.host, port=config.port, unix_socket=config.unix_socket,
+                                  name="anchorage-gateway", uvloop=True).start()
+    except BaseException:
+        ledger.close()
+        raise
     return Gateway(config, ledger, server)

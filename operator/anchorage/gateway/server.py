@@ -21,6 +21,7 @@ import io
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from anchorage import metrics
 from anchorage.costs import TokenCounts
 from anchorage.gateway.config import GatewayConfig, UpstreamConfig
 from anchorage.gateway.ledger import Ledger, TrialAccount
+from anchorage.gateway.relay import IdleWatch, PushRelay
 from anchorage.gateway.retrying import retry_delay
 from anchorage.gateway.usage import StreamUsage, counts_from_body
 
@@ -67,39 +69,6 @@ class Call:
     stream: bool
     started: float
     retries: int = 0
-
-
-class IdleWatch:
-    """Fails a relayed stream whose upstream sent no byte for ``timeout`` seconds.
-
-    It replaces aiohttp's ``sock_read`` timer for the body of a stream, which is cancelled and
-    re-armed on every chunk (a timer allocation per relayed chunk); this one looks at the bytes
-    received every ``timeout / 4`` seconds, so an idle stream fails after ``timeout`` to
-    ``1.25 × timeout`` seconds. aiohttp's timer still covers the wait for the response headers and,
-    until the first chunk arrives, the wait for it.
-    """
-
-    def __init__(self, response: aiohttp.ClientResponse, timeout: float) -> None:
-        self._content, self._timeout = response.content, timeout
-        self._loop = asyncio.get_running_loop()
-        self._seen, self._since = self._content.total_bytes, self._loop.time()
-        self._handle = self._loop.call_later(timeout / 4, self._check)
-        connection = response.connection
-        if connection is not None and connection.protocol is not None:
-            connection.protocol.read_timeout = None  # its armed timer is dropped at the next chunk
-
-    def _check(self) -> None:
-        now, received = self._loop.time(), self._content.total_bytes
-        if received != self._seen:
-            self._seen, self._since = received, now
-        elif now - self._since >= self._timeout:
-            self._content.set_exception(aiohttp.SocketTimeoutError(
-                f"the upstream sent nothing for {self._timeout:g} s (upstreams[].timeout_seconds)"))
-            return
-        self._handle = self._loop.call_later(self._timeout / 4, self._check)
-
-    def cancel(self) -> None:
-        self._handle.cancel()
 
 
 class Exhausted(Exception):
@@ -177,6 +146,7 @@ class GatewayApp:
         except (ValueError, KeyError, TypeError) as exc:
             return error_response(400, "invalid_request", f"expected {{trial_id, budget_usd?, "
                                   f"rate_per_min?, entry?}}: {exc}")
+        await self._durable()
         return web.json_response({"token": token})
 
     async def admin_usage(self, request: web.Request) -> web.Response:
@@ -188,6 +158,7 @@ class GatewayApp:
         if not self._is_admin(request):
             return error_response(401, "unauthorized", "admin token required")
         self.ledger.revoke(request.match_info["trial"])
+        await self._durable()
         return web.json_response({"revoked": request.match_info["trial"]})
 
     # ----- forwarding ---------------------------------------------------------------------------
@@ -253,6 +224,7 @@ class GatewayApp:
             upstream_response = await self._send_with_retries(request.app[SESSION_KEY], request, call)
         except Exhausted as exc:
             self._finish(call, None, 502, error=True)
+            await self._durable()
             return error_response(502, "upstream_retries_exhausted", exc.message,
                                   attempts=exc.attempts, last_status=exc.last_status)
         async with upstream_response:
@@ -338,6 +310,7 @@ class GatewayApp:
             except ValueError:
                 counts = None
         self._finish(call, counts, upstream_response.status, error=upstream_response.status >= 400)
+        await self._durable()
         return web.Response(body=body, status=upstream_response.status,
                             headers=self._response_headers(upstream_response, call))
 
@@ -345,33 +318,60 @@ class GatewayApp:
                             upstream_response: aiohttp.ClientResponse) -> web.StreamResponse:
         response = web.StreamResponse(status=upstream_response.status,
                                       headers=self._response_headers(upstream_response, call))
+        if request.version == aiohttp.HttpVersion11:
+            response.enable_chunked_encoding()  # so the relay knows how to frame what it writes
+        else:
+            response.force_close()  # HTTP/1.0 has no chunks: the end of the stream is the end of the connection
         await response.prepare(request)
         reader = StreamUsage(api=call.api, reasoning_in_output=call.upstream.reasoning_in_output)
         error = upstream_response.status >= 400
-        # the hot loop: one read, one usage scan, one write per chunk as it arrives (readany is
-        # what iter_any calls, minus one iterator frame per chunk)
-        read, feed, write = upstream_response.content.readany, reader.feed, response.write
-        watch = IdleWatch(upstream_response, call.upstream.timeout_seconds)
         try:
-            while chunk := await read():
-                feed(chunk)
-                await write(chunk)
+            # The first chunk goes through aiohttp (its sock_read timer covers the wait; the headers
+            # go out with it), the rest through the push relay, or this loop when it cannot be used.
+            first = await upstream_response.content.readany()
+            reader.feed(first)
+            await response.write(first)
+            if first and PushRelay.usable(upstream_response, request.transport):
+                assert request.transport is not None
+                await PushRelay(upstream_response, request.transport,
+                                chunked=response.chunked, feed=reader.feed,
+                                timeout=call.upstream.timeout_seconds).run()
+            elif first:
+                await self._relay_loop(upstream_response, response, reader.feed, call.upstream.timeout_seconds)
         except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             error = True
             log.warning("trial %s: stream ended early (%s)", call.account.trial_id, type(exc).__name__)
+            upstream_response.close()
             if request.transport is not None:
                 request.transport.abort()  # the client must see a broken stream, not a short complete one
         except ConnectionResetError:
             error = True
+            upstream_response.close()
             log.info("trial %s: client went away mid-stream", call.account.trial_id)
-        finally:
-            watch.cancel()
-        # The ledger is updated before the client sees the end of the stream, so a caller that
-        # reads usage after its stream ended always sees this request.
+        # The ledger is updated (and journalled) before the client sees the end of the stream, so a
+        # caller that reads usage after its stream ended always sees this request, even after a restart.
         self._finish(call, reader.finish(), upstream_response.status, error=error)
+        await self._durable()
         if not error:
             await response.write_eof()
         return response
+
+    @staticmethod
+    async def _relay_loop(upstream_response: aiohttp.ClientResponse, response: web.StreamResponse,
+                          feed: Callable[[bytes], None], timeout: float) -> None:
+        """The plain relay (one read, one usage scan, one write per chunk), when the push relay cannot run."""
+        read, write = upstream_response.content.readany, response.write
+        watch = IdleWatch(upstream_response, timeout)
+        try:
+            while chunk := await read():
+                feed(chunk)
+                await write(chunk)
+        finally:
+            watch.cancel()
+
+    async def _durable(self) -> None:
+        """Wait until the ledger's journal has what was recorded so far (no-op without a journal)."""
+        await self.ledger.synced()  # a failed write was logged by the journal; the usage is still in memory
 
     def _finish(self, call: Call, counts: TokenCounts | None, status: int, *, error: bool) -> None:
         cost = self.ledger.record(call.account, call.model, counts, retries=call.retries, error=error)

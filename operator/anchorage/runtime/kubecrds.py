@@ -247,3 +247,38 @@ def crd(kind: str, ceilings: Mapping[str, float] | None = None) -> Schema:
 def all_crds(ceilings: Mapping[str, float] | None = None) -> dict[str, Schema]:
     """File name → CRD, for every kind."""
     return {f"{API_GROUP}_{PLURALS[k]}.yaml": crd(k, ceilings) for k in _MODELS}
+
+
+#: Where ``anchorage dev crds`` writes :func:`peering_crd` (a subfolder: ``kubectl apply -f crds/`` and the
+#: chart's CRDs leave it out; ``kubectl apply -f crds/peering/`` installs it for ``anchorage operator``
+#: without ``--standalone``).
+PEERING_FILE = "peering/kopf.dev_kopfpeerings.yaml"
+
+
+def peering_crd() -> Schema:
+    """The ``KopfPeering`` CRD kopf's namespaced peering needs (kopf's wheel does not ship its definition).
+
+    kopf keeps each operator's keep-alive under ``status.<identity>`` of a KopfPeering object it patches
+    (no status subresource); the object itself (named ``anchorage`` in each watched namespace) is created by
+    the cluster's admin, as kopf does not create it.
+    """
+    status = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+              "description": "Keep-alives of the operators, by operator identity (written by kopf)."}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "kopfpeerings.kopf.dev", "labels": {"app.kubernetes.io/part-of": "anchorage"}},
+        "spec": {
+            "group": "kopf.dev",
+            "scope": "Namespaced",
+            "names": {"kind": "KopfPeering", "plural": "kopfpeerings", "singular": "kopfpeering",
+                      "listKind": "KopfPeeringList"},
+            "versions": [{
+                "name": "v1", "served": True, "storage": True,
+                "additionalPrinterColumns": [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}],
+                "schema": {"openAPIV3Schema": {
+                    "type": "object", "description": "Which kopf operators are alive in this namespace.",
+                    "properties": {"status": status}}},
+            }],
+        },
+    }

@@ -13,17 +13,23 @@ A trial pod (one per Job, no retries, ``activeDeadlineSeconds`` = the agent time
   folder in the artifact store;
 * container ``agent`` (the agent image) runs the agent command and writes its exit code where the
   sidecar sees it. Requests equal limits; restricted pod security; no service-account token.
+
+A model-calling agent (:func:`uses_gateway`) gets ``OPENAI_BASE_URL`` and ``ANTHROPIC_BASE_URL`` (the gateway) and its per-trial
+token as ``OPENAI_API_KEY`` and ``ANTHROPIC_API_KEY`` through ``secretKeyRef`` to the Secret
+``<job>-gateway`` (:func:`gateway_token_secret`), which the operator creates right after the Job, owned
+by it; the kubelet holds the agent container until the Secret exists.
 """
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from anchorage.errors import InputError
 from anchorage.manifests import API, AgentSpec, TrialSpec
-from anchorage.runtime.local.agents import SOLUTION_MOUNT, cli_templates
+from anchorage.runtime.local.agents import MODEL_KINDS, SOLUTION_MOUNT, cli_templates
 
 Manifest = dict[str, Any]
 MANAGED_BY = {"app.kubernetes.io/managed-by": "anchorage"}
@@ -34,6 +40,8 @@ LABEL_ROLE = "anchorage.dev/role"
 LABEL_NETWORK = "anchorage.dev/network"
 RUN_DIR = "/run/anchorage"
 DEFAULT_DEADLINE = 14400
+TOKEN_KEY = "token"  # key of the per-trial gateway token in its Secret
+TOKEN_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")  # the gateway takes Bearer and x-api-key alike
 
 
 class OperatorConfig(BaseModel):
@@ -47,7 +55,11 @@ class OperatorConfig(BaseModel):
     operator_image: str = Field(default="ghcr.io/anchorage/operator:0.1.0", description="Image with anchorage.")
     agent_image: str = Field(default="ghcr.io/anchorage/agent-base:0.1.0", description="Default agent image.")
     verifier_image: str = Field(default="ghcr.io/anchorage/verifier:0.1.0", description="Image of the scorer.")
-    gateway_url: str = Field(default="http://anchorage-gateway.anchorage.svc:8080/v1", description="Gateway URL.")
+    gateway_url: str = Field(default="http://anchorage-gateway.anchorage.svc:8080/v1",
+                             description="Gateway URL the agents use (OPENAI_BASE_URL, ends in /v1).")
+    gateway_admin_url: str | None = Field(
+        default=None, description="Base URL of the gateway's /admin/v1 API (usage, revocation); default: "
+        "gateway_url without /v1. Used only when ANCHORAGE_GATEWAY_ADMIN_TOKEN is set.")
     gateway_selector: dict[str, str] = Field(default_factory=lambda: {"app.kubernetes.io/name": "anchorage-gateway"},
                                              description="Labels of the gateway pods (NetworkPolicy egress).")
     gateway_namespace: str | None = Field(default=None, description="Namespace of the gateway pods.")
@@ -55,6 +67,35 @@ class OperatorConfig(BaseModel):
     ttl_seconds_after_finished: int = Field(default=3600, ge=0, description="Job TTL after it ends.")
     verifier_deadline_sec: int = Field(default=180, gt=0, description="Verifier Job deadline.")
     task_source: str | None = Field(default=None, description="ANCHORAGE_TASKS inside the operator image.")
+
+    def admin_url(self) -> str:
+        """Base URL of the gateway's admin API (``gateway_admin_url``, else ``gateway_url`` minus ``/v1``)."""
+        return (self.gateway_admin_url or self.gateway_url.rstrip("/").removesuffix("/v1")).rstrip("/")
+
+
+def uses_gateway(agent: AgentSpec) -> bool:
+    """Whether the agent calls models (and so gets the gateway and a token): the model CLIs, and a
+    ``command`` agent that names a ``model`` — the same rule as the local engine's."""
+    return agent.kind in MODEL_KINDS or (agent.kind == "command" and agent.model is not None)
+
+
+def token_secret_name(job_name: str) -> str:
+    """The Secret holding the gateway token of one attempt's Job."""
+    return f"{job_name}-gateway"
+
+
+def gateway_token_secret(job: Manifest, token: str) -> Manifest:
+    """The Secret with the trial's gateway token, owned by its Job (Kubernetes deletes it with the Job).
+
+    ``job`` is the Job as the API returned it (its ``uid`` is needed for the owner reference).
+    """
+    meta = job["metadata"]
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k in (*MANAGED_BY, LABEL_TRIAL, LABEL_CAMPAIGN)}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "immutable": True,
+            "metadata": {"name": token_secret_name(meta["name"]), "namespace": meta["namespace"],
+                         "labels": {**labels, LABEL_ROLE: "gateway-token"},
+                         "ownerReferences": [owner_ref({"apiVersion": "batch/v1", **job, "kind": "Job"})]},
+            "data": {TOKEN_KEY: base64.b64encode(token.encode("utf-8")).decode("ascii")}}
 
 
 def owner_ref(obj: Manifest, *, controller: bool = True) -> Manifest:
@@ -147,10 +188,13 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, instruction: str, task_defaul
                     {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
     if spec.agent.kind == "oracle":
         agent_mounts.append({"name": "task", "mountPath": SOLUTION_MOUNT, "subPath": "solution", "readOnly": True})
-    env = [{"name": k, "value": v} for k, v in sorted(spec.agent.env.items())]
+    env: list[Manifest] = [{"name": k, "value": v} for k, v in sorted(spec.agent.env.items())]
     env += [{"name": "ANCHORAGE_SEED", "value": str(spec.seed)}, {"name": "MPLBACKEND", "value": "Agg"}]
-    if spec.agent.kind not in ("oracle", "replay"):
+    if uses_gateway(spec.agent):
+        secret = {"name": token_secret_name(job_name), "key": TOKEN_KEY}
         env.append({"name": "OPENAI_BASE_URL", "value": config.gateway_url})
+        env.append({"name": "ANTHROPIC_BASE_URL", "value": config.gateway_url.removesuffix("/v1")})
+        env += [{"name": name, "valueFrom": {"secretKeyRef": dict(secret)}} for name in TOKEN_ENV]
     labels = {**MANAGED_BY, LABEL_TRIAL: name, LABEL_ROLE: "trial"}
     if campaign:
         labels[LABEL_CAMPAIGN] = campaign

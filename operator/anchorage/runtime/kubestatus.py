@@ -49,9 +49,12 @@ class Condition(_Status):
 class Usage(_Status):
     """Tokens counted by the model gateway for one trial."""
 
+    requests: int = Field(default=0, ge=0, description="Requests the gateway relayed for the trial.")
     input_tokens: int = Field(default=0, ge=0, description="Prompt tokens.")
     cached_input_tokens: int = Field(default=0, ge=0, description="Prompt tokens served from the provider's cache.")
-    output_tokens: int = Field(default=0, ge=0, description="Completion tokens (reasoning included when billed so).")
+    output_tokens: int = Field(default=0, ge=0, description="Completion tokens as the provider counted them.")
+    billed_output_tokens: int = Field(
+        default=0, ge=0, description="Output tokens billed: completion plus reasoning counted outside it.")
     reasoning_tokens: int = Field(default=0, ge=0, description="Reasoning tokens reported by the provider.")
 
 
@@ -73,8 +76,11 @@ class TrialStatus(_Status):
     o_eval: float | None = Field(default=None, description="O-Eval = clamp(R / oracle, 0, 1).")
     bo_eval: float | None = Field(default=None, description="Robust BO-Eval (−1 for a missing or ungradable artifact).")
     gradable: bool | None = Field(default=None, description="Whether a gradable artifact was found.")
-    cost_usd: float | None = Field(default=None, alias="costUSD", description="Cost in USD (tokens × price snapshot).")
+    cost_usd: float | None = Field(default=None, alias="costUSD", description="Cost in USD (tokens × the gateway's "
+                                   "price snapshot); absent when unknown (see costUnknownReason).")
     usage: Usage | None = Field(default=None, description="Tokens counted by the gateway.")
+    cost_unknown_reason: str | None = Field(
+        default=None, description="Why costUSD is unknown (no gateway admin token, gateway unreachable, unpriced model).")
     observed_generation: int | None = Field(default=None, description="metadata.generation last acted on.")
     conditions: list[Condition] = Field(default_factory=list, description="Ready and Scored conditions.")
 

@@ -10,7 +10,6 @@ campaign refuse instead of racing; the kernel drops the lock when a run dies, ev
 from __future__ import annotations
 
 import fcntl
-import fnmatch
 import hashlib
 import json
 import os
@@ -24,6 +23,7 @@ from typing import Any
 
 from anchorage.campaigns.aggregation import Leaderboard, TrialResult, leaderboard
 from anchorage.campaigns.planning import PlannedTrial, plan
+from anchorage.campaigns.selection import campaign_task_refs
 from anchorage.errors import InputError
 from anchorage.manifests import CampaignSpec, Trial, TrialSpec, VerificationCampaign
 from anchorage.runtime.local import cgroups
@@ -35,7 +35,7 @@ from anchorage.runtime.local.trials import (
     run_trial,
     write_json_atomic,
 )
-from anchorage.tasks import Task, list_tasks, load_task, resolve_task
+from anchorage.tasks import Task, load_task, resolve_task
 
 Event = Callable[[str, PlannedTrial, dict[str, Any] | None], None]
 
@@ -72,30 +72,9 @@ def campaign_lock(directory: Path) -> Iterator[None]:
 
 
 def resolve_tasks(spec: CampaignSpec) -> list[Task]:
-    """The campaign's tasks, loaded; an unknown task is an InputError naming it."""
-    refs = list(spec.tasks)
-    if spec.task_selector is not None:
-        refs += _select(spec)
-    tasks: list[Task] = []
-    for ref in dict.fromkeys(refs):
-        tasks.append(load_task(resolve_task(ref)))
-    return tasks
-
-
-def _select(spec: CampaignSpec) -> list[str]:
-    selector = spec.task_selector
-    assert selector is not None
-    chosen: list[str] = []
-    for path in list_tasks():
-        task = load_task(path)
-        names_ok = not selector.names or any(fnmatch.fnmatchcase(task.slug, p) for p in selector.names)
-        keywords = set(task.config.task.keywords)
-        labels_ok = all(f"{k}={v}" in keywords or v in keywords for k, v in selector.match_labels.items())
-        if names_ok and labels_ok:
-            chosen.append(str(path))
-    if not chosen:
-        raise InputError("taskSelector matches no task", hint="check the name globs and labels against 'anchorage tasks list'")
-    return chosen
+    """The campaign's tasks, loaded (``campaigns.selection``: ``tasks`` then ``taskSelector``); an unknown
+    task is an InputError naming it."""
+    return [load_task(resolve_task(ref)) for ref in campaign_task_refs(spec)]
 
 
 def _spec_digest(campaign: VerificationCampaign) -> str:

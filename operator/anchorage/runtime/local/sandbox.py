@@ -14,7 +14,8 @@ Mechanisms, in order of preference (:func:`detect_mechanism`):
 
 Network: the namespace has only loopback. When a gateway socket is given, it is bound at
 ``/run/anchorage/gateway.sock`` and the in-sandbox launcher (``inside/launcher.py``) relays
-``127.0.0.1:GATEWAY_PORT`` to it, so agents use ``OPENAI_BASE_URL=http://127.0.0.1:PORT/v1``.
+``127.0.0.1:GATEWAY_PORT`` to it, so agents use ``OPENAI_BASE_URL=http://127.0.0.1:PORT/v1`` (and
+``ANTHROPIC_BASE_URL=http://127.0.0.1:PORT``: Anthropic clients append ``/v1/messages`` themselves).
 
 Limits: memory, pids and CPU through a per-trial cgroup (:mod:`.cgroups`) — with rlimits
 (``RLIMIT_AS``, ``RLIMIT_NPROC``) and ``taskset`` as the fallback —, file size through
@@ -172,6 +173,7 @@ def sandbox_env(spec: SandboxSpec, mechanism: Mechanism, port: int = GATEWAY_POR
     }
     if spec.gateway_socket is not None:
         env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
+        env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{port}"  # Anthropic clients append /v1/messages
     env.update(spec.env)
     return env
 

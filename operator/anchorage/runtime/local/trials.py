@@ -237,7 +237,7 @@ def _gateway_for(
     except Exception as exc:  # the gateway is another component: any failure is the platform's
         _finish(record, "InfrastructureFailed", "gateway_error", f"the gateway refused a token: {exc}")
         return {}, None
-    return {"OPENAI_API_KEY": token}, gateway.unix_socket
+    return {"OPENAI_API_KEY": token, "ANTHROPIC_API_KEY": token}, gateway.unix_socket
 
 
 def _replay(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], record: dict[str, Any]) -> None:

@@ -1,0 +1,143 @@
+"""The operator's side of the model gateway: per-trial tokens, their Secrets, revocation and cost.
+
+Called by ``anchorage.controller.trials`` (launch and finish) and ``scoring`` (the ``trial.json``
+record). A model-calling trial (:func:`anchorage.runtime.kubejobs.uses_gateway`) gets a token the
+operator mints itself with the secret it shares with the gateway (``ANCHORAGE_GATEWAY_TOKEN_SECRET``;
+``anchorage.gateway.ledger.mint_token``): the token names exactly this trial (namespace, name and uid,
+so a re-created Trial of the same name gets a fresh ledger). It goes into the Secret ``<job>-gateway``,
+created right after the Job and owned by it — one API write per model-calling attempt, nothing else.
+
+At the trial's end the operator revokes the token and reads the trial's usage from the gateway's admin
+API (``ANCHORAGE_GATEWAY_ADMIN_TOKEN``, ``OperatorConfig.admin_url()``); tokens and ``costUSD`` (priced
+by the gateway's snapshot) go into the status patch the trial's end writes anyway. Without an admin
+token, or when the gateway cannot be reached, the cost is *unknown*: ``costUSD`` is absent and
+``costUnknownReason`` says why (the token then stays valid until the gateway restarts without it in its
+ledger — it still names one finished trial only). Trials that call no model cost 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+
+from anchorage.controller import kube
+from anchorage.errors import InputError
+from anchorage.gateway.ledger import mint_token
+from anchorage.manifests import TrialSpec
+from anchorage.runtime import kubejobs
+from anchorage.runtime.kubejobs import OperatorConfig, uses_gateway
+
+TOKEN_SECRET_ENV = "ANCHORAGE_GATEWAY_TOKEN_SECRET"
+ADMIN_TOKEN_ENV = "ANCHORAGE_GATEWAY_ADMIN_TOKEN"
+ADMIN_TIMEOUT_SEC = 5.0
+COST_SOURCE = "gateway metering × price snapshot"
+#: status.usage key → the gateway's usage key (``anchorage.costs.Usage.to_dict``)
+USAGE_FIELDS = {"requests": "requests", "inputTokens": "input_tokens", "cachedInputTokens": "cached_input_tokens",
+                "outputTokens": "output_tokens", "billedOutputTokens": "billed_output_tokens",
+                "reasoningTokens": "reasoning_tokens"}
+
+
+def trial_id(trial: Mapping[str, Any]) -> str:
+    """The gateway's id of a trial: ``<namespace>.<name>.<uid>`` (namespaces and uids have no dots)."""
+    meta = trial["metadata"]
+    return f"{meta['namespace']}.{meta['name']}.{meta['uid']}"
+
+
+def _token_secret() -> bytes | None:
+    value = os.environ.get(TOKEN_SECRET_ENV)
+    return value.encode("utf-8") if value else None
+
+
+def check(spec: TrialSpec) -> None:
+    """Refuse a model-calling trial the operator cannot give a token to (before anything is written)."""
+    if uses_gateway(spec.agent) and _token_secret() is None:
+        raise InputError(
+            f"agent kind {spec.agent.kind!r} (model {spec.agent.model!r}) calls models through the gateway, but the "
+            f"operator cannot mint its token: environment variable {TOKEN_SECRET_ENV} is not set",
+            hint="with the Helm chart set gateway.tokenSecret.name (a Secret the operator and the gateway share); "
+                 f"by hand, export {TOKEN_SECRET_ENV} to the secret the gateway's token_secret_env names")
+
+
+def create_job(job: dict[str, Any], trial: Mapping[str, Any], spec: TrialSpec) -> None:
+    """Create the attempt's Job; for a model-calling agent then its token Secret, owned by the Job.
+
+    Idempotent: a Job or Secret that exists already (409) is taken as created; the Job's uid then
+    comes from a GET. The agent container waits for the Secret (the kubelet retries
+    CreateContainerConfigError), so the Job may come first.
+    """
+    if not uses_gateway(spec.agent):
+        kube.create_job(job)
+        return
+    check(spec)
+    secret = _token_secret()
+    assert secret is not None
+    uid = kube.create_job_uid(job)
+    owned = {**job, "metadata": {**job["metadata"], "uid": uid}}
+    kube.create_secret(kubejobs.gateway_token_secret(owned, mint_token(secret, trial_id(trial))))
+
+
+class GatewayUnreachable(Exception):
+    """The admin API did not answer (or answered an error)."""
+
+
+def _admin(cfg: OperatorConfig, method: str, path: str, token: str) -> Any:
+    url = cfg.admin_url() + path
+    request = urllib.request.Request(url, method=method, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_SEC) as response:
+            return json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        raise GatewayUnreachable(f"{method} {url} answered {exc.code}") from exc
+    except (OSError, ValueError) as exc:
+        raise GatewayUnreachable(f"{method} {url} failed: {exc}") from exc
+
+
+def _unknown(reason: str) -> dict[str, Any]:
+    return {"costUSD": None, "usage": None, "costUnknownReason": reason}
+
+
+def settle(trial: Mapping[str, Any], spec: TrialSpec, cfg: OperatorConfig) -> dict[str, Any]:
+    """Status fields of the trial's cost at its end (``costUSD``, ``usage``, ``costUnknownReason``).
+
+    For a model-calling trial: revoke its token (best effort), then read its usage at the gateway.
+    Nulls remove stale fields (the status is merge-patched).
+    """
+    if not uses_gateway(spec.agent):
+        return {"costUSD": 0.0, "usage": None, "costUnknownReason": None}
+    admin = os.environ.get(ADMIN_TOKEN_ENV)
+    if not admin:
+        return _unknown(f"the operator has no gateway admin token ({ADMIN_TOKEN_ENV}), so it cannot read the "
+                        "trial's usage: set gateway.adminTokenSecret in the Helm values")
+    path = urllib.parse.quote(trial_id(trial), safe="")
+    with contextlib.suppress(GatewayUnreachable):  # best effort: the usage read says whether the gateway is there
+        _admin(cfg, "DELETE", f"/admin/v1/tokens/{path}", admin)
+    try:
+        usage = _admin(cfg, "GET", f"/admin/v1/usage/{path}", admin)
+    except GatewayUnreachable as exc:
+        return _unknown(f"the gateway's usage of this trial could not be read: {exc}")
+    fields = {"usage": {key: int(usage.get(source) or 0) for key, source in USAGE_FIELDS.items()},
+              "costUSD": round(float(usage.get("cost_usd") or 0.0), 9), "costUnknownReason": None}
+    unpriced = usage.get("unpriced_models") or []
+    if unpriced:
+        fields.update(costUSD=None, costUnknownReason=f"model(s) {', '.join(map(str, unpriced))} have no price in "
+                      "the gateway's price snapshot (add them to prices/ and restart the gateway)")
+    return fields
+
+
+def record_fields(status: Mapping[str, Any]) -> dict[str, Any]:
+    """The cost part of a ``trial.json`` record, from the Trial's status (same keys as the local engine's)."""
+    usage = status.get("usage")
+    fields: dict[str, Any] = {"cost_usd": status.get("costUSD")}
+    if usage:
+        fields["usage"] = {source: usage.get(key, 0) for key, source in USAGE_FIELDS.items()}
+        fields["usage"]["cost_usd"] = status.get("costUSD")
+        fields["cost_source"] = COST_SOURCE
+    if status.get("costUnknownReason"):
+        fields["cost_unknown"] = status["costUnknownReason"]
+    return fields

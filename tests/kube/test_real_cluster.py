@@ -1,0 +1,244 @@
+"""The CRDs and a trial against a Kubernetes cluster: a real one when ``KUBECONFIG`` is set, and always the fake.
+
+Every test runs twice: ``[fake]`` against the cluster fake (started empty, like a new cluster, so CI
+exercises this module) and ``[real]`` against the cluster of ``$KUBECONFIG`` (skipped when it is unset).
+The checks: ``crds/`` applies after a server-side dry run and becomes Established; ``kubectl explain``
+shows the fields' descriptions; the printer columns; invalid manifests get the API's schema and CEL
+errors (server-side dry run, nothing is stored); and ``examples/trial.yaml`` runs to O-Eval 1.0 through an
+``anchorage operator`` the test starts.
+
+Real-cluster settings (environment):
+
+* ``ANCHORAGE_E2E_NAMESPACE`` — namespace of the test's objects (default ``anchorage-e2e``; created if absent).
+* ``ANCHORAGE_E2E_IMAGES`` — ``operator=IMAGE,agent=IMAGE,verifier=IMAGE``: images the cluster can pull; the
+  trial test is skipped without them.
+* ``ANCHORAGE_E2E_STORE`` — store URI the pods and this machine both reach (e.g. ``s3://bucket/e2e``),
+  ``ANCHORAGE_E2E_STORAGE_SECRET`` — Secret with its credentials in that namespace,
+  ``ANCHORAGE_E2E_TASK_SOURCE`` — task folders inside the images.
+
+The real-cluster trial needs no operator of the chart running in the namespace (this test starts its own).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from anchorage.devcluster.serving import ClusterThread
+
+REPO = Path(__file__).resolve().parents[2]
+API = "anchorage.dev/v1alpha1"
+IMAGE_KEYS = ("operator", "agent", "verifier")
+
+
+@dataclass
+class Target:
+    """A cluster to test against: how to reach it and what the trial test may use there."""
+
+    name: str
+    env: dict[str, str]
+    namespace: str
+    root: Path
+    store: str | None = None  # store URI for the operator (None: the trial test is skipped)
+    skip_trial: str = ""  # why the trial test cannot run here
+    operator_flags: list[str] = field(default_factory=list)
+    applied: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
+
+    def kubectl(self, *args: str, stdin: Any = None, check: bool = False) -> subprocess.CompletedProcess[str]:
+        text = yaml.safe_dump(stdin) if isinstance(stdin, dict) else stdin
+        result = subprocess.run(["kubectl", *args], env=self.env, input=text, capture_output=True, text=True,
+                                timeout=120)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed on the {self.name} cluster: {result.stderr}")
+        return result
+
+
+def _images() -> dict[str, str] | str:
+    """The images of ``ANCHORAGE_E2E_IMAGES``, or why they are missing."""
+    raw = os.environ.get("ANCHORAGE_E2E_IMAGES", "")
+    if not raw:
+        return ("ANCHORAGE_E2E_IMAGES is not set (operator=IMAGE,agent=IMAGE,verifier=IMAGE): no images the cluster "
+                "can pull, so the trial is not run there")
+    pairs = dict(item.split("=", 1) for item in raw.split(",") if "=" in item)
+    missing = [k for k in IMAGE_KEYS if not pairs.get(k)]
+    if missing:
+        raise pytest.UsageError(f"ANCHORAGE_E2E_IMAGES={raw!r} lacks {missing}: give operator=,agent=,verifier=")
+    return pairs
+
+
+def _real(root: Path) -> Iterator[Target]:
+    if not os.environ.get("KUBECONFIG"):
+        pytest.skip("KUBECONFIG is not set: the real-cluster variant needs a cluster (the [fake] variant runs the same "
+                    "checks against the cluster fake)")
+    target = Target("real", {**os.environ}, os.environ.get("ANCHORAGE_E2E_NAMESPACE", "anchorage-e2e"), root)
+    created = target.kubectl("create", "namespace", target.namespace).returncode == 0
+    images, store = _images(), os.environ.get("ANCHORAGE_E2E_STORE", "")
+    if isinstance(images, str):
+        target.skip_trial = images
+    elif not store:
+        target.skip_trial = "ANCHORAGE_E2E_STORE is not set: no store the pods and this test both reach"
+    else:
+        target.store = store
+        target.operator_flags = [f"--{k}-image={images[k]}" for k in IMAGE_KEYS]
+        if os.environ.get("ANCHORAGE_E2E_STORAGE_SECRET"):
+            target.operator_flags.append(f"--storage-secret={os.environ['ANCHORAGE_E2E_STORAGE_SECRET']}")
+        if os.environ.get("ANCHORAGE_E2E_TASK_SOURCE"):
+            target.operator_flags.append(f"--task-source={os.environ['ANCHORAGE_E2E_TASK_SOURCE']}")
+    try:
+        yield target
+    finally:
+        if created:
+            target.kubectl("delete", "namespace", target.namespace, "--wait=false")
+
+
+def _fake(root: Path) -> Iterator[Target]:
+    store = root / "runs"
+    store.mkdir()
+    namespace = "anchorage-e2e"
+    with ClusterThread(root / "kubeconfig", writable=(store,), namespaces=(namespace,)) as cluster:
+        target = Target("fake", {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "HOME": str(root),
+                                 "ANCHORAGE_CAMPAIGN_INTERVAL": "0.5"}, namespace, root, store=f"file://{store}",
+                        operator_flags=[f"--task-source={REPO / 'tasks'}"])
+        if shutil.which("bwrap") is None:
+            target.skip_trial = "bubblewrap (bwrap) is not installed: the fake's kubelet runs pods with it"
+        yield target
+
+
+@pytest.fixture(scope="module", params=["fake", pytest.param("real", marks=pytest.mark.cluster)])
+def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not on PATH")
+    root = tmp_path_factory.mktemp(request.param)
+    variant = _fake if request.param == "fake" else _real
+    for cluster in variant(root):
+        # crds/ after a server-side dry run (what an admin would do first), then for real; both kept for the test
+        cluster.applied["dry-run"] = cluster.kubectl("apply", "--dry-run=server", "-f", str(REPO / "crds"))
+        cluster.applied["apply"] = cluster.kubectl("apply", "-f", str(REPO / "crds"))
+        cluster.applied["wait"] = cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                                                  "-f", str(REPO / "crds"))
+        yield cluster
+
+
+def _retry(fn: Callable[[], subprocess.CompletedProcess[str]], ok: Callable[[str], bool],
+           timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Run ``fn`` until ``ok(stdout)`` (a real API server publishes a new CRD's OpenAPI after a moment)."""
+    deadline = time.monotonic() + timeout
+    result = fn()
+    while not ok(result.stdout) and time.monotonic() < deadline:
+        time.sleep(1)
+        result = fn()
+    return result
+
+
+def test_crds_apply_after_a_server_side_dry_run_and_become_established(target: Target) -> None:
+    dry, applied, wait = target.applied["dry-run"], target.applied["apply"], target.applied["wait"]
+    assert dry.returncode == 0 and "(server dry run)" in dry.stdout, dry.stderr
+    assert applied.returncode == 0, applied.stderr
+    for plural in ("trials", "verificationcampaigns", "scoringruns"):
+        assert f"customresourcedefinition.apiextensions.k8s.io/{plural}.anchorage.dev" in applied.stdout
+        assert f"{plural}.anchorage.dev condition met" in wait.stdout, wait.stderr
+
+
+@pytest.mark.parametrize(("path", "fragment"), [
+    ("trials.spec.seed", "Seed index (0-based)."),
+    ("trials.spec.agent.kind", "oracle | replay | codex | opencode | claude-code | command | mock"),
+    ("verificationcampaigns.spec.parallelism", "Max trials running at once."),
+    ("scoringruns.spec.campaignRef", "Name of a campaign whose artifacts are rescored."),
+], ids=["trial-seed", "agent-kind", "campaign-parallelism", "scoringrun-campaignref"])
+def test_kubectl_explain_shows_the_field_descriptions(target: Target, path: str, fragment: str) -> None:
+    result = _retry(lambda: target.kubectl("explain", path), lambda out: fragment in out)
+    assert fragment in result.stdout, result.stderr or result.stdout
+
+
+def test_printer_columns_and_names(target: Target) -> None:
+    crds = {d["metadata"]["name"]: d for d in json.loads(target.kubectl(
+        "get", "crd", "-o", "json", check=True).stdout)["items"]}
+    trial = crds["trials.anchorage.dev"]["spec"]
+    assert [c["name"] for c in trial["versions"][0]["additionalPrinterColumns"] if not c.get("priority")] == [
+        "Phase", "Task", "Entry", "Seed", "O-Eval", "Cost", "Age"]
+    assert trial["names"]["shortNames"] == ["tr"] and trial["names"]["categories"] == ["anchorage"]
+    campaign = crds["verificationcampaigns.anchorage.dev"]["spec"]["versions"][0]
+    assert {"Phase", "Progress", "Best", "Cost"} <= {c["name"] for c in campaign["additionalPrinterColumns"]}
+    listing = target.kubectl("get", "anchorage", "-n", target.namespace)  # the category resolves to our kinds
+    assert listing.returncode == 0, listing.stderr
+
+
+def _campaign(**spec: Any) -> dict[str, Any]:
+    return {"kind": "VerificationCampaign", "spec": {"tasks": ["smoke-inventory"],
+                                                     "entries": [{"name": "o", "agent": {"kind": "oracle"}}], **spec}}
+
+
+def _trial(**spec: Any) -> dict[str, Any]:
+    return {"kind": "Trial", "spec": {"task": "smoke-inventory", "agent": {"kind": "oracle"}, **spec}}
+
+
+@pytest.mark.parametrize(("doc", "fragments"), [
+    (_trial(seed=-1), ["spec.seed", "should be greater than or equal to 0"]),
+    (_trial(agent={"kind": "shell"}), ["spec.agent.kind", 'Unsupported value: "shell"']),
+    (_campaign(parallelism=5000), ["spec.parallelism", "should be less than or equal to 1000"]),
+    (_campaign(parallelism=0), ["spec.parallelism", "should be greater than or equal to 1"]),
+    (_trial(agent={"kind": "command"}), ["spec.agent", "agent.kind 'command' needs agent.command"]),
+    (_campaign(baseline="flash"), ["baseline must be the name of one of the entries"]),
+    ({"kind": "ScoringRun", "spec": {"trialRef": "a", "campaignRef": "b"}}, ["needs exactly one of"]),
+], ids=["bad-seed", "unknown-agent-kind", "parallelism-too-high", "parallelism-zero", "cel-command-agent",
+        "cel-baseline", "cel-two-sources"])
+def test_invalid_manifests_get_the_apis_errors(target: Target, doc: dict[str, Any], fragments: list[str]) -> None:
+    manifest = {"apiVersion": API, "metadata": {"name": "bad", "namespace": target.namespace}, **doc}
+    result = target.kubectl("apply", "--dry-run=server", "-f", "-", stdin=manifest)
+    assert result.returncode != 0 and "is invalid" in result.stderr, result.stderr
+    for fragment in fragments:
+        assert fragment in result.stderr, result.stderr
+    valid = target.kubectl("apply", "--dry-run=server", "-f", "-", stdin={
+        **manifest, **(_campaign() if doc["kind"] == "VerificationCampaign" else
+                       _trial() if doc["kind"] == "Trial" else {"spec": {"trialRef": "a"}})})
+    assert valid.returncode == 0, valid.stderr  # the same manifest, fixed, passes
+    assert target.kubectl("get", doc["kind"].lower(), "bad", "-n", target.namespace).returncode != 0  # dry run
+
+
+def _table(text: str) -> list[dict[str, str]]:
+    header, *lines = text.splitlines()
+    names = header.split()
+    starts = [header.index(n) for n in names]
+    return [{n: line[a:b].strip() for n, a, b in zip(names, starts, [*starts[1:], None], strict=True)}
+            for line in lines]
+
+
+@pytest.mark.sandbox
+def test_example_trial_runs_to_a_score_through_an_operator(target: Target) -> None:
+    if target.skip_trial or target.store is None:
+        pytest.skip(target.skip_trial)
+    log = (target.root / "operator.log").open("wb")
+    operator = subprocess.Popen(
+        [str(Path(sys.executable).parent / "anchorage"), "operator", "-n", target.namespace, "--trials-namespace",
+         target.namespace, "--store", target.store, "--standalone", "--log-format", "plain", *target.operator_flags],
+        env=target.env, stdout=log, stderr=subprocess.STDOUT)
+    name = yaml.safe_load((REPO / "examples" / "trial.yaml").read_text())["metadata"]["name"]
+    try:
+        target.kubectl("apply", "-n", target.namespace, "-f", str(REPO / "examples" / "trial.yaml"), check=True)
+        scored = _retry(lambda: target.kubectl("get", "tr", name, "-n", target.namespace, "-o",
+                                               "jsonpath={.status.oEval}"), lambda out: out != "",
+                        timeout=180 if target.name == "fake" else 900)
+        assert scored.stdout, (target.root / "operator.log").read_text()[-3000:]
+        rows = [r for r in _table(target.kubectl("get", "tr", "-n", target.namespace, check=True).stdout)
+                if r["NAME"] == name]
+        assert rows and rows[0]["PHASE"] == "Succeeded" and float(rows[0]["O-EVAL"]) == 1.0, rows
+        assert rows[0]["TASK"] == "smoke-inventory" and rows[0]["SEED"] == "0"
+    finally:
+        target.kubectl("delete", "tr", name, "-n", target.namespace, "--wait=false")
+        operator.terminate()
+        try:
+            operator.wait(30)
+        except subprocess.TimeoutExpired:
+            operator.kill()
+        log.close()
