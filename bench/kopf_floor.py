@@ -2,47 +2,55 @@
 
 ``bench/kube_operator.py --kopf-floor`` runs it next to the real operator: its CPU is kopf's own cost of
 receiving and processing the campaign's watch events (parsing, per-object memories, loggers, handler
-invocation) — the floor under the operator's CPU per trial, whatever the handlers do. (Not importing
-``anchorage.controller``: that would register the real handlers; the settings below mirror
-``anchorage.controller.settings``.)
+invocation) — the floor under the operator's CPU per trial, whatever the handlers do. Its handlers live in
+a registry of their own; the settings are the operator's (``anchorage.controller.settings.apply``).
+Importing that module registers the real handlers in kopf's default registry, which this script does not
+run (the import's cost is part of the real operator's startup too).
+
+    python bench/kopf_floor.py NAMESPACE...
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, cast
+import sys
+from typing import Any
 
 import kopf
 
-API_GROUP, API_VERSION = "anchorage.dev", "v1alpha1"
-JOB_LABELS = {"app.kubernetes.io/managed-by": "anchorage"}
+from anchorage.controller import settings as operator_settings
+from anchorage.manifests import API_GROUP, API_VERSION
+from anchorage.runtime.kubejobs import LABEL_CAMPAIGN, LABEL_ROLE, MANAGED_BY
+
+REGISTRY = kopf.OperatorRegistry()
 
 
-class _CampaignsOnlyDiffBase(kopf.AnnotationsDiffBaseStorage):
-    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
-        if body.get("kind") != "VerificationCampaign":
-            return cast(kopf.BodyEssence, None)
-        return super().build(body=body, extra_fields=extra_fields)
+@kopf.on.login(registry=REGISTRY)
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """As kopf's default registry does: credentials through the kubernetes client (the kubeconfig)."""
+    return kopf.login_via_client(**kwargs)
 
 
-@kopf.on.startup()
+@kopf.on.startup(registry=REGISTRY)
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="anchorage.dev")
-    settings.persistence.diffbase_storage = _CampaignsOnlyDiffBase(prefix="anchorage.dev",
-                                                                   key="last-handled-configuration")
-    settings.posting.level = logging.WARNING
+    operator_settings.apply(settings)
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
 
 
-@kopf.index(API_GROUP, API_VERSION, "trials", labels={"anchorage.dev/campaign": kopf.PRESENT})
-def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labels, status: kopf.Status,
-                       **_: Any) -> dict[tuple[str | None, str], tuple[str, Any]]:
-    return {(namespace, labels["anchorage.dev/campaign"]): (name, status.get("phase"))}
+@kopf.index(API_GROUP, API_VERSION, "trials", labels={LABEL_CAMPAIGN: kopf.PRESENT}, registry=REGISTRY)
+async def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labels, status: kopf.Status,
+                             **_: Any) -> dict[tuple[str | None, str], tuple[str, Any]]:
+    return {(namespace, labels[LABEL_CAMPAIGN]): (name, status.get("phase"))}
 
 
-@kopf.on.event(API_GROUP, API_VERSION, "trials")
-@kopf.on.event(API_GROUP, API_VERSION, "scoringruns")
-@kopf.on.event("batch", "v1", "jobs", labels={"anchorage.dev/role": "trial", **JOB_LABELS})
-@kopf.on.event("batch", "v1", "jobs", labels={"anchorage.dev/role": "verifier", **JOB_LABELS})
+@kopf.on.event(API_GROUP, API_VERSION, "trials", registry=REGISTRY)
+@kopf.on.event(API_GROUP, API_VERSION, "scoringruns", registry=REGISTRY)
+@kopf.on.event("batch", "v1", "jobs", labels={LABEL_ROLE: "trial", **MANAGED_BY}, registry=REGISTRY)
+@kopf.on.event("batch", "v1", "jobs", labels={LABEL_ROLE: "verifier", **MANAGED_BY}, registry=REGISTRY)
 async def noop(**_: Any) -> None:
     """Nothing: only kopf's own work per event remains."""
+
+
+if __name__ == "__main__":
+    kopf.configure(log_format=kopf.LogFormat.PLAIN)
+    kopf.run(registry=REGISTRY, standalone=True, namespaces=sys.argv[1:] or ["bench"], clusterwide=False)

@@ -58,9 +58,8 @@ def _operator(env: dict[str, str], store: Path, log: Path) -> subprocess.Popen[b
 
 
 def _floor(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "kopf", "run", "--standalone", "-n", "bench",
-                             str(REPO / "bench" / "kopf_floor.py")], env=env, stdout=log.open("wb"),
-                            stderr=subprocess.STDOUT)
+    return subprocess.Popen([sys.executable, str(REPO / "bench" / "kopf_floor.py"), "bench"], env=env,
+                            stdout=log.open("wb"), stderr=subprocess.STDOUT)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> tuple[float, float, float]:

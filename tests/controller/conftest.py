@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import json
 import os
 import shutil
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 
 from anchorage.devcluster.serving import Cluster, ClusterThread
+from anchorage.devcluster.storage import Event, Resource
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,14 +89,13 @@ def _requirements() -> None:
         pytest.skip("bubblewrap (bwrap) is not installed: the fake kubelet runs pods with it (apt install bubblewrap)")
 
 
-@pytest.fixture
-def kube_env(tmp_path: Path) -> Iterator[Env]:
-    _requirements()
+@contextlib.contextmanager
+def _cluster_env(tmp_path: Path, *, simulate: bool, interval: str) -> Iterator[Env]:
     store = tmp_path / "runs"
     store.mkdir()
-    thread = ClusterThread(tmp_path / "kubeconfig", crds_dir=REPO / "crds", writable=(store,))
+    thread = ClusterThread(tmp_path / "kubeconfig", crds_dir=REPO / "crds", writable=(store,), simulate=simulate)
     cluster = thread.__enter__()
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "ANCHORAGE_CAMPAIGN_INTERVAL": "0.5",
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "ANCHORAGE_CAMPAIGN_INTERVAL": interval,
            "ANCHORAGE_WATCH_TIMEOUT": "20", "HOME": str(tmp_path)}
     state = Env(cluster, thread, store, tmp_path, env)
     try:
@@ -101,3 +103,32 @@ def kube_env(tmp_path: Path) -> Iterator[Env]:
     finally:
         state.stop_operator(kill=True)
         thread.__exit__(None, None, None)
+
+
+@pytest.fixture
+def kube_env(tmp_path: Path) -> Iterator[Env]:
+    """The fake with a kubelet that runs pods under bubblewrap."""
+    _requirements()
+    with _cluster_env(tmp_path, simulate=False, interval="0.5") as env:
+        yield env
+
+
+@pytest.fixture
+def sim_env(tmp_path: Path) -> Iterator[Env]:
+    """The fake with simulated pods (nothing runs; the store gets what the pod programs would write)."""
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not on PATH (the tests drive the fake with it)")
+    with _cluster_env(tmp_path, simulate=True, interval="0.3") as env:
+        yield env
+
+
+def count_added(env: Env) -> collections.Counter[tuple[str, str]]:
+    """A counter of ADDED events per (plural, name) in the fake's storage, from now on."""
+    added: collections.Counter[tuple[str, str]] = collections.Counter()
+
+    def count(res: Resource, event: Event) -> None:
+        if event.type == "ADDED":
+            added[(res.plural, event.obj["metadata"]["name"])] += 1
+
+    env.thread.call(lambda: env.cluster.api.store.on_change.append(count))
+    return added

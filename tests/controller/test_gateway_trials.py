@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from anchorage.gateway import Gateway, GatewayConfig, start_gateway
 from anchorage.gateway.ledger import TOKEN_PREFIX, trial_of_token
@@ -150,6 +151,11 @@ def test_campaign_of_model_calling_trials_records_exact_tokens_and_cost(kube_env
     # the token costs one API write per model-calling trial: its Secret's create, nothing else on Secrets
     secret_calls = {k: n for k, n in kube_env.cluster.api.counts.items() if k.split()[1].startswith("secrets")}
     assert secret_calls == {"POST secrets": 2}, secret_calls
+    # the token names the trial's entry too, so the gateway's spend metrics carry it (not "unknown")
+    with urllib.request.urlopen(f"{gateway.url}/metrics", timeout=10) as response:
+        families = {f.name: f for f in text_string_to_metric_families(response.read().decode())}
+    spent = {s.labels["entry"]: s.value for s in families["anchorage_cost_usd"].samples if s.name.endswith("_total")}
+    assert spent.get("caller") == pytest.approx(sum(costs), rel=1e-9), spent  # (other tests may count "unknown")
     # the campaign sums the real costs; the leaderboard's cost per seed is their mean (one task per seed)
     status = _status(kube_env, "vc", "gw")
     assert status["costUSD"] == pytest.approx(sum(costs), rel=1e-6)

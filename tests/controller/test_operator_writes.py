@@ -10,38 +10,15 @@ from __future__ import annotations
 
 import collections
 import json
-import os
-import shutil
-from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from anchorage.devcluster.apiserver import Fault
-from anchorage.devcluster.serving import ClusterThread
 
-from .conftest import REPO, Env
+from .conftest import Env
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def sim_env(tmp_path: Path) -> Any:
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not on PATH (the tests drive the fake with it)")
-    store = tmp_path / "runs"
-    store.mkdir()
-    thread = ClusterThread(tmp_path / "kubeconfig", crds_dir=REPO / "crds", writable=(store,), simulate=True)
-    cluster = thread.__enter__()
-    env = Env(cluster, thread, store, tmp_path, {
-        **os.environ, "KUBECONFIG": str(cluster.kubeconfig), "ANCHORAGE_CAMPAIGN_INTERVAL": "0.3",
-        "ANCHORAGE_WATCH_TIMEOUT": "20", "HOME": str(tmp_path)})
-    try:
-        yield env
-    finally:
-        env.stop_operator(kill=True)
-        thread.__exit__(None, None, None)
 
 
 def _phase(env: Env, plural: str, name: str) -> str | None:

@@ -8,10 +8,7 @@ standby pauses (kopf's peering), and resumes once the killed operator's keep-ali
 
 from __future__ import annotations
 
-import collections
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,10 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from anchorage.devcluster.serving import ClusterThread
-from anchorage.devcluster.storage import Event, Resource
-
-from .conftest import REPO, Env
+from .conftest import REPO, Env, count_added
 
 pytestmark = pytest.mark.slow
 
@@ -57,23 +51,9 @@ def _peers(env: Env) -> dict[str, Any]:
     return (json.loads(result.stdout).get("status") or {}) if result.returncode == 0 else {}
 
 
-def test_one_operator_is_active_and_the_standby_takes_over_after_kill_minus_nine(tmp_path: Path) -> None:
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not on PATH")
-    store = tmp_path / "runs"
-    store.mkdir()
-    thread = ClusterThread(tmp_path / "kubeconfig", crds_dir=REPO / "crds", writable=(store,), simulate=True)
-    cluster = thread.__enter__()
-    env = Env(cluster, thread, store, tmp_path, {
-        **os.environ, "KUBECONFIG": str(cluster.kubeconfig), "ANCHORAGE_CAMPAIGN_INTERVAL": "0.3",
-        "ANCHORAGE_WATCH_TIMEOUT": "20", "HOME": str(tmp_path)})
-    added: collections.Counter[tuple[str, str]] = collections.Counter()
-
-    def count(res: Resource, event: Event) -> None:
-        if event.type == "ADDED":
-            added[(res.plural, event.obj["metadata"]["name"])] += 1
-
-    thread.call(lambda: cluster.api.store.on_change.append(count))
+def test_one_operator_is_active_and_the_standby_takes_over_after_kill_minus_nine(sim_env: Env) -> None:
+    env = sim_env
+    added = count_added(env)
     operators: list[Operator] = []
     try:
         env.kubectl("apply", "-f", str(REPO / "crds" / "peering"))
@@ -106,7 +86,6 @@ def test_one_operator_is_active_and_the_standby_takes_over_after_kill_minus_nine
     finally:
         for operator in operators:
             operator.stop()
-        thread.__exit__(None, None, None)
     total = seeds * 3
     assert status["progress"] == f"{total}/{total}" and status["infrastructureFailed"] == 0
     assert HANDLED in standby.text(), "the standby never handled anything after the takeover"
@@ -114,4 +93,4 @@ def test_one_operator_is_active_and_the_standby_takes_over_after_kill_minus_nine
         names = [name for (p, name) in added if p == plural]
         assert len(names) == (total if plural != "jobs" else 2 * total), plural
         assert {n for (p, _), n in added.items() if p == plural} == {1}, f"a {plural[:-1]} was created twice"
-    assert len(list(store.glob("peers/*/trial.json"))) == total
+    assert len(list(env.store.glob("peers/*/trial.json"))) == total

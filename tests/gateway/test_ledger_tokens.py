@@ -39,3 +39,22 @@ def test_the_cache_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         account = ledger.authenticate(token)
         assert account is not None and account.trial_id == f"trial-{index}"
         assert len(ledger._verified) <= 3
+
+
+def test_a_minted_token_carries_its_signed_entry() -> None:
+    ledger = Ledger(SECRET, None)
+    token = mint_token(SECRET, "ns.trial-a.uid-1", "astra")
+    account = ledger.authenticate(token)
+    assert account is not None and (account.trial_id, account.entry) == ("ns.trial-a.uid-1", "astra")
+    # the entry is part of what is signed: swapping it (payload of another entry, same signature) fails
+    other_payload = mint_token(SECRET, "ns.trial-a.uid-1", "zeta").split(".")[0]
+    assert ledger.authenticate(other_payload + "." + token.split(".")[1]) is None
+    # a token of the same trial without an entry names the same account (one ledger per trial)
+    assert ledger.authenticate(mint_token(SECRET, "ns.trial-a.uid-1")) is account
+    ledger.revoke("ns.trial-a.uid-1")
+    assert ledger.authenticate(token) is None
+
+
+def test_a_trial_id_with_the_entry_separator_is_refused() -> None:
+    with pytest.raises(ledger_module.InputError, match="contains '#'"):
+        mint_token(SECRET, "trial#1")

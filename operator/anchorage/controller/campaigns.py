@@ -7,7 +7,9 @@ engine writes, so both drivers rank alike. Trials are found through a kopf index
 calls); a Trial counts as active until it is scored or ended as an infrastructure failure, so the
 cluster never holds more than ``parallelism`` of the campaign's pods. ``spec.suspend`` stops new
 Trials (running ones finish). Deleting the campaign deletes its Trials (owner references), and
-those their Jobs and ScoringRuns.
+those their Jobs and ScoringRuns. The status's ``costUSD`` sums the *known* trial costs; a trial whose
+usage could not be read at the gateway (``costUnknownReason``) is counted in ``costsUnknown`` instead of
+as 0, so a nonzero count marks ``costUSD`` as a lower bound (likewise per compact leaderboard row).
 """
 
 from __future__ import annotations
@@ -42,18 +44,22 @@ SWEEP_SEC = float(os.environ.get("ANCHORAGE_SWEEP_INTERVAL", "10"))
 #: kopf runs the timer and the change handlers of one campaign concurrently (sync handlers in its
 #: thread pool); one pass at a time keeps ``_CREATED`` and the parallelism count consistent.
 _PASS_LOCK = threading.Lock()
-#: name, phase, done (scored or ended as an infrastructure failure), cost, when its last event came (monotonic)
-TrialState = tuple[str, str | None, bool, float, float]
+#: name, phase, done (scored or ended as an infrastructure failure), cost (None: unknown, the trial's usage could
+#: not be read at the gateway), when its last event came (monotonic)
+TrialState = tuple[str, str | None, bool, float | None, float]
 
 
 @kopf.index(API_GROUP, API_VERSION, "trials", labels={kubejobs.LABEL_CAMPAIGN: kopf.PRESENT})
-def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labels, status: kopf.Status,
-                       **_: Any) -> dict[tuple[str | None, str], TrialState]:
-    """(namespace, campaign) → a small tuple per campaign Trial (never its body: 10,000s of them)."""
+async def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labels, status: kopf.Status,
+                             **_: Any) -> dict[tuple[str | None, str], TrialState]:
+    """(namespace, campaign) → a small tuple per campaign Trial (never its body: 10,000s of them).
+
+    Async although it awaits nothing: kopf runs a sync index function in its thread pool, a thread hop on
+    every Trial event for a few dict lookups."""
     phase = status.get("phase")
     done = phase == "InfrastructureFailed" or status.get("gradable") is not None
-    return {(namespace, labels[kubejobs.LABEL_CAMPAIGN]): (name, phase, done, float(status.get("costUSD") or 0),
-                                                          time.monotonic())}
+    cost = None if status.get("costUnknownReason") else float(status.get("costUSD") or 0)
+    return {(namespace, labels[kubejobs.LABEL_CAMPAIGN]): (name, phase, done, cost, time.monotonic())}
 
 
 #: Trials this process created, by campaign uid, until the index shows them: the index sees a new
@@ -139,7 +145,7 @@ def _publish(body: kopf.Body, spec: CampaignSpec, states: dict[str, TrialState])
     open_store(config().store_uri).put_bytes(key, json.dumps(dataclasses.asdict(board), indent=1).encode())
     rows = [{"entry": r.entry, "oEval": r.o_eval_mean, "oEvalStd": r.o_eval_std, "boEval": r.bo_eval_mean,
              "boEvalStd": r.bo_eval_std, "artifacts": f"{r.artifacts_mean:g}/{r.tasks}",
-             "costUSD": r.cost_per_seed_usd} for r in board.rows]
+             "costUSD": r.cost_per_seed_usd, "costsUnknown": r.costs_unknown} for r in board.rows]
     best = board.rows[0] if board.rows else None
     return {"leaderboard": rows, "bestEntry": best.entry if best else None,
             "bestOEval": best.o_eval_mean if best else None,
@@ -199,7 +205,7 @@ def _reconcile(body: kopf.Body, status: kopf.Status,
         return {} if status.get("phase") == "Failed" else failed
     states = index.get((meta["namespace"], meta["name"]), ())
     names: set[str] = set()
-    active = done = infra = 0
+    active = done = infra = unknown = 0
     cost = 0.0
     for name, phase, finished, trial_cost, _ in states:
         names.add(name)
@@ -208,7 +214,10 @@ def _reconcile(body: kopf.Body, status: kopf.Status,
             infra += phase == "InfrastructureFailed"
         else:
             active += 1
-        cost += trial_cost
+        if trial_cost is None:
+            unknown += 1  # never summed as 0: costUSD is then the known part, costsUnknown says how much is missing
+        else:
+            cost += trial_cost
     sweep(body, states)
     uid, generation = meta["uid"], int(meta.get("generation") or 0)
     _forget(uid, keep_generation=generation)
@@ -222,7 +231,7 @@ def _reconcile(body: kopf.Body, status: kopf.Status,
     new: dict[str, Any] = {
         "total": total, "created": len(names) + created, "running": active + created, "finished": done,
         "scored": done - infra, "infrastructureFailed": infra, "progress": f"{done}/{total}",
-        "costUSD": round(cost, 6), "observedGeneration": meta.get("generation"),
+        "costUSD": round(cost, 6), "costsUnknown": unknown, "observedGeneration": meta.get("generation"),
         "phase": "Suspended" if spec.suspend else "Running",
     }
     if done == total and total:

@@ -4,7 +4,8 @@ Called by ``anchorage.controller.trials`` (launch and finish) and ``scoring`` (t
 record). A model-calling trial (:func:`anchorage.runtime.kubejobs.uses_gateway`) gets a token the
 operator mints itself with the secret it shares with the gateway (``ANCHORAGE_GATEWAY_TOKEN_SECRET``;
 ``anchorage.gateway.ledger.mint_token``): the token names exactly this trial (namespace, name and uid,
-so a re-created Trial of the same name gets a fresh ledger). It goes into the Secret ``<job>-gateway``,
+so a re-created Trial of the same name gets a fresh ledger) and its entry (the gateway's per-entry
+token and cost metrics). It goes into the Secret ``<job>-gateway``,
 created right after the Job and owned by it — one API write per model-calling attempt, nothing else.
 
 At the trial's end the operator revokes the token and reads the trial's usage from the gateway's admin
@@ -79,7 +80,7 @@ def create_job(job: dict[str, Any], trial: Mapping[str, Any], spec: TrialSpec) -
     assert secret is not None
     uid = kube.create_job_uid(job)
     owned = {**job, "metadata": {**job["metadata"], "uid": uid}}
-    kube.create_secret(kubejobs.gateway_token_secret(owned, mint_token(secret, trial_id(trial))))
+    kube.create_secret(kubejobs.gateway_token_secret(owned, mint_token(secret, trial_id(trial), spec.entry)))
 
 
 class GatewayUnreachable(Exception):

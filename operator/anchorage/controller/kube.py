@@ -53,6 +53,7 @@ class Client:
     def __init__(self, configuration: kubernetes.client.Configuration) -> None:
         self.configuration = configuration
         self.host = configuration.host.rstrip("/")
+        self._cached_token: tuple[float, str | None] | None = None
         kwargs: dict[str, Any] = {"maxsize": 32, "block": False,  # one per worker thread, with room to spare
                                   # Connection-level retries (a keep-alive socket the server closed): every
                                   # call is idempotent (creates take 409 as done, patches are merges).
@@ -70,9 +71,25 @@ class Client:
         else:
             self.pool = urllib3.connection_from_url(self.host, **kwargs)
 
-    def _headers(self, content_type: str) -> dict[str, str]:
+    #: How long an Authorization header is reused before the credentials' refresh hook is asked again.
+    TOKEN_TTL = 10.0
+
+    def _token(self, fresh: bool = False) -> str | None:
+        """The Authorization header's value, refreshed at most every :data:`TOKEN_TTL` s (or when ``fresh``).
+
+        The kubernetes package's refresh hook (expiring exec-plugin and in-cluster tokens) re-applies the
+        whole kubeconfig to the configuration on every call, a tenth of the handlers' API-call CPU; a 401
+        refreshes at once (:meth:`request`).
+        """
+        now = time.monotonic()
+        cached = self._cached_token
+        if fresh or cached is None or now - cached[0] > self.TOKEN_TTL:
+            cached = self._cached_token = (now, self.configuration.get_api_key_with_prefix("authorization"))
+        return cached[1]
+
+    def _headers(self, content_type: str, fresh: bool = False) -> dict[str, str]:
         headers = {"Accept": "application/json", "Content-Type": content_type}
-        token = self.configuration.get_api_key_with_prefix("authorization")  # refreshes expiring tokens
+        token = self._token(fresh)
         if token:
             headers["Authorization"] = token
         return headers
@@ -82,6 +99,8 @@ class Client:
         """One call; the decoded JSON answer ({} with ``answer=False``), or :class:`ApiError` for an error status."""
         data = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
         response = self.pool.urlopen(method, path, body=data, headers=self._headers(content_type))
+        if response.status == 401:  # the token may have expired since it was read: refresh it, once
+            response = self.pool.urlopen(method, path, body=data, headers=self._headers(content_type, fresh=True))
         if response.status < 400 and not answer:
             return {}
         try:

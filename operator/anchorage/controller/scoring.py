@@ -12,6 +12,7 @@ scorer) and ``campaignRef`` (every trial of a campaign, rescored).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -123,15 +124,16 @@ def launch(run: dict[str, Any]) -> None:
 
 #: Runs this process started and verifier Jobs whose end it handled.
 _STARTED, _ENDED = trials.Once(), trials.Once()
+#: Unfinished runs as last watched (the verifier Job's end reads them from here).
+RUNS = trials.Latest("scoringruns")
 
 
 @kopf.on.event(API_GROUP, API_VERSION, "scoringruns")
 async def run_event(type: str | None, body: kopf.Body, status: kopf.Status, **_: Any) -> None:
     """A new run: start its verifier. At startup (the initial listing) check unfinished ones."""
     meta = body["metadata"]
-    ended = type == "DELETED" or bool(meta.get("deletionTimestamp")) or status.get("phase") in FINAL
-    if kubejobs.LABEL_CAMPAIGN not in (meta.get("labels") or {}):
-        WATCHDOG.seen(meta["namespace"], meta["name"], unfinished=not ended)
+    ended = WATCHDOG.note(type, body, status.get("phase"), FINAL)
+    RUNS.note(body, ended)
     if ended:
         return
     uid = meta["uid"]
@@ -172,13 +174,21 @@ def _write_trial_record(trial: dict[str, Any], record: dict[str, Any], out: str)
     store.mark_complete(out)  # written after every other object of the trial (design notes: run folder)
 
 
+def _awaits_scores(source: Mapping[str, Any], trial: Mapping[str, Any]) -> bool:
+    """Whether a watched Trial body is the one the run's outcome came from: Running the attempt it names."""
+    status = trial.get("status") or {}
+    return bool(source.get("jobName")) and status.get("phase") == "Running" and \
+        status.get("jobName") == source["jobName"] and status.get("recordUri") == source.get("recordUri")
+
+
 def finish(run: dict[str, Any], result: str) -> None:
     """Publish the scores of a finished verifier Job; for trialRef runs also the Trial's final status."""
     meta = run["metadata"]
     spec = ScoringRunSpec.model_validate(run["spec"])
     outcome = {k: v for k, v in (_outcome(run) or {}).items() if k != "source"}
     if spec.trial_ref:
-        trial = kube.get_custom("trials", meta["namespace"], spec.trial_ref)
+        trial = trials.TRIALS.current(meta["namespace"], spec.trial_ref,
+                                      functools.partial(_awaits_scores, (_outcome(run) or {}).get("source") or {}))
         if trial is None:
             return
         items, out = [_trial_items(trial, out="")], _key((trial.get("status") or {}).get("recordUri", ""))
@@ -222,7 +232,7 @@ async def verifier_job_event(type: str | None, body: kopf.Body, logger: kopf.Log
 def _job_ended(job: dict[str, Any], result: str, logger: kopf.Logger) -> None:
     labels, annotations = job["metadata"].get("labels") or {}, job["metadata"].get("annotations") or {}
     ns = annotations.get("anchorage.dev/scoring-run-namespace", job["metadata"]["namespace"])
-    run = kube.get_custom("scoringruns", ns, labels[kubejobs.LABEL_SCORING])
+    run = RUNS.current(ns, labels[kubejobs.LABEL_SCORING], _unfinished)
     if run is None or (run.get("status") or {}).get("phase") in FINAL:
         return
     try:
@@ -230,6 +240,10 @@ def _job_ended(job: dict[str, Any], result: str, logger: kopf.Logger) -> None:
     except kopf.TemporaryError as exc:
         _ENDED.forget(str(job["metadata"].get("uid")))
         logger.warning(f"publishing scores of {run['metadata']['name']} failed; the sweep or the timer retries: {exc}")
+
+
+def _unfinished(run: Mapping[str, Any]) -> bool:
+    return (run.get("status") or {}).get("phase") not in FINAL
 
 
 def check_running(run: dict[str, Any]) -> None:

@@ -51,7 +51,12 @@ class CampaignsOnlyDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    """Storage prefixes, finalizer, event level, peering and watch timeouts."""
+    """Storage prefixes, finalizer, event level, peering and watch timeouts (:func:`apply`)."""
+    apply(settings)
+
+
+def apply(settings: kopf.OperatorSettings) -> None:
+    """Set the operator's kopf settings (also used by ``bench/kopf_floor.py``, the no-op operator)."""
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
     settings.persistence.diffbase_storage = CampaignsOnlyDiffBaseStorage(
         prefix=PREFIX, key="last-handled-configuration")

@@ -155,6 +155,39 @@ class Once:
             self._seen.pop(key, None)
 
 
+class Latest:
+    """The latest watched body of each unfinished object of a kind (the newest ``size``), for the handlers
+    that would otherwise GET it: a body the watch delivered is used when it passes the caller's check
+    (:meth:`current`), else the object is read from the API. Objects leave when they end, so a campaign
+    holds about ``parallelism`` of them (never its 10,000s of finished ones)."""
+
+    def __init__(self, plural: str, size: int = 2048) -> None:
+        self.plural, self._size = plural, size
+        self._bodies: dict[tuple[str, str], dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def note(self, body: Mapping[str, Any], ended: bool) -> None:
+        """An event's body (in kopf's loop): keep it while the object is unfinished, forget it when it ended."""
+        meta = body["metadata"]
+        key = (meta["namespace"], meta["name"])
+        with self._lock:
+            if ended:
+                self._bodies.pop(key, None)
+                return
+            self._bodies.pop(key, None)  # re-inserted last: the oldest entry goes first when full
+            self._bodies[key] = dict(body)
+            if len(self._bodies) > self._size:
+                del self._bodies[next(iter(self._bodies))]
+
+    def current(self, namespace: str, name: str, usable: Callable[[Mapping[str, Any]], bool]) -> dict[str, Any] | None:
+        """The watched body when ``usable`` accepts it, else the object as the API has it (None: gone)."""
+        with self._lock:
+            body = self._bodies.get((namespace, name))
+        if body is not None and usable(body):
+            return body
+        return kube.get_custom(self.plural, namespace, name)
+
+
 class Watchdog:
     """Every ``interval`` s, check the lone unfinished objects of a kind that had no event for that long.
 
@@ -180,6 +213,15 @@ class Watchdog:
         self._due[(namespace, name)] = loop.time() + self.interval
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._run())
+
+    def note(self, type_: str | None, body: kopf.Body, phase: str | None, final: tuple[str, ...]) -> bool:
+        """Whether an event's object has ended (deleted, being deleted, or in a ``final`` phase); lone objects
+        (no campaign label: their campaign's sweep covers the others) are passed on to :meth:`seen`."""
+        meta = body["metadata"]
+        ended = type_ == "DELETED" or bool(meta.get("deletionTimestamp")) or phase in final
+        if kubejobs.LABEL_CAMPAIGN not in (meta.get("labels") or {}):
+            self.seen(meta["namespace"], meta["name"], unfinished=not ended)
+        return ended
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -220,15 +262,16 @@ async def stop_watchdog(**_: Any) -> None:
 
 #: Trials this process launched and trial Jobs whose end it handled.
 _LAUNCHED, _ENDED = Once(), Once()
+#: Unfinished Trials as last watched (the Job's end and the scores' publication read them from here).
+TRIALS = Latest("trials")
 
 
 @kopf.on.event(API_GROUP, API_VERSION, "trials")
 async def trial_event(type: str | None, body: kopf.Body, status: kopf.Status, **_: Any) -> None:
     """A new Trial: launch it. At startup (``type`` None: the initial listing) also repair Running ones."""
     meta = body["metadata"]
-    ended = type == "DELETED" or bool(meta.get("deletionTimestamp")) or status.get("phase") in TERMINAL
-    if kubejobs.LABEL_CAMPAIGN not in (meta.get("labels") or {}):
-        WATCHDOG.seen(meta["namespace"], meta["name"], unfinished=not ended)
+    ended = WATCHDOG.note(type, body, status.get("phase"), TERMINAL)
+    TRIALS.note(body, ended)
     if ended:
         return
     uid = meta["uid"]
@@ -301,7 +344,8 @@ def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
         return
     run = kubejobs.child_scoring_run(trial, scoring_run_name(name),
                                      spec.verification.model_dump(by_alias=True, exclude_none=True, mode="json"))
-    source = {"task": spec.task, "entry": spec.entry or name, "seed": spec.seed, "recordUri": status.get("recordUri")}
+    source = {"task": spec.task, "entry": spec.entry or name, "seed": spec.seed, "recordUri": status.get("recordUri"),
+              "jobName": status.get("jobName")}
     run["metadata"]["annotations"] = {OUTCOME: json.dumps({**outcome, "source": source}, separators=(",", ":"))}
     if kube.create_custom("scoringruns", run):
         metrics.operator_trial_finished(trial, phase, reason)
@@ -319,17 +363,20 @@ async def trial_job_event(type: str | None, body: kopf.Body, logger: kopf.Logger
 def _job_ended(job: dict[str, Any], result: str, logger: kopf.Logger) -> None:
     labels, annotations = job["metadata"].get("labels") or {}, job["metadata"].get("annotations") or {}
     ns = annotations.get("anchorage.dev/trial-namespace", job["metadata"]["namespace"])
-    trial = kube.get_custom("trials", ns, labels[kubejobs.LABEL_TRIAL])
-    if trial is None:
-        return
-    status = trial.get("status") or {}
-    if status.get("phase") != "Running" or status.get("jobName") != job["metadata"]["name"]:
+    trial = TRIALS.current(ns, labels[kubejobs.LABEL_TRIAL], functools.partial(_runs_job, job["metadata"]["name"]))
+    if trial is None or not _runs_job(job["metadata"]["name"], trial):
         return
     try:
         finish(trial, job, result)
     except kopf.TemporaryError as exc:
         _ENDED.forget(str(job["metadata"].get("uid")))
         logger.warning(f"finishing trial {trial['metadata']['name']} failed; the next event or the sweep retries: {exc}")
+
+
+def _runs_job(job: str, trial: Mapping[str, Any]) -> bool:
+    """Whether the trial is Running the attempt of Job ``job``."""
+    status = trial.get("status") or {}
+    return status.get("phase") == "Running" and status.get("jobName") == job
 
 
 def check_running(trial: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -18,8 +18,11 @@ commands run with this machine's programs, with the virtualenv of this Python fi
 enforced here. Without bubblewrap a pod fails with reason ``SandboxUnavailable``.
 
 ``simulate=True`` (load tests, ``bench/kube_operator.py``) runs no container at all: each pod succeeds at
-once and the store receives what Anchorage's own pod programs would have written (the trial's
-``upload.json``, a synthetic perfect ``score.json`` marked ``"simulated": true``).
+once and the store receives what Anchorage's own pod programs would have written: the upload sidecar's
+completion marker (``--marker``: ``upload.json`` for trials, ``verifier-upload.json`` for verifiers) and,
+for a verifier pod (label ``anchorage.dev/role: verifier``), one ``score.json`` per ``--item`` of its
+``score`` command, in the shape ``kubepod score`` writes (``ScoreRecord.to_dict()``): a synthetic perfect
+score (O-Eval 1, gradable) marked ``"simulated": true``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -40,6 +44,7 @@ from typing import Any
 from anchorage.devcluster.storage import ApiError, Event, Obj, ObjectStore, Resource, now
 
 NO_NETWORK_LABEL = "anchorage.dev/network"
+ROLE_LABEL = "anchorage.dev/role"  # kubejobs.LABEL_ROLE: "trial" or "verifier"
 ENV_RETRY_SEC = 0.2  # how often a container waiting for a Secret or ConfigMap looks again
 _SKIP_ROOT = {"proc", "dev", "sys", "tmp", "run", "root"}
 _SOURCE_ROOT = Path(__file__).resolve().parents[3]  # the checkout (or site-packages' parent) holding anchorage/
@@ -230,18 +235,16 @@ class FakeKubelet:
 
         containers = [*pod["spec"].get("initContainers", []), *pod["spec"]["containers"]]
         env = {e["name"]: e.get("value", "") for c in containers for e in c.get("env", [])}
-        args = [a for c in containers for a in c.get("args", [])]
         store = open_store(env["ANCHORAGE_STORE"])
         dest = env["ANCHORAGE_DEST"].strip("/")
-        if "score" in args:  # a verifier pod: one synthetic perfect score per item
-            record = {"raw": 1.0, "oracle_raw": 1.0, "baseline_raw": 0.0, "o_eval": 1.0, "bo_eval": 1.0,
-                      "gradable": True, "simulated": True}
-            for i, arg in enumerate(args):
-                if arg == "--item":
-                    out = args[i + 1].partition("=")[2]
-                    store.put_bytes("/".join(p for p in (dest, out, "score.json") if p), json.dumps(record).encode())
-        else:
-            store.put_bytes(f"{dest}/upload.json", json.dumps({"exit_code": 0, "files": {"artifacts": 1}}).encode())
+        files: dict[str, int] = {"artifacts": 1}
+        if (pod["metadata"].get("labels") or {}).get(ROLE_LABEL) == "verifier":
+            items = _simulated_scores(pod["spec"]["containers"])
+            for out, record in items.items():
+                store.put_bytes("/".join(p for p in (dest, out, "score.json") if p), json.dumps(record).encode())
+            files = {"": len(items)}
+        marker = _option(next((c for c in containers if c["name"] == "upload"), {}), "--marker") or "upload.json"
+        store.put_bytes(f"{dest}/{marker}", json.dumps({"exit_code": 0, "files": files}).encode())
         statuses = [self._terminated(c["name"], ContainerResult(0, "Completed")) for c in pod["spec"]["containers"]]
         self._pod_status(run, "Succeeded", statuses=statuses)
         return "Succeeded", ""
@@ -384,3 +387,37 @@ class FakeKubelet:
         """What a container printed (``kubectl logs`` is not served; tests read it here)."""
         path = self._root / f"{ns}-{pod}" / f"{container}.log"
         return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _argv(container: Obj) -> list[str]:
+    return [*container.get("command", []), *container.get("args", [])]
+
+
+def _option(container: Obj, flag: str) -> str | None:
+    """The value after the first ``flag`` in a container's command line, None without one."""
+    argv = _argv(container)
+    return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+
+
+def _simulated_scores(containers: list[Obj]) -> dict[str, dict[str, Any]]:
+    """What ``kubepod score`` would write for a verifier pod's containers: ``out`` → a synthetic perfect record.
+
+    The ``score`` sub-command sits in the container's ``command`` (behind a shell wrapper, see
+    ``kubejobs.verifier_job``); each ``--item i=OUT`` gets ``OUT/score.json``.
+    """
+    from anchorage.scoring.records import ScoreRecord
+
+    records: dict[str, dict[str, Any]] = {}
+    for container in containers:
+        argv = _argv(container)
+        if "score" not in argv:
+            continue
+        task = _option(container, "--task") or ""
+        for flag, value in itertools.pairwise(argv):
+            if flag == "--item":
+                record = ScoreRecord(task=task, artifact=f"/scratch/in/{value.partition('=')[0]}", gradable=True,
+                                     raw=1.0, raw_before_gates=1.0, oracle_raw=1.0, oracle_source="simulated",
+                                     baseline_raw=0.0, baseline_source="simulated", gap=1.0, bo_branch="simulated",
+                                     o_eval=1.0, bo_eval=1.0, scoring_version="simulated")
+                records[value.partition("=")[2]] = {**record.to_dict(), "simulated": True}
+    return records

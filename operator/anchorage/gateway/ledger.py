@@ -2,8 +2,9 @@
 
 Used by the gateway's request handlers (authenticate, admit, record) and by the :class:`Gateway`
 handle the engine holds (issue, usage, revoke) from another thread. Tokens are HMAC-signed trial ids
-(``atk-<trial, base64url>.<signature>``): a token names exactly one trial and cannot be forged for
-another without the gateway's secret, so in a cluster the operator can mint tokens with the shared
+(``atk-<trial[#entry], base64url>.<signature>``): a token names exactly one trial (and, minted by the
+operator, its leaderboard entry, for the per-entry metrics) and cannot be forged for another without the
+gateway's secret, so in a cluster the operator can mint tokens with the shared
 secret and a restarted gateway still accepts them. Accounts live in memory; with a
 :class:`~anchorage.gateway.journal.Journal` (``ledger_dir``) every issue, finished request and
 revocation is also journalled and replayed at start-up, so usage and revocations survive a restart.
@@ -26,6 +27,7 @@ from anchorage.errors import InfrastructureError, InputError
 from anchorage.gateway.journal import Journal
 
 TOKEN_PREFIX = "atk-"
+ENTRY_SEP = "#"  # between the trial id and the entry in a token's signed claims
 RATE_WINDOW_SECONDS = 60.0
 VERIFIED_TOKENS_KEPT = 4096  # tokens whose signature was checked, so a request skips the HMAC
 
@@ -38,22 +40,39 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def mint_token(secret: bytes, trial_id: str) -> str:
-    """The bearer token of ``trial_id`` under ``secret`` (deterministic)."""
-    signature = hmac.new(secret, trial_id.encode("utf-8"), hashlib.sha256).digest()[:24]
-    return f"{TOKEN_PREFIX}{_b64(trial_id.encode('utf-8'))}.{_b64(signature)}"
+def mint_token(secret: bytes, trial_id: str, entry: str | None = None) -> str:
+    """The bearer token of ``trial_id`` under ``secret`` (deterministic).
+
+    ``entry`` (the trial's leaderboard entry, for the gateway's per-entry metrics) is signed with the
+    trial id: a token minted by the operator carries it, as :meth:`Ledger.issue` records it locally.
+    """
+    if ENTRY_SEP in trial_id:
+        raise InputError(f"trial id {trial_id!r} contains {ENTRY_SEP!r}, which separates a token's trial id and entry",
+                         hint="name trials with letters, digits, '-', '_' and '.'")
+    claims = trial_id if entry is None else f"{trial_id}{ENTRY_SEP}{entry}"
+    signature = hmac.new(secret, claims.encode("utf-8"), hashlib.sha256).digest()[:24]
+    return f"{TOKEN_PREFIX}{_b64(claims.encode('utf-8'))}.{_b64(signature)}"
 
 
-def trial_of_token(secret: bytes, token: str) -> str | None:
-    """The trial a token was minted for, or None when it is malformed or its signature is wrong."""
+def token_claims(secret: bytes, token: str) -> tuple[str, str | None] | None:
+    """(trial id, entry or None) a token was minted for, or None when it is malformed or its signature is wrong."""
     if not token.startswith(TOKEN_PREFIX) or "." not in token:
         return None
     encoded, _, _sig = token[len(TOKEN_PREFIX):].partition(".")
     try:
-        trial_id = _unb64(encoded).decode("utf-8")
+        claims = _unb64(encoded).decode("utf-8")
     except (ValueError, UnicodeDecodeError):
         return None
-    return trial_id if hmac.compare_digest(mint_token(secret, trial_id), token) else None
+    trial_id, sep, entry = claims.partition(ENTRY_SEP)
+    if not hmac.compare_digest(mint_token(secret, trial_id, entry if sep else None), token):
+        return None
+    return trial_id, (entry if sep else None)
+
+
+def trial_of_token(secret: bytes, token: str) -> str | None:
+    """The trial a token was minted for, or None when it is malformed or its signature is wrong."""
+    claims = token_claims(secret, token)
+    return claims[0] if claims is not None else None
 
 
 @dataclass
@@ -89,7 +108,7 @@ class Ledger:
         self._lock = threading.Lock()
         self._accounts: dict[str, TrialAccount] = {}
         self._revoked: set[str] = set()
-        self._verified: dict[str, str] = {}  # token -> trial id, only tokens whose signature matched
+        self._verified: dict[str, tuple[str, str | None]] = {}  # token -> claims, only tokens whose signature matched
         self._journal = journal
         self._last_seq = 0  # sequence number of the newest journal record
         if journal is not None:
@@ -152,20 +171,24 @@ class Ledger:
 
     def authenticate(self, token: str) -> TrialAccount | None:
         """The account a valid, unrevoked token belongs to (created with the defaults if new)."""
-        trial_id = self._verified.get(token)
-        if trial_id is None:
-            trial_id = trial_of_token(self._secret, token)
-            if trial_id is None:
+        claims = self._verified.get(token)
+        if claims is None:
+            claims = token_claims(self._secret, token)
+            if claims is None:
                 return None
             if len(self._verified) >= VERIFIED_TOKENS_KEPT:
                 self._verified.clear()
-            self._verified[token] = trial_id
+            self._verified[token] = claims
+        trial_id, entry = claims
         with self._lock:
             if trial_id in self._revoked:
                 return None
-            if trial_id not in self._accounts:
-                self._accounts[trial_id] = TrialAccount(trial_id, None, *self._defaults)
-            return self._accounts[trial_id]
+            account = self._accounts.get(trial_id)
+            if account is None:
+                account = self._accounts[trial_id] = TrialAccount(trial_id, entry, *self._defaults)
+            elif account.entry is None and entry is not None:
+                account.entry = entry  # e.g. an account replayed from the journal
+            return account
 
     def admit(self, account: TrialAccount, now: float | None = None) -> Refusal | None:
         """Count the request against the rate window, or say why it is refused."""

@@ -163,7 +163,10 @@ def _columns(kind: str) -> list[Schema]:
                 {"name": "Progress", "type": "string", "jsonPath": ".status.progress"},
                 {"name": "Best", "type": "string", "jsonPath": ".status.bestEntry"},
                 {"name": "O-Eval", "type": "number", "jsonPath": ".status.bestOEval"},
-                cost, age]
+                cost,
+                {"name": "Unknown Costs", "type": "integer", "jsonPath": ".status.costsUnknown",
+                 "description": "trials whose cost could not be read (not in Cost, which is then a lower bound)"},
+                age]
     return [phase,
             {"name": "Task", "type": "string", "jsonPath": ".spec.task"},
             {"name": "Trial", "type": "string", "jsonPath": ".spec.trialRef"},

@@ -122,7 +122,10 @@ class LeaderboardRow(_Status):
     bo_eval: float | None = Field(default=None, description="Mean over seeds of Robust BO-Eval.")
     bo_eval_std: float | None = Field(default=None, description="Standard deviation of Robust BO-Eval over seeds.")
     artifacts: str | None = Field(default=None, description="Tasks with a gradable artifact, e.g. '5/6'.")
-    cost_usd: float | None = Field(default=None, alias="costUSD", description="Mean cost per seed in USD.")
+    cost_usd: float | None = Field(default=None, alias="costUSD", description="Mean cost per seed in USD (of the known "
+                                   "costs: a lower bound when costsUnknown > 0).")
+    costs_unknown: int = Field(default=0, ge=0, description="Scored trials of this entry whose "
+                               "cost could not be read at the gateway (not counted in costUSD).")
 
 
 class CampaignStatus(_Status):
@@ -140,7 +143,10 @@ class CampaignStatus(_Status):
     progress: str | None = Field(default=None, description="scored/total, e.g. '12/18'.")
     best_entry: str | None = Field(default=None, description="Entry with the best mean O-Eval so far.")
     best_o_eval: float | None = Field(default=None, description="Mean O-Eval of the best entry.")
-    cost_usd: float | None = Field(default=None, alias="costUSD", description="Total cost in USD so far.")
+    cost_usd: float | None = Field(default=None, alias="costUSD", description="Total of the known trial costs in USD so "
+                                   "far: a lower bound when costsUnknown > 0.")
+    costs_unknown: int = Field(default=0, ge=0, description="Trials whose cost could not be read "
+                               "at the gateway (see the Trial's costUnknownReason); they are not counted in costUSD.")
     leaderboard: list[LeaderboardRow] = Field(default_factory=list, description="Compact leaderboard, best first.")
     report_uri: str | None = Field(default=None, description="URI of the full report in the artifact store.")
     observed_generation: int | None = Field(default=None, description="metadata.generation last acted on.")
