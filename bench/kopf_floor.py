@@ -3,7 +3,9 @@
 ``bench/kube_operator.py --kopf-floor`` runs it next to the real operator: its CPU is kopf's own cost of
 receiving and processing the campaign's watch events (parsing, per-object memories, loggers, handler
 invocation) — the floor under the operator's CPU per trial, whatever the handlers do. Its handlers live in
-a registry of their own; the settings are the operator's (``anchorage.controller.settings.apply``).
+a registry of their own, with the operator's filters (Jobs: only events of ended ones, ``trials.ENDED_JOBS``)
+and an async index as the operator's; the settings are the operator's (``anchorage.controller.settings.apply``).
+On exit it prints how many events reached its handlers, by resource (the bench reads that line).
 Importing that module registers the real handlers in kopf's default registry, which this script does not
 run (the import's cost is part of the real operator's startup too).
 
@@ -12,6 +14,8 @@ run (the import's cost is part of the real operator's startup too).
 
 from __future__ import annotations
 
+import collections
+import json
 import logging
 import sys
 from typing import Any
@@ -19,10 +23,14 @@ from typing import Any
 import kopf
 
 from anchorage.controller import settings as operator_settings
+from anchorage.controller.trials import ENDED_JOBS
 from anchorage.manifests import API_GROUP, API_VERSION
 from anchorage.runtime.kubejobs import LABEL_CAMPAIGN, LABEL_ROLE, MANAGED_BY
 
 REGISTRY = kopf.OperatorRegistry()
+#: Watch events that reached the handlers, by resource (an ended Job's events reach one of the two Job handlers).
+EVENTS: collections.Counter[str] = collections.Counter()
+EVENTS_LINE = "kopf-floor events:"
 
 
 @kopf.on.login(registry=REGISTRY)
@@ -45,10 +53,17 @@ async def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labe
 
 @kopf.on.event(API_GROUP, API_VERSION, "trials", registry=REGISTRY)
 @kopf.on.event(API_GROUP, API_VERSION, "scoringruns", registry=REGISTRY)
-@kopf.on.event("batch", "v1", "jobs", labels={LABEL_ROLE: "trial", **MANAGED_BY}, registry=REGISTRY)
-@kopf.on.event("batch", "v1", "jobs", labels={LABEL_ROLE: "verifier", **MANAGED_BY}, registry=REGISTRY)
-async def noop(**_: Any) -> None:
-    """Nothing: only kopf's own work per event remains."""
+@kopf.on.event("batch", "v1", "jobs", labels={LABEL_ROLE: "trial", **MANAGED_BY}, **ENDED_JOBS, registry=REGISTRY)
+@kopf.on.event("batch", "v1", "jobs", labels={LABEL_ROLE: "verifier", **MANAGED_BY}, **ENDED_JOBS, registry=REGISTRY)
+async def noop(resource: kopf.Resource, **_: Any) -> None:
+    """Nothing but counting: only kopf's own work per event remains."""
+    EVENTS[resource.plural] += 1
+
+
+@kopf.on.cleanup(registry=REGISTRY)
+async def report(**_: Any) -> None:
+    """One line the bench reads: handler invocations, per resource."""
+    print(f"{EVENTS_LINE} {json.dumps(EVENTS)}", flush=True)
 
 
 if __name__ == "__main__":

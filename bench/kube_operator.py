@@ -15,8 +15,9 @@ Goals from issue 4: ≤ 8 API writes per trial, ≤ 5 ms CPU per trial, ≤ 300 
 
 ``--kopf-floor`` also runs ``bench/kopf_floor.py`` during the campaign: a no-op kopf operator watching
 the same objects with the same kopf settings. Its CPU per trial is kopf's own cost of the campaign's
-watch events, the floor under the operator's figure (both processes share the machine, so the wall
-time and the throughput ratio of such a run are not comparable with a run without it).
+watch events, the floor under the operator's figure, and it counts the events that reach its handlers
+(both processes share the machine, so the wall time and the throughput ratio of such a run are not
+comparable with a run without it).
 """
 
 from __future__ import annotations
@@ -60,6 +61,17 @@ def _operator(env: dict[str, str], store: Path, log: Path) -> subprocess.Popen[b
 def _floor(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, str(REPO / "bench" / "kopf_floor.py"), "bench"], env=env,
                             stdout=log.open("wb"), stderr=subprocess.STDOUT)
+
+
+def _floor_events(log: Path) -> dict[str, int]:
+    """The floor's count of watch events by resource (the line it prints on exit), {} when absent."""
+    import json
+
+    for line in log.read_text(errors="replace").splitlines():
+        if "kopf-floor events:" in line:
+            counts: dict[str, int] = json.loads(line.split("kopf-floor events:", 1)[1])
+            return counts
+    return {}
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> tuple[float, float, float]:
@@ -141,6 +153,12 @@ def main() -> None:
           "(goal ≤ 5 ms)")
     if floor_cpu is not None:
         print(f"kopf floor (no-op operator on the same objects): {1000 * floor_cpu / total:.2f} ms CPU per trial")
+        events = _floor_events(root / "floor.log")
+        if events:
+            n = sum(events.values())
+            print(f"  watch events reaching its handlers (Jobs: only ended ones): {n / total:.2f} per trial ("
+                  + ", ".join(f"{k} {v / total:.2f}" for k, v in sorted(events.items()))
+                  + ")")
     print(f"operator peak RSS: {rss:.0f} MB (idle run {idle_rss:.0f} MB) (goal ≤ 300 MB)")
     print(f"throughput: {rate:.1f} trials/s; raw Trial create {raw_rate:.1f}/s; ratio {rate / raw_rate:.3f}")
 

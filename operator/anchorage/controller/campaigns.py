@@ -32,12 +32,11 @@ from anchorage.campaigns.names import scoring_run_name
 from anchorage.campaigns.planning import PlannedTrial, plan
 from anchorage.campaigns.selection import campaign_task_names
 from anchorage.controller import kube, scoring, trials
-from anchorage.controller.settings import config
+from anchorage.controller.settings import config, store
 from anchorage.controller.trials import condition
 from anchorage.errors import InputError
 from anchorage.manifests import API_GROUP, API_VERSION, CampaignSpec
 from anchorage.runtime import kubejobs
-from anchorage.runtime.kubepod import open_store
 
 INTERVAL = float(os.environ.get("ANCHORAGE_CAMPAIGN_INTERVAL", "2"))
 SWEEP_SEC = float(os.environ.get("ANCHORAGE_SWEEP_INTERVAL", "10"))
@@ -122,13 +121,13 @@ def _create_next(body: kopf.Body, spec: CampaignSpec, names: set[str], active: i
 
 
 def _results(body: kopf.Body, spec: CampaignSpec, states: dict[str, TrialState]) -> list[TrialResult]:
-    store = open_store(config().store_uri)
+    records = store()
     name = body["metadata"]["name"]
     costs = {e.name: e.cost_per_run_usd for e in spec.entries}
     results = []
     for planned in _plan(body, spec):
         try:
-            record = json.loads(store.get_bytes(f"{name}/{planned.name}/trial.json"))
+            record = json.loads(records.get_bytes(f"{name}/{planned.name}/trial.json"))
         except (OSError, KeyError, ValueError):
             phase = states.get(planned.name, ("", "InfrastructureFailed", True, 0.0, 0.0))[1]
             record = {"entry": planned.entry, "task": planned.task, "seed": planned.seed, "phase": phase, "score": {}}
@@ -142,7 +141,7 @@ def _publish(body: kopf.Body, spec: CampaignSpec, states: dict[str, TrialState])
     board = leaderboard(_results(body, spec, states), spec.baseline)
     name = body["metadata"]["name"]
     key = f"{name}/leaderboard.json"
-    open_store(config().store_uri).put_bytes(key, json.dumps(dataclasses.asdict(board), indent=1).encode())
+    store().put_bytes(key, json.dumps(dataclasses.asdict(board), indent=1).encode())
     rows = [{"entry": r.entry, "oEval": r.o_eval_mean, "oEvalStd": r.o_eval_std, "boEval": r.bo_eval_mean,
              "boEvalStd": r.bo_eval_std, "artifacts": f"{r.artifacts_mean:g}/{r.tasks}",
              "costUSD": r.cost_per_seed_usd, "costsUnknown": r.costs_unknown} for r in board.rows]

@@ -22,12 +22,11 @@ from pydantic import ValidationError
 
 from anchorage import metrics
 from anchorage.controller import gatewaying, kube, trials
-from anchorage.controller.settings import config
+from anchorage.controller.settings import config, store
 from anchorage.controller.trials import _finished, condition
 from anchorage.errors import InputError
 from anchorage.manifests import API_GROUP, API_VERSION, ScoringRunSpec
 from anchorage.runtime import kubejobs, kuberescoring
-from anchorage.runtime.kubepod import open_store
 from anchorage.runtime.kubestatus import now_rfc3339
 
 FINAL = ("Succeeded", "Failed")
@@ -64,7 +63,7 @@ def _sources(ns: str, name: str, spec: ScoringRunSpec) -> tuple[str, list[dict[s
     if campaign is None:
         raise InputError(f"campaignRef {spec.campaign_ref!r} does not exist in namespace {ns}",
                          hint="fix spec.campaignRef (the campaign's trials are rescored from the store)")
-    task, items = kuberescoring.campaign_items(campaign, spec.task, open_store(config().store_uri))
+    task, items = kuberescoring.campaign_items(campaign, spec.task, store())
     return task, items, out
 
 
@@ -125,7 +124,7 @@ def launch(run: dict[str, Any]) -> None:
 #: Runs this process started and verifier Jobs whose end it handled.
 _STARTED, _ENDED = trials.Once(), trials.Once()
 #: Unfinished runs as last watched (the verifier Job's end reads them from here).
-RUNS = trials.Latest("scoringruns")
+RUNS = trials.Latest(lambda namespace, name: kube.get_custom("scoringruns", namespace, name))
 
 
 @kopf.on.event(API_GROUP, API_VERSION, "scoringruns")
@@ -148,12 +147,12 @@ async def run_event(type: str | None, body: kopf.Body, status: kopf.Status, **_:
 
 
 def _summaries(run: dict[str, Any], items: list[dict[str, Any]], out: str) -> list[dict[str, Any]]:
-    store = open_store(config().store_uri)
+    records = store()
     scores = []
     for item in items:
         key = "/".join(p for p in (out, item["out"], "score.json") if p)
         try:
-            record = json.loads(store.get_bytes(key))
+            record = json.loads(records.get_bytes(key))
         except (OSError, KeyError, ValueError):
             record = {"gradable": False, "error": f"no score record at {key}"}
         scores.append({"entry": item["entry"], "seed": item["seed"], "artifact": item["uri"],
@@ -169,9 +168,9 @@ def _write_trial_record(trial: dict[str, Any], record: dict[str, Any], out: str)
            "task": spec["task"], "seed": spec.get("seed", 0), "phase": status.get("phase"),
            "reason": status.get("reason"), "exit_code": status.get("exitCode"), "attempt": status.get("attempt"),
            **gatewaying.record_fields(status), "score": record, "driver": "operator"}
-    store = open_store(config().store_uri)
-    store.put_bytes(f"{out}/trial.json", json.dumps(doc, indent=1).encode())
-    store.mark_complete(out)  # written after every other object of the trial (design notes: run folder)
+    records = store()
+    records.put_bytes(f"{out}/trial.json", json.dumps(doc, indent=1).encode())
+    records.mark_complete(out)  # written after every other object of the trial (design notes: run folder)
 
 
 def _awaits_scores(source: Mapping[str, Any], trial: Mapping[str, Any]) -> bool:
@@ -220,7 +219,8 @@ def finish(run: dict[str, Any], result: str) -> None:
                                  f"{len(scores)} artifact(s) scored at {now_rfc3339()}")]})
 
 
-@kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "verifier", **kubejobs.MANAGED_BY})
+@kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "verifier", **kubejobs.MANAGED_BY},
+               **trials.ENDED_JOBS)
 async def verifier_job_event(type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
     """A verifier Job changed: when it has ended, publish the scores (once)."""
     result = _finished(body) if type != "DELETED" else None
@@ -256,7 +256,7 @@ def check_running(run: dict[str, Any]) -> None:
             _, _, out = _run_sources(run, ScoringRunSpec.model_validate(run["spec"]))
         except (ValidationError, InputError):
             out = None
-        if out is None or not open_store(config().store_uri).exists(f"{out}/verifier-upload.json"):
+        if out is None or not store().exists(f"{out}/verifier-upload.json"):
             launch(run)  # never created (or deleted before it ran to its end)
             return
     result = "JobLost" if job is None else _finished(job)

@@ -32,11 +32,10 @@ from pydantic import ValidationError
 from anchorage import metrics
 from anchorage.campaigns.names import dns_label, scoring_run_name
 from anchorage.controller import gatewaying, kube
-from anchorage.controller.settings import config
+from anchorage.controller.settings import config, store
 from anchorage.errors import AnchorageError
 from anchorage.manifests import API_GROUP, API_VERSION, TrialSpec
 from anchorage.runtime import kubejobs
-from anchorage.runtime.kubepod import open_store
 from anchorage.runtime.kubestatus import Condition, now_rfc3339
 
 TERMINAL = ("Succeeded", "Failed", "InfrastructureFailed")
@@ -161,8 +160,8 @@ class Latest:
     (:meth:`current`), else the object is read from the API. Objects leave when they end, so a campaign
     holds about ``parallelism`` of them (never its 10,000s of finished ones)."""
 
-    def __init__(self, plural: str, size: int = 2048) -> None:
-        self.plural, self._size = plural, size
+    def __init__(self, read: Callable[[str, str], dict[str, Any] | None], size: int = 2048) -> None:
+        self._read, self._size = read, size
         self._bodies: dict[tuple[str, str], dict[str, Any]] = {}
         self._lock = threading.Lock()
 
@@ -180,12 +179,12 @@ class Latest:
                 del self._bodies[next(iter(self._bodies))]
 
     def current(self, namespace: str, name: str, usable: Callable[[Mapping[str, Any]], bool]) -> dict[str, Any] | None:
-        """The watched body when ``usable`` accepts it, else the object as the API has it (None: gone)."""
+        """The watched body when ``usable`` accepts it, else the object as ``read`` (the API) has it (None: gone)."""
         with self._lock:
             body = self._bodies.get((namespace, name))
         if body is not None and usable(body):
             return body
-        return kube.get_custom(self.plural, namespace, name)
+        return self._read(namespace, name)
 
 
 class Watchdog:
@@ -263,7 +262,7 @@ async def stop_watchdog(**_: Any) -> None:
 #: Trials this process launched and trial Jobs whose end it handled.
 _LAUNCHED, _ENDED = Once(), Once()
 #: Unfinished Trials as last watched (the Job's end and the scores' publication read them from here).
-TRIALS = Latest("trials")
+TRIALS = Latest(lambda namespace, name: kube.get_custom("trials", namespace, name))
 
 
 @kopf.on.event(API_GROUP, API_VERSION, "trials")
@@ -313,7 +312,7 @@ def _read_upload(record_uri: str) -> dict[str, Any] | None:
     cfg = config()
     key = record_uri.removeprefix(cfg.store_uri.rstrip("/")).strip("/") + "/upload.json"
     try:
-        data: dict[str, Any] = json.loads(open_store(cfg.store_uri).get_bytes(key))
+        data: dict[str, Any] = json.loads(store().get_bytes(key))
     except (OSError, KeyError, ValueError):
         return None
     return data
@@ -351,7 +350,14 @@ def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
         metrics.operator_trial_finished(trial, phase, reason)
 
 
-@kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "trial", **kubejobs.MANAGED_BY})
+#: Only Job events with ``status.conditions`` reach the Job handlers: a Job has conditions once it ends
+#: (``Complete``/``Failed``, sometimes first ``SuccessCriteriaMet``/``FailureTarget``), and the handlers act
+#: on nothing else. kopf checks this before invoking a handler; the created and started events of every Job
+#: (two of its three in the cluster fake) then cost kopf's parsing only, not a handler invocation.
+ENDED_JOBS: dict[str, Any] = {"field": "status.conditions", "value": kopf.PRESENT}
+
+
+@kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "trial", **kubejobs.MANAGED_BY}, **ENDED_JOBS)
 async def trial_job_event(type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
     """A trial Job changed: when it has ended, finish its Trial (once)."""
     result = _finished(body) if type != "DELETED" else None
