@@ -223,9 +223,8 @@ def finish(run: dict[str, Any], result: str) -> None:
                **trials.ENDED_JOBS)
 async def verifier_job_event(type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
     """A verifier Job changed: when it has ended, publish the scores (once)."""
-    result = _finished(body) if type != "DELETED" else None
-    uid = str(body["metadata"].get("uid"))
-    if result is not None and _ENDED.first(uid):
+    result = trials.first_end(type, body, _ENDED)
+    if result is not None:
         await kube.in_thread(_job_ended, dict(body), result, logger)
 
 

@@ -360,10 +360,15 @@ ENDED_JOBS: dict[str, Any] = {"field": "status.conditions", "value": kopf.PRESEN
 @kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "trial", **kubejobs.MANAGED_BY}, **ENDED_JOBS)
 async def trial_job_event(type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
     """A trial Job changed: when it has ended, finish its Trial (once)."""
-    result = _finished(body) if type != "DELETED" else None
-    uid = str(body["metadata"].get("uid"))
-    if result is not None and _ENDED.first(uid):
+    result = first_end(type, body, _ENDED)
+    if result is not None:
         await kube.in_thread(_job_ended, dict(body), result, logger)
+
+
+def first_end(type_: str | None, body: kopf.Body, once: Once) -> str | None:
+    """How a Job ended (:func:`_finished`) the first time this process sees its end (``once``); else None."""
+    result = _finished(body) if type_ != "DELETED" else None
+    return result if result is not None and once.first(str(body["metadata"].get("uid"))) else None
 
 
 def _job_ended(job: dict[str, Any], result: str, logger: kopf.Logger) -> None:
