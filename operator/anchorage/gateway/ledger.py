@@ -293,8 +293,3 @@ class Ledger:
         """How many trials the ledger has an account for."""
         with self._lock:
             return len(self._accounts)
-
-    def entry_of(self, trial_id: str) -> str | None:
-        with self._lock:
-            account = self._accounts.get(trial_id)
-            return account.entry if account else None

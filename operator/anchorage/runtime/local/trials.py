@@ -86,12 +86,6 @@ class LocalRuntime:
     campaign_limits: Limits = field(default_factory=Limits)
 
 
-def is_finished(trial_dir: Path) -> bool:
-    """True when ``trial_dir/trial.json`` exists and records a terminal phase."""
-    record = read_record(trial_dir)
-    return record is not None and record.get("phase") in TERMINAL
-
-
 def read_record(trial_dir: Path) -> dict[str, Any] | None:
     try:
         data = json.loads((trial_dir / "trial.json").read_text(encoding="utf-8"))
