@@ -96,12 +96,16 @@ def test_limits_above_the_configured_ceiling_are_rejected(kube_env: Env, tmp_pat
 def test_operator_converges_through_injected_faults(kube_env: Env) -> None:
     from anchorage.manifests import TrialSpec
     from anchorage.runtime.kubejobs import OperatorConfig, trial_job
+    from anchorage.tasks import load_task, resolve_task
+    from anchorage.trials import plan_agent
 
     # A previous operator created the Job and died before recording it: creating it again is a 409.
     kube_env.kubectl("apply", "-f", str(REPO / "examples" / "trial.yaml"))
     trial = kube_env.get("tr", "smoke-oracle-s0")
     config = OperatorConfig(store_uri=f"file://{kube_env.store}", task_source=str(REPO / "tasks"))
-    job = trial_job(trial, TrialSpec.model_validate(trial["spec"]), instruction="", config=config,
+    spec = TrialSpec.model_validate(trial["spec"])
+    plan = plan_agent(spec.agent, load_task(resolve_task(spec.task)), spec.seed)
+    job = trial_job(trial, spec, plan=plan, config=config,
                     task_defaults={}, job_name="smoke-oracle-s0-a0", campaign=None)
     kube_env.kubectl("create", "-f", "-", stdin=json.dumps(job))
     api = kube_env.cluster.api

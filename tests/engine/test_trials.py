@@ -11,10 +11,10 @@ from anchorage.campaigns.documents import load_documents
 from anchorage.errors import InputError
 from anchorage.manifests import VerificationCampaign
 from anchorage.runtime.local import sandbox
-from anchorage.runtime.local.agents import IMPORTED_ANCHOR_LABEL
 from anchorage.runtime.local.engine import campaign_lock, run_campaign
 from anchorage.runtime.local.trials import LocalRuntime
 from anchorage.tasks import load_task, resolve_task
+from anchorage.trials.agents.oracle import IMPORTED_ANCHOR_LABEL
 from engine.conftest import campaign_yaml
 
 pytestmark = pytest.mark.sandbox
@@ -55,7 +55,7 @@ def test_outcomes_are_recorded_states(mechanism: sandbox.Mechanism, write_manife
     assert "not installed" in records["codex"]["message"]
     for entry in ("crash", "silent", "sleeper", "hog", "bulky", "codex"):
         assert records[entry]["score"]["bo_eval"] == -1.0, entry
-    assert "score" not in records["nogw"]  # infrastructure failures are never scored
+    assert records["nogw"]["score"] is None  # infrastructure failures are never scored
     folder = tmp_path / "runs" / "states" / records["crash"]["name"]
     assert (folder / "agent" / "stderr.log").read_text().strip() == "boom"
     delivered = (folder / "agent" / "prompt.txt").read_text()
@@ -131,7 +131,7 @@ def test_infrastructure_failures_are_retried_only_as_configured(  # type: ignore
     records = _run(write_manifest(campaign_yaml("retry", entries, extra="  retries: {infrastructure: 2}\n")),
                    tmp_path / "runs", mechanism)
     assert records["nogw"]["attempt"] == 3 and len(records["nogw"]["previous_attempts"]) == 2
-    assert records["crash"]["attempt"] == 1 and "previous_attempts" not in records["crash"]  # a model's own failure
+    assert records["crash"]["attempt"] == 1 and records["crash"]["previous_attempts"] == []  # a model's own failure
 
 
 def test_near_miss_artifact_is_recovered_and_recorded(  # type: ignore[no-untyped-def]

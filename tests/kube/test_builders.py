@@ -11,16 +11,20 @@ from anchorage.errors import InputError
 from anchorage.manifests import TrialSpec
 from anchorage.runtime import kubejobs
 from anchorage.runtime.kubejobs import OperatorConfig
+from anchorage.tasks import load_task, resolve_task
+from anchorage.trials import plan_agent
 
 K8S = "1.30.0"
 TRIAL = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "Trial",
          "metadata": {"name": "t1", "namespace": "evals", "uid": "0000-1111"}}
+TASK = load_task(resolve_task("smoke-inventory"))
 DEFAULTS = {"cpus": 2, "memory_mb": 8192, "storage_mb": 20480, "gpus": 0, "agent_timeout_sec": 14400}
 
 
 def _job(agent: dict[str, Any], config: OperatorConfig | None = None, **limits: Any) -> dict[str, Any]:
     spec = TrialSpec.model_validate({"task": "smoke-inventory", "agent": agent, "seed": 2, "limits": limits})
-    return kubejobs.trial_job(TRIAL, spec, instruction="Solve it.", task_defaults=DEFAULTS,
+    plan = plan_agent(spec.agent, TASK, spec.seed)
+    return kubejobs.trial_job(TRIAL, spec, plan=plan, task_defaults=DEFAULTS,
                               config=config or OperatorConfig(), job_name="t1-a0", campaign="c1")
 
 
@@ -56,8 +60,8 @@ def test_trial_job_is_valid_and_restricted(agent: dict[str, Any]) -> None:
 
 def test_prompt_is_the_positional_argument_of_model_agents() -> None:
     argv = _job(AGENTS[2])["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert argv[-2:] == ["--", "Solve it."] and "gpt-5.5" in argv
-    assert _job(AGENTS[1])["spec"]["template"]["spec"]["containers"][0]["command"][-2:] == ["my-agent", "Solve it."]
+    assert argv[-2:] == ["--", TASK.instruction] and "gpt-5.5" in argv
+    assert _job(AGENTS[1])["spec"]["template"]["spec"]["containers"][0]["command"][-2:] == ["my-agent", TASK.instruction]
 
 
 def test_gpus_only_when_asked_and_limits_override_the_task() -> None:

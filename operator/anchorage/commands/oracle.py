@@ -23,10 +23,10 @@ def oracle(
     """Run TASK_DIR's solution/solve.sh in the sandbox, then score its artifact against the anchor."""
     from anchorage.manifests import AgentSpec, Limits, Metadata, Trial, TrialSpec
     from anchorage.runtime.local import sandbox
-    from anchorage.runtime.local.agents import anchor_is_imported
     from anchorage.runtime.local.engine import run_with_retries
     from anchorage.runtime.local.trials import LocalRuntime, TrialJob
     from anchorage.tasks import load_task, resolve_task
+    from anchorage.trials.agents.oracle import anchor_is_imported
 
     task = load_task(resolve_task(task_dir))
     if anchor_is_imported(task):

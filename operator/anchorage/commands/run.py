@@ -120,12 +120,12 @@ def _publish_score(campaign: str, item: Any, score: dict[str, Any], state: _Publ
 
 def _needs_model(resource: Any) -> bool:
     from anchorage.manifests import Trial
-    from anchorage.runtime.local.agents import MODEL_KINDS
+    from anchorage.trials.agents import needs_gateway
 
     agents = [resource.spec.agent] if isinstance(resource, Trial) else [e.agent for e in resource.spec.entries]
     if resource.spec.verification.panel is not None or resource.spec.verification.cbu is not None:  # protocol calls
         return True
-    return any(a.kind in MODEL_KINDS or (a.kind == "command" and a.model) for a in agents)
+    return any(needs_gateway(a) for a in agents)
 
 
 def _gateway_if_needed(resources: list[Any], config: Path | None, mock_replies: Path | None = None) -> Any:

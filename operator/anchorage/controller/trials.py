@@ -37,6 +37,8 @@ from anchorage.errors import AnchorageError
 from anchorage.manifests import API_GROUP, API_VERSION, TrialSpec
 from anchorage.runtime import kubejobs
 from anchorage.runtime.kubestatus import Condition, now_rfc3339
+from anchorage.tasks import Task, load_task, resolve_task
+from anchorage.trials import AgentPlan, plan_agent
 
 TERMINAL = ("Succeeded", "Failed", "InfrastructureFailed")
 #: ScoringRun annotation: the agent's outcome (phase, reason, exit code, end time, cost fields) and where
@@ -57,19 +59,19 @@ def condition(type_: str, status: str, reason: str, message: str = "", generatio
 
 
 @functools.lru_cache(maxsize=256)
-def _task_inputs_cached(task_name: str) -> tuple[str, dict[str, float]]:
-    from anchorage.tasks import load_task, resolve_task
-
+def _task_cached(task_name: str) -> tuple[Task, dict[str, float]]:
     task = load_task(resolve_task(task_name))
     env = task.config.environment
     defaults = {"cpus": float(env.cpus), "memory_mb": float(env.memory_mb), "storage_mb": float(env.storage_mb),
                 "gpus": float(env.gpus), "agent_timeout_sec": float(task.config.agent.timeout_sec)}
-    return task.instruction, defaults
+    return task, defaults
 
 
-def _task_inputs(spec: TrialSpec) -> tuple[str, dict[str, float]]:
-    """The task's instruction and its task.toml limits (loaded once per task by this process)."""
-    return _task_inputs_cached(spec.task)
+def _task_inputs(spec: TrialSpec) -> tuple[AgentPlan, dict[str, float]]:
+    """The agent's plan (the lifecycle core's, as the local engine's) and the task.toml limits (tasks are
+    loaded once per task by this process)."""
+    task, defaults = _task_cached(spec.task)
+    return plan_agent(spec.agent, task, spec.seed), defaults
 
 
 @functools.lru_cache(maxsize=64)
@@ -90,9 +92,9 @@ def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
     meta = body["metadata"]
     campaign = (meta.get("labels") or {}).get(kubejobs.LABEL_CAMPAIGN)
     gatewaying.check(spec)  # a model-calling trial needs a token: refuse before anything is written
-    instruction, defaults = _task_inputs(spec)
+    plan, defaults = _task_inputs(spec)
     cfg = config()
-    job = kubejobs.trial_job(dict(body), spec, instruction=instruction, task_defaults=defaults, config=cfg,
+    job = kubejobs.trial_job(dict(body), spec, plan=plan, task_defaults=defaults, config=cfg,
                              job_name=job_name(meta["name"], attempt), campaign=campaign)
     if (body.get("status") or {}).get("jobName") != job["metadata"]["name"]:
         prefix = kubejobs.trial_prefix(meta["namespace"], meta["name"], campaign)

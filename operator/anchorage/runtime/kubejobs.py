@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from anchorage.errors import InputError
 from anchorage.manifests import API, AgentSpec, TrialSpec
-from anchorage.runtime.local.agents import MODEL_KINDS, SOLUTION_MOUNT, cli_templates
+from anchorage.trials.agents import AgentPlan, needs_gateway
 
 Manifest = dict[str, Any]
 MANAGED_BY = {"app.kubernetes.io/managed-by": "anchorage"}
@@ -74,9 +74,9 @@ class OperatorConfig(BaseModel):
 
 
 def uses_gateway(agent: AgentSpec) -> bool:
-    """Whether the agent calls models (and so gets the gateway and a token): the model CLIs, and a
-    ``command`` agent that names a ``model`` — the same rule as the local engine's."""
-    return agent.kind in MODEL_KINDS or (agent.kind == "command" and agent.model is not None)
+    """Whether the agent calls models (and so gets the gateway and a token): the agent-kind registry's
+    answer (:func:`anchorage.trials.agents.needs_gateway`), the same as the local engine's."""
+    return needs_gateway(agent)
 
 
 def token_secret_name(job_name: str) -> str:
@@ -109,19 +109,14 @@ def trial_prefix(namespace: str, trial: str, campaign: str | None) -> str:
     return f"{campaign}/{trial}" if campaign else f"_trials/{namespace}/{trial}"
 
 
-def agent_command(agent: AgentSpec, instruction: str, *, task: str, seed: int) -> list[str]:
-    """The argv of the agent container for ``agent`` (the instruction is the positional prompt)."""
-    if agent.kind == "oracle":
-        return ["/bin/bash", f"{SOLUTION_MOUNT}/solve.sh"]
-    if agent.kind == "replay":
+def agent_command(plan: AgentPlan) -> list[str]:
+    """The argv of the agent container for a planned agent (the instruction is already in it)."""
+    if plan.replay is not None:
         return ["true"]  # fetch-task already copied the replayed artifact into /root/results
-    if agent.kind == "command":
-        values = {"instruction": instruction, "task": task, "seed": str(seed), "model": agent.model or ""}
-        return [part.format_map(values) if "{" in part else part for part in agent.command or []]
-    if agent.kind == "mock":
-        raise InputError("agent kind 'mock' runs on the local engine only",
+    if plan.builtin is not None:  # admission refuses such kinds (trials.agents.refusal); a builder never guesses
+        raise InputError(f"agent kind {plan.kind!r} runs on the local engine only",
                          hint="use kind 'command' with a mock-agent image on the cluster")
-    return cli_templates(agent, instruction)
+    return list(plan.argv)
 
 
 def _resources(spec: TrialSpec, defaults: dict[str, float]) -> Manifest:
@@ -169,28 +164,28 @@ def _sidecar(config: OperatorConfig, dest: str, paths: dict[str, str], marker: s
     }
 
 
-def trial_job(trial: Manifest, spec: TrialSpec, *, instruction: str, task_defaults: dict[str, float],
+def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_defaults: dict[str, float],
               config: OperatorConfig, job_name: str, campaign: str | None) -> Manifest:
-    """The Job running one attempt of a Trial."""
+    """The Job running one attempt of a Trial; ``plan`` is :func:`anchorage.trials.plan_agent`'s."""
     ns = config.trials_namespace or trial["metadata"]["namespace"]
     name = trial["metadata"]["name"]
     dest = trial_prefix(trial["metadata"]["namespace"], name, campaign)
-    argv = agent_command(spec.agent, instruction, task=spec.task, seed=spec.seed)
+    argv = agent_command(plan)
     wrapped = ["/bin/sh", "-c", f'"$@"; rc=$?; echo $rc > {RUN_DIR}/exit-code; exit $rc', "agent", *argv]
     fetch_args = ["fetch-task", "--task", spec.task, "--dest", "/task"]
-    if spec.agent.kind == "oracle":
-        fetch_args.append("--solution")
-    if spec.agent.kind == "replay":
-        fetch_args += ["--replay", spec.agent.artifact or "", "--results", "/root/results"]
+    for folder in sorted(set(plan.binds.values())):
+        fetch_args += ["--folder", folder]
+    if plan.replay is not None:
+        fetch_args += ["--replay-in-task" if plan.replay.in_task else "--replay", plan.replay.source,
+                       "--results", "/root/results"]
     task_env = [{"name": "ANCHORAGE_TASKS", "value": config.task_source}] if config.task_source else []
     agent_mounts = [{"name": "task", "mountPath": "/root/data", "subPath": "data", "readOnly": True},
                     {"name": "results", "mountPath": "/root/results"}, {"name": "logs", "mountPath": "/logs/agent"},
                     {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
-    if spec.agent.kind == "oracle":
-        agent_mounts.append({"name": "task", "mountPath": SOLUTION_MOUNT, "subPath": "solution", "readOnly": True})
-    env: list[Manifest] = [{"name": k, "value": v} for k, v in sorted(spec.agent.env.items())]
-    env += [{"name": "ANCHORAGE_SEED", "value": str(spec.seed)}, {"name": "MPLBACKEND", "value": "Agg"}]
-    if uses_gateway(spec.agent):
+    for mount, folder in sorted(plan.binds.items()):
+        agent_mounts.append({"name": "task", "mountPath": mount, "subPath": folder, "readOnly": True})
+    env: list[Manifest] = [{"name": k, "value": v} for k, v in sorted({**plan.env, "MPLBACKEND": "Agg"}.items())]
+    if plan.needs_gateway:
         secret = {"name": token_secret_name(job_name), "key": TOKEN_KEY}
         env.append({"name": "OPENAI_BASE_URL", "value": config.gateway_url})
         env.append({"name": "ANTHROPIC_BASE_URL", "value": config.gateway_url.removesuffix("/v1")})

@@ -50,9 +50,14 @@ def fetch_task(args: argparse.Namespace) -> None:
     dest = Path(args.dest)
     _copytree(task.data_dir, dest / "data")
     (dest / "data").mkdir(parents=True, exist_ok=True)
-    if args.solution:
-        _copytree(task.solution_dir, dest / "solution")
-    if args.replay:
+    for folder in [*args.folder, *(["solution"] if args.solution else [])]:
+        source = (task.root / folder).resolve()
+        if task.root.resolve() not in source.parents:
+            raise AnchorageError(f"--folder {folder!r} is not inside the task")
+        _copytree(source, dest / folder)
+    if args.replay_in_task:
+        Path(args.results, task.artifact_name).write_bytes((task.root / args.replay_in_task).read_bytes())
+    elif args.replay:
         source = args.replay.removeprefix("file://")
         data = Path(source).read_bytes() if Path(source).exists() else \
             open_store(os.environ["ANCHORAGE_STORE"]).get_bytes(source)
@@ -131,8 +136,10 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("fetch-task", help="copy task data into a volume")
     p.add_argument("--task", required=True)
     p.add_argument("--dest", required=True)
-    p.add_argument("--solution", action="store_true")
+    p.add_argument("--solution", action="store_true", help="same as --folder solution")
+    p.add_argument("--folder", action="append", default=[], help="a folder of the task to copy (read-only binds)")
     p.add_argument("--replay")
+    p.add_argument("--replay-in-task", help="replay this file of the task (an imported anchor's expected result)")
     p.add_argument("--results", default="/root/results")
     p.set_defaults(fn=fetch_task)
     p = sub.add_parser("upload", help="sidecar: upload folders after the main container")

@@ -28,14 +28,18 @@ from anchorage.errors import InputError
 from anchorage.manifests import CampaignSpec, Trial, TrialSpec, VerificationCampaign
 from anchorage.runtime.local import cgroups
 from anchorage.runtime.local.trials import (
-    INFRA_REASONS,
     LocalRuntime,
     TrialJob,
+    infrastructure_failure,
     read_record,
     run_trial,
     write_json_atomic,
 )
 from anchorage.tasks import Task, load_task, resolve_task
+from anchorage.trials import Outcome, Phase, Reason, is_terminal, should_retry
+from anchorage.trials.agents import LOCAL, refusal
+from anchorage.trials.pipeline import refusals
+from anchorage.trials.records import AttemptInfo
 
 Event = Callable[[str, PlannedTrial, dict[str, Any] | None], None]
 
@@ -107,33 +111,34 @@ def read_record_file(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def admit(spec: TrialSpec, where: str = "spec") -> None:
+    """Refuse (InputError) what the local engine cannot run: an agent kind or a post-agent step it lacks."""
+    problems = [p for p in (refusal(spec.agent, LOCAL),) if p]
+    problems += refusals(spec.verification, LOCAL, where=f"{where}.verification")
+    if problems:
+        raise InputError("; ".join(problems), hint="change the manifest (see docs/architecture.md, the pipeline)")
+
+
 def run_with_retries(job: TrialJob, trial_dir: Path, runtime: LocalRuntime) -> dict[str, Any]:
     """Run a trial; rerun it only after an infrastructure failure, at most ``spec.retries`` times."""
-    attempts: list[dict[str, Any]] = []
+    attempts: list[AttemptInfo] = []
     record: dict[str, Any] = {}
     for attempt in range(1, job.spec.retries + 2):
         record = run_trial(job, trial_dir, runtime, attempt=attempt)
-        if record.get("reason") not in INFRA_REASONS or attempt > job.spec.retries:
+        outcome = Outcome(Phase(record["phase"]), Reason(record["reason"]), record.get("message") or "")
+        if not should_retry(outcome, attempt, job.spec.retries):
             break
-        attempts.append({"attempt": attempt, "reason": record.get("reason"), "message": record.get("message")})
+        attempts.append(AttemptInfo(attempt=attempt, reason=outcome.reason, message=outcome.message))
     if attempts:
-        record["previous_attempts"] = attempts
+        record["previous_attempts"] = [a.model_dump(mode="json") for a in attempts]
         write_json_atomic(trial_dir / "trial.json", record)
     return record
 
 
 def record_engine_failure(job: TrialJob, trial_dir: Path, exc: BaseException) -> dict[str, Any]:
     """Record an unexpected engine exception as the trial's infrastructure failure."""
-    reason = "storage_error" if isinstance(exc, OSError) else "sandbox_error"
-    record = {"name": job.name, "campaign": job.campaign, "entry": job.entry, "task": job.task.slug,
-              "seed": job.spec.seed, "phase": "InfrastructureFailed", "reason": reason,
-              "message": f"the engine failed on this trial: {type(exc).__name__}: {exc}"}
-    try:
-        trial_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(trial_dir / "trial.json", record)
-    except OSError:
-        pass
-    return record
+    reason = Reason.STORAGE_ERROR if isinstance(exc, OSError) else Reason.SANDBOX_ERROR
+    return infrastructure_failure(job, trial_dir, reason, f"the engine failed on this trial: {type(exc).__name__}: {exc}")
 
 
 def run_campaign(
@@ -144,6 +149,8 @@ def run_campaign(
     directory = runs_dir / name
     tasks = {t.slug: t for t in resolve_tasks(campaign.spec)}
     planned = plan(name, campaign.spec, list(tasks))
+    for entry in campaign.spec.entries:
+        admit(TrialSpec(task="-", agent=entry.agent, verification=campaign.spec.verification), where="spec")
     runtime.campaign_limits = campaign.spec.limits
     notify = on_event or (lambda *_: None)
     with campaign_lock(directory):
@@ -153,7 +160,7 @@ def run_campaign(
         todo: list[PlannedTrial] = []
         for item in planned:
             record = read_record(directory / item.name)
-            if record is not None and record.get("phase") in ("Succeeded", "Failed", "InfrastructureFailed"):
+            if record is not None and is_terminal(record.get("phase")):
                 records[item.name] = record
                 notify("reused", item, record)
             else:
@@ -194,11 +201,12 @@ def _run_all(
 def run_single_trial(trial: Trial, runs_dir: Path, runtime: LocalRuntime) -> dict[str, Any]:
     """Run one Trial manifest under ``runs_dir/<name>/`` (always afresh unless already finished)."""
     spec: TrialSpec = trial.spec
+    admit(spec)
     task = load_task(resolve_task(spec.task))
     directory = runs_dir / trial.metadata.name
     with campaign_lock(runs_dir / f".{trial.metadata.name}"):
         existing = read_record(directory)
-        if existing is not None and existing.get("phase") in ("Succeeded", "Failed", "InfrastructureFailed"):
+        if existing is not None and is_terminal(existing.get("phase")):
             return existing
         job = TrialJob(trial.metadata.name, task, spec, spec.entry or spec.agent.kind)
         return run_with_retries(job, directory, runtime)

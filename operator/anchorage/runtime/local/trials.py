@@ -1,4 +1,4 @@
-"""One trial end to end on this machine: agent in the sandbox → artifact → score → ``trial.json``.
+"""One trial end to end on this machine: agent in the sandbox → artifact → post-agent pipeline → ``trial.json``.
 
 Called by the campaign engine (:mod:`.engine`) and by ``anchorage run`` for a single Trial. The
 trial's folder is ``<run>/<campaign>/<trial>/`` with ``agent/`` (bound at ``/logs/agent``: stdout,
@@ -6,16 +6,16 @@ stderr, the delivered prompt), ``artifacts/`` (bound at ``/root/results``), ``ve
 ``score.json`` and finally ``trial.json``, written last by atomic rename: its presence with a
 terminal phase is what "finished" means, so a crashed run redoes only unfinished trials.
 
-Phases and reasons follow docs/design-notes.md ("Trial phases"): the model's own failures
-(``agent_error``, ``timeout``, ``oom``, ``oversized_result``, ``no_artifact``) are ``Failed`` and
-scored (a missing artifact is BO-Eval −1); the platform's (``sandbox_error``, ``gateway_error``,
-``storage_error``) are ``InfrastructureFailed``, never scored, retried only as configured.
+This module is the local *driver*: what to run comes from the lifecycle core
+(:func:`anchorage.trials.plan_agent`), how the attempt ended is the sandbox's evidence turned into an
+:class:`~anchorage.trials.AttemptEnd` and classified by :func:`anchorage.trials.classify`, the record
+is an :class:`~anchorage.trials.TrialRecord`, and the post-agent steps are
+:data:`anchorage.trials.pipeline.STEPS` in their order.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import hashlib
 import json
 import os
@@ -29,11 +29,11 @@ from typing import Any, Protocol
 
 from anchorage.manifests import Limits, TrialSpec
 from anchorage.runtime.local import sandbox
-from anchorage.runtime.local.agents import AgentPlan, plan_agent
 from anchorage.tasks import Task
+from anchorage.trials import AgentPlan, AttemptEnd, Phase, Reason, TrialRecord, classify, plan_agent, with_score
+from anchorage.trials.costing import trial_cost
+from anchorage.trials.records import AgentInfo, ArtifactInfo, LimitsInfo, PromptInfo, ReplayInfo, SandboxInfo, ScoreInfo, now
 
-TERMINAL = frozenset({"Succeeded", "Failed", "InfrastructureFailed"})
-INFRA_REASONS = frozenset({"sandbox_error", "gateway_error", "storage_error"})
 MIB = 1024 * 1024
 DEFAULT_PIDS = 1024
 DEFAULT_RESULT_MAX_MB = 512
@@ -129,10 +129,6 @@ def resolve_limits(spec: TrialSpec, task: Task, campaign: Limits) -> sandbox.San
     )
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
-
-
 def _prepare(trial_dir: Path) -> dict[str, Path]:
     """A clean trial folder (an unfinished attempt's leftovers are removed first)."""
     if trial_dir.exists():
@@ -143,16 +139,14 @@ def _prepare(trial_dir: Path) -> dict[str, Path]:
     return dirs
 
 
-def _base_record(job: TrialJob, plan: AgentPlan, attempt: int) -> dict[str, Any]:
+def new_record(job: TrialJob, attempt: int, plan: AgentPlan | None = None) -> TrialRecord:
+    """The record of an attempt that is starting."""
     agent = job.spec.agent
-    return {
-        "apiVersion": "anchorage.dev/v1alpha1", "kind": "TrialRecord",
-        "name": job.name, "campaign": job.campaign, "entry": job.entry, "task": job.task.slug,
-        "task_dir": str(job.task.root), "seed": job.spec.seed, "attempt": attempt,
-        "agent": {"kind": agent.kind, "model": agent.model, "reasoning_effort": agent.reasoning_effort,
-                  "label": plan.label},
-        "phase": "Running", "reason": None, "message": "", "started_at": _now(),
-    }
+    return TrialRecord(
+        name=job.name, campaign=job.campaign, entry=job.entry, task=job.task.slug, seed=job.spec.seed, attempt=attempt,
+        driver="local", agent=AgentInfo(kind=agent.kind, model=agent.model, reasoning_effort=agent.reasoning_effort,
+                                        label=plan.label if plan else agent.kind),
+        started_at=now())
 
 
 def run_trial(job: TrialJob, trial_dir: Path, runtime: LocalRuntime, *, attempt: int = 1) -> dict[str, Any]:
@@ -161,202 +155,207 @@ def run_trial(job: TrialJob, trial_dir: Path, runtime: LocalRuntime, *, attempt:
     try:
         dirs = _prepare(trial_dir)
     except OSError as exc:
-        return _infra_only(job, trial_dir, "storage_error", f"cannot prepare {trial_dir}: {exc}", attempt)
-    plan = plan_agent(job.spec.agent, job.task, seed=job.spec.seed, base_dir=runtime.base_dir)
-    record = _base_record(job, plan, attempt)
+        return infrastructure_failure(job, trial_dir, Reason.STORAGE_ERROR, f"cannot prepare {trial_dir}: {exc}", attempt)
+    plan = plan_agent(job.spec.agent, job.task, job.spec.seed)
+    record = new_record(job, attempt, plan)
     prompt = job.task.instruction
     (dirs["agent"] / "prompt.txt").write_text(prompt, encoding="utf-8")
-    record["prompt"] = {"path": "agent/prompt.txt", "sha256": hashlib.sha256(prompt.encode()).hexdigest(),
-                        "delivered": bool(plan.argv) and plan.kind not in ("oracle",)}
-    _execute(job, plan, dirs, runtime, record)
-    if record["phase"] != "InfrastructureFailed":
-        _score(job, runtime, dirs, trial_dir, record)
-    if record["phase"] != "InfrastructureFailed" and job.spec.verification.panel is not None:
-        _panel(job, runtime, trial_dir, record)
-    if record["phase"] != "InfrastructureFailed" and job.spec.verification.cbu is not None:
-        _cbu(job, runtime, trial_dir, record)
-    record["finished_at"] = _now()
-    record["durations"] = {**record.get("durations", {}), "total_sec": round(time.monotonic() - started, 4)}
-    record["logs"] = {"stdout": "agent/stdout.log", "stderr": "agent/stderr.log"}
-    write_json_atomic(trial_dir / "trial.json", record)
-    return record
+    record.prompt = PromptInfo(sha256=hashlib.sha256(prompt.encode()).hexdigest(), delivered=plan.delivers_prompt)
+    outcome = classify(_attempt(job, plan, dirs, runtime, record))
+    record.end(outcome.phase, outcome.reason, outcome.message)
+    _cost(job, plan, runtime, record)
+    if record.phase is not Phase.INFRASTRUCTURE_FAILED:
+        _pipeline(job, runtime, dirs, trial_dir, record)
+    record.finished_at = now()
+    record.durations.total_sec = round(time.monotonic() - started, 4)
+    data = record.to_json()
+    write_json_atomic(trial_dir / "trial.json", data)
+    return data
 
 
-def _infra_only(job: TrialJob, trial_dir: Path, reason: str, message: str, attempt: int) -> dict[str, Any]:
-    record = {"name": job.name, "campaign": job.campaign, "entry": job.entry, "task": job.task.slug,
-              "seed": job.spec.seed, "attempt": attempt, "phase": "InfrastructureFailed", "reason": reason,
-              "message": message, "finished_at": _now()}
+def infrastructure_failure(job: TrialJob, trial_dir: Path, reason: Reason, message: str, attempt: int = 1) -> dict[str, Any]:
+    """Record an attempt the engine could not even run (its folder, an engine exception) as the platform's."""
+    record = new_record(job, attempt)
+    record.end(Phase.INFRASTRUCTURE_FAILED, reason, message)
+    record.finished_at = now()
+    data = record.to_json()
     with contextlib.suppress(OSError):
         trial_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(trial_dir / "trial.json", record)
-    return record
+        write_json_atomic(trial_dir / "trial.json", data)
+    return data
 
 
-def _finish(record: dict[str, Any], phase: str, reason: str, message: str = "") -> None:
-    record.update(phase=phase, reason=reason, message=message)
-
-
-def _execute(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: LocalRuntime, record: dict[str, Any]) -> None:
+def _attempt(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: LocalRuntime,
+             record: TrialRecord) -> AttemptEnd:
+    """Run the agent; return the evidence of how it ended (the sandbox's and the gateway's)."""
     if plan.problem is not None:
-        _finish(record, "Failed", "agent_error", plan.problem)
-        return
-    if plan.replay_source is not None:
-        _replay(job, plan, dirs, record)
-        return
-    token_env, socket = _gateway_for(job, plan, runtime, record)
-    if record["phase"] == "InfrastructureFailed":
-        return
+        return AttemptEnd(agent_problem=plan.problem)
+    if plan.replay is not None:
+        return _replay(job, plan, dirs, runtime, record)
+    argv = list(plan.argv)
+    if plan.builtin is not None:
+        argv = [sandbox.sandbox_python(), "-I", f"{sandbox.INSIDE_MOUNT}/{plan.builtin}.py", *argv]
+    elif plan.cli and shutil.which(argv[0], path=sandbox.sandbox_path()) is None:
+        return AttemptEnd(agent_problem=f"the {plan.kind} CLI ({argv[0]!r}) is not installed on the sandbox's PATH "
+                                        f"({sandbox.sandbox_path()}); install it on the host (agents cannot download tools)")
+    token_env: dict[str, str] = {}
+    socket: Path | None = None
+    if plan.needs_gateway:
+        gateway = runtime.gateway
+        if gateway is None or gateway.unix_socket is None:
+            return AttemptEnd(gateway_failure="this agent needs the model gateway, but none is running")
+        try:
+            token = gateway.issue_token(job.name, entry=job.entry)
+        except Exception as exc:  # the gateway is another component: any failure is the platform's
+            return AttemptEnd(gateway_failure=f"the gateway refused a token: {exc}")
+        token_env, socket = {"OPENAI_API_KEY": token, "ANTHROPIC_API_KEY": token}, gateway.unix_socket
     limits = resolve_limits(job.spec, job.task, runtime.campaign_limits)
     spec = sandbox.SandboxSpec(
-        argv=plan.argv, results_dir=dirs["artifacts"], logs_dir=dirs["agent"], limits=limits,
-        data_dir=job.task.data_dir if job.task.data_dir.is_dir() else None, ro_binds=plan.ro_binds,
-        env={**job.task.config.environment.env, **plan.env, **token_env}, gateway_socket=socket,
+        argv=argv, results_dir=dirs["artifacts"], logs_dir=dirs["agent"], limits=limits,
+        data_dir=job.task.data_dir if job.task.data_dir.is_dir() else None,
+        ro_binds={mount: job.task.root / folder for mount, folder in plan.binds.items()},
+        env={**plan.env, **token_env}, gateway_socket=socket,
     )
     result = sandbox.run(spec, mechanism=runtime.mechanism, trial_id=f"{job.name[-30:]}-{uuid.uuid4().hex[:8]}")
-    _record_sandbox(record, result, limits)
-    _collect_usage(job, plan, runtime, record)
+    return _evidence(record, result, limits)
 
 
-def _gateway_for(
-    job: TrialJob, plan: AgentPlan, runtime: LocalRuntime, record: dict[str, Any]
-) -> tuple[dict[str, str], Path | None]:
-    if not plan.needs_gateway:
-        return {}, None
-    gateway = runtime.gateway
-    if gateway is None or gateway.unix_socket is None:
-        _finish(record, "InfrastructureFailed", "gateway_error", "this agent needs the model gateway, but none is running")
-        return {}, None
+def _evidence(record: TrialRecord, result: sandbox.SandboxResult, limits: sandbox.SandboxLimits) -> AttemptEnd:
+    """The sandbox's result as the lifecycle's evidence; the record keeps what was in force."""
+    record.exit_code = result.exit_code
+    record.durations.agent_sec = round(result.wall_sec, 4)
+    record.sandbox = SandboxInfo(
+        mechanism=result.mechanism, enforced=dict(result.enforced), result_bytes=result.result_bytes,
+        oversized=result.oversized, killed_processes=result.killed_processes,
+        limits=LimitsInfo(timeout_sec=limits.timeout_sec, cpus=limits.cpus, memory_mb=limits.memory_mb,
+                          storage_mb=limits.file_max_bytes // MIB if limits.file_max_bytes else None, pids=limits.pids,
+                          result_max_bytes=limits.result_max_bytes))
+    launcher = (result.detail or "the sandbox failed to start") if result.outcome == "sandbox_error" else None
+    return AttemptEnd(exit_code=result.exit_code, launcher_failure=launcher, timed_out=result.outcome == "timeout",
+                      timeout_sec=limits.timeout_sec, oom_killed=result.outcome == "oom", oom_detail=result.detail,
+                      memory_mb=limits.memory_mb, oversized=result.oversized, result_bytes=result.result_bytes,
+                      result_max_bytes=limits.result_max_bytes)
+
+
+def _replay(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: LocalRuntime,
+            record: TrialRecord) -> AttemptEnd:
+    assert plan.replay is not None
+    text = plan.replay.source.removeprefix("file://")
+    source = job.task.root / text if plan.replay.in_task else Path(text).expanduser()
+    if not source.is_absolute():
+        source = (runtime.base_dir / source).resolve()
+    if not source.exists():
+        return AttemptEnd(agent_problem=f"replay artifact {source} does not exist")
     try:
-        token = gateway.issue_token(job.name, entry=job.entry)
-    except Exception as exc:  # the gateway is another component: any failure is the platform's
-        _finish(record, "InfrastructureFailed", "gateway_error", f"the gateway refused a token: {exc}")
-        return {}, None
-    return {"OPENAI_API_KEY": token, "ANTHROPIC_API_KEY": token}, gateway.unix_socket
-
-
-def _replay(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], record: dict[str, Any]) -> None:
-    assert plan.replay_source is not None
-    target = dirs["artifacts"] / job.task.artifact_name
-    try:
-        if plan.replay_source.is_dir():
-            shutil.copytree(plan.replay_source, dirs["artifacts"], dirs_exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, dirs["artifacts"], dirs_exist_ok=True)
         else:
-            shutil.copyfile(plan.replay_source, target)
+            shutil.copyfile(source, dirs["artifacts"] / job.task.artifact_name)
     except OSError as exc:
-        _finish(record, "InfrastructureFailed", "storage_error", f"cannot copy the replayed artifact: {exc}")
-        return
-    record["replay"] = {"source": str(plan.replay_source), "label": plan.label}
-    _finish(record, "Succeeded", "completed", f"replayed {plan.replay_source} ({plan.label})")
+        return AttemptEnd(storage_failure=f"cannot copy the replayed artifact: {exc}")
+    record.replay = ReplayInfo(source=str(source), label=plan.label)
+    return AttemptEnd(replayed=f"replayed {source} ({plan.label})")
 
 
-def _record_sandbox(record: dict[str, Any], result: sandbox.SandboxResult, limits: sandbox.SandboxLimits) -> None:
-    record["exit_code"] = result.exit_code
-    record["durations"] = {"agent_sec": round(result.wall_sec, 4)}
-    record["sandbox"] = {
-        "mechanism": result.mechanism, "enforced": result.enforced, "result_bytes": result.result_bytes,
-        "oversized": result.oversized, "killed_processes": result.killed_processes,
-        "limits": {"timeout_sec": limits.timeout_sec, "cpus": limits.cpus, "memory_mb": limits.memory_mb,
-                   "pids": limits.pids, "result_max_bytes": limits.result_max_bytes},
-    }
-    if result.outcome == "sandbox_error":
-        _finish(record, "InfrastructureFailed", "sandbox_error", result.detail or "the sandbox failed to start")
-    elif result.outcome == "timeout":
-        _finish(record, "Failed", "timeout", f"the agent ran past {limits.timeout_sec:g}s and was killed")
-    elif result.outcome == "oom":
-        _finish(record, "Failed", "oom", f"out of memory (limit {limits.memory_mb} MB): {result.detail}")
-    elif result.oversized:
-        _finish(record, "Failed", "oversized_result",
-                f"/root/results holds {result.result_bytes} bytes, over the {limits.result_max_bytes}-byte limit")
-    elif result.exit_code != 0:
-        _finish(record, "Failed", "agent_error", f"the agent exited with status {result.exit_code}")
-    else:
-        _finish(record, "Succeeded", "completed")
-
-
-def _collect_usage(job: TrialJob, plan: AgentPlan, runtime: LocalRuntime, record: dict[str, Any]) -> None:
+def _cost(job: TrialJob, plan: AgentPlan, runtime: LocalRuntime, record: TrialRecord) -> None:
+    usage: dict[str, Any] | None = None
+    unreadable = None
     if plan.needs_gateway and runtime.gateway is not None:
         try:
-            usage = runtime.gateway.usage(job.name)
-            record["usage"] = usage.to_dict() if hasattr(usage, "to_dict") else dict(usage)
-            record["cost_usd"] = float(record["usage"].get("cost_usd", 0.0))
-            record["cost_source"] = "gateway metering × price snapshot"
-        except Exception as exc:  # usage is bookkeeping: record the failure, keep the trial's outcome
-            record["usage_error"] = str(exc)
-    if job.cost_per_run_usd is not None:
-        record["cost_usd"] = job.cost_per_run_usd
-        record["cost_source"] = "entry costPerRunUSD (third-party measured)"
-    record.setdefault("cost_usd", 0.0)
+            raw = runtime.gateway.usage(job.name)
+            usage = raw.to_dict() if hasattr(raw, "to_dict") else dict(raw)
+        except Exception as exc:  # usage is bookkeeping: the cost is unknown, the trial's outcome stands
+            unreadable = f"the gateway's usage of this trial could not be read: {exc}"
+    elif plan.needs_gateway:
+        unreadable = "no gateway ran, so nothing was metered"
+    cost = trial_cost(usage, calls_models=plan.needs_gateway, cost_per_run_usd=job.cost_per_run_usd,
+                      unreadable=unreadable)
+    record.usage, record.cost_usd, record.cost_source, record.cost_unknown_reason = \
+        usage, cost.usd, cost.source, cost.unknown_reason
 
 
-def _score(job: TrialJob, runtime: LocalRuntime, dirs: dict[str, Path], trial_dir: Path, record: dict[str, Any]) -> None:
-    oversized = record.get("reason") == "oversized_result"
+# ----- the post-agent pipeline (anchorage.trials.pipeline.STEPS, in order) -------------------------------
+
+def _pipeline(job: TrialJob, runtime: LocalRuntime, dirs: dict[str, Path], trial_dir: Path, record: TrialRecord) -> None:
+    """score (+ gates, Lean) → panel → cbu; ``score.json`` is written once, after the last step."""
+    score = _score(job, runtime, dirs, record)
+    if score is None:
+        return
+    verification = job.spec.verification
+    artifact = score.get("artifact")
+    if verification.panel is not None:
+        _panel(job, runtime, trial_dir, artifact, score, record)
+    if verification.cbu is not None and record.phase is not Phase.INFRASTRUCTURE_FAILED:
+        _cbu(job, runtime, trial_dir, artifact, score, record)
+    try:
+        write_json_atomic(trial_dir / "score.json", score)
+    except OSError as exc:
+        record.end(Phase.INFRASTRUCTURE_FAILED, Reason.STORAGE_ERROR, f"cannot write score.json: {exc}")
+
+
+def _score(job: TrialJob, runtime: LocalRuntime, dirs: dict[str, Path], record: TrialRecord) -> dict[str, Any] | None:
+    oversized = record.reason is Reason.OVERSIZED_RESULT
     started = time.monotonic()
+    verification = job.spec.verification
     try:
         score = runtime.scorer(job.task, dirs["verifier"] if oversized else dirs["artifacts"],
-                               job.spec.verification.gates, job.spec.verification.lean)
+                               verification.gates, verification.lean)
     except Exception as exc:  # the scorer is in-process: a crash is the platform's failure, not the model's
-        _finish(record, "InfrastructureFailed", "storage_error" if isinstance(exc, OSError) else "sandbox_error",
-                f"scoring failed: {type(exc).__name__}: {exc}")
-        return
-    write_json_atomic(trial_dir / "score.json", score)
+        record.end(Phase.INFRASTRUCTURE_FAILED, Reason.STORAGE_ERROR if isinstance(exc, OSError) else Reason.SANDBOX_ERROR,
+                   f"scoring failed: {type(exc).__name__}: {exc}")
+        return None
     rewards = {key: score[key] for key in ("o_eval", "bo_eval", "raw") if isinstance(score.get(key), int | float)}
     write_json_atomic(dirs["verifier"] / "reward.json", {"reward": rewards.get("o_eval", 0.0), **rewards})
-    record.setdefault("durations", {})["score_sec"] = round(time.monotonic() - started, 4)
-    record["score"] = {key: score.get(key) for key in
-                       ("raw", "oracle_raw", "baseline_raw", "baseline_source", "o_eval", "bo_eval", "gradable",
-                        "hard_gate_failed", "error")}
-    record["artifact"] = {"path": score.get("artifact"), "recovered_from": score.get("recovered_from"),
-                          "recovery_note": score.get("recovery_note", "")}
-    if record["phase"] == "Succeeded" and not score.get("gradable") and score.get("artifact") is None:
-        _finish(record, "Failed", "no_artifact", str(score.get("error") or "no artifact was written"))
-    elif record["phase"] == "Succeeded" and str(score.get("error") or "").startswith("missing artifact"):
-        _finish(record, "Failed", "no_artifact", str(score.get("error")))
+    record.durations.score_sec = round(time.monotonic() - started, 4)
+    record.score = ScoreInfo.of(score)
+    record.scoring_profile = score.get("profile")
+    record.versions.scorer = score.get("scorer_version")
+    path = score.get("artifact")
+    record.artifact = ArtifactInfo(path=_relative(path, dirs["artifacts"].parent), recovered_from=score.get("recovered_from"),
+                                   recovery_note=score.get("recovery_note") or "")
+    outcome = with_score(record.outcome(), score)
+    record.end(outcome.phase, outcome.reason, outcome.message)
+    return score
 
 
-def _panel(job: TrialJob, runtime: LocalRuntime, trial_dir: Path, record: dict[str, Any]) -> None:
+def _relative(path: str | None, trial_dir: Path) -> str | None:
+    """An artifact path relative to the trial's folder (the same in a run folder and under an S3 prefix)."""
+    if not path:
+        return None
+    with contextlib.suppress(ValueError):
+        return Path(path).resolve().relative_to(trial_dir.resolve()).as_posix()
+    return path
+
+
+def _panel(job: TrialJob, runtime: LocalRuntime, trial_dir: Path, artifact: str | None, score: dict[str, Any],
+           record: TrialRecord) -> None:
     """``verification.panel``: judge the trial's solution text; the block goes into ``score.json`` as ``panel``."""
     from anchorage.runtime.local.verifying import run_trial_panel
 
     settings = job.spec.verification.panel
     assert settings is not None
-    artifact = (record.get("artifact") or {}).get("path")
     outcome = run_trial_panel(job.task, settings, trial=job.name, entry=job.entry, trial_dir=trial_dir,
                               artifact=artifact, gateway=runtime.gateway, mechanism=runtime.mechanism)
-    if not _add_to_score(trial_dir, "panel", outcome.block, record):
-        return
-    block = outcome.block
-    record["panel"] = {key: block.get(key) for key in
-                       ("outcome", "status", "repaired", "votes", "launches", "revisions", "calls", "solution_source",
-                        "reason", "mock_model")}
-    record.setdefault("durations", {})["panel_sec"] = block.get("duration_sec")
+    block = score["panel"] = outcome.block
+    record.panel = {key: block.get(key) for key in
+                    ("outcome", "status", "repaired", "votes", "launches", "revisions", "calls", "solution_source",
+                     "reason", "mock_model")}
+    record.durations.panel_sec = block.get("duration_sec")
     if outcome.failure is not None:
-        _finish(record, "InfrastructureFailed", "gateway_error", outcome.failure)
+        record.end(Phase.INFRASTRUCTURE_FAILED, Reason.GATEWAY_ERROR, outcome.failure)
 
 
-def _add_to_score(trial_dir: Path, key: str, block: dict[str, Any], record: dict[str, Any]) -> bool:
-    score_path = trial_dir / "score.json"
-    try:
-        score = json.loads(score_path.read_text(encoding="utf-8"))
-        score[key] = block
-        write_json_atomic(score_path, score)
-    except (OSError, ValueError) as exc:
-        _finish(record, "InfrastructureFailed", "storage_error", f"cannot add the {key} record to score.json: {exc}")
-        return False
-    return True
-
-
-def _cbu(job: TrialJob, runtime: LocalRuntime, trial_dir: Path, record: dict[str, Any]) -> None:
+def _cbu(job: TrialJob, runtime: LocalRuntime, trial_dir: Path, artifact: str | None, score: dict[str, Any],
+         record: TrialRecord) -> None:
     """``verification.cbu``: consequence-based utility of the trial's solution; ``cbu`` in ``score.json``."""
     from anchorage.runtime.local.verifying import run_trial_cbu
 
     settings = job.spec.verification.cbu
     assert settings is not None
     outcome = run_trial_cbu(job.task, settings, trial=job.name, entry=job.entry, trial_dir=trial_dir,
-                            artifact=(record.get("artifact") or {}).get("path"), gateway=runtime.gateway,
-                            mechanism=runtime.mechanism)
-    if not _add_to_score(trial_dir, "cbu", outcome.block, record):
-        return
-    record["cbu"] = {key: outcome.block.get(key) for key in ("utility", "outcome", "reason", "rollouts", "calls")}
-    record.setdefault("durations", {})["cbu_sec"] = outcome.block.get("duration_sec")
+                            artifact=artifact, gateway=runtime.gateway, mechanism=runtime.mechanism)
+    block = score["cbu"] = outcome.block
+    record.cbu = {key: block.get(key) for key in ("utility", "outcome", "reason", "rollouts", "calls")}
+    record.durations.cbu_sec = block.get("duration_sec")
     if outcome.failure is not None:
-        _finish(record, "InfrastructureFailed", "gateway_error", outcome.failure)
+        record.end(Phase.INFRASTRUCTURE_FAILED, Reason.GATEWAY_ERROR, outcome.failure)

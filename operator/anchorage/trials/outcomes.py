@@ -1,0 +1,115 @@
+"""How an attempt ended → the trial's phase, reason and message; whether to retry.
+
+Each driver turns *its* evidence into an :class:`AttemptEnd` (the local engine from the sandbox's
+result, the operator from the finished Job and the upload sidecar's marker) and calls
+:func:`classify`; after scoring, :func:`with_score` turns a run that left no artifact into
+``no_artifact``. Nothing else decides a trial's phase.
+
+The rule other parts rely on: an *infrastructure* failure is decided only from evidence the agent
+cannot forge — the launcher's own status channel (``launcher_failure``), the gateway
+(``gateway_failure``), the store (``storage_failure``). The agent's exit code, its output and what
+it writes are the agent's: they can make a trial ``Failed`` (``agent_error``, ...) but never
+``InfrastructureFailed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from anchorage.trials.phases import Phase, Reason
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """Driver-neutral evidence of how one attempt ended.
+
+    Platform evidence (the agent cannot write it): ``launcher_failure`` — the sandbox or pod never ran
+    the agent (the launcher's own channel says why); ``gateway_failure`` — no token or no gateway;
+    ``storage_failure`` — the results could not be collected; ``timed_out`` and ``oom_killed`` — the
+    platform killed the agent; ``oversized`` — the results folder measured over ``result_max_bytes``.
+    Agent evidence: ``exit_code`` (None when the agent did not exit by itself); ``agent_problem`` — the
+    agent could not be started for a reason of the entry's own (its CLI missing, its task lacking a
+    runnable solution). ``replayed`` — a replay copied the artifact (no process ran).
+    """
+
+    exit_code: int | None = None
+    launcher_failure: str | None = None
+    gateway_failure: str | None = None
+    storage_failure: str | None = None
+    agent_problem: str | None = None
+    timed_out: bool = False
+    timeout_sec: float | None = None
+    oom_killed: bool = False
+    oom_detail: str = ""
+    memory_mb: int | None = None
+    oversized: bool = False
+    result_bytes: int = 0
+    result_max_bytes: int | None = None
+    replayed: str | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A classified attempt: the trial's phase, reason and message."""
+
+    phase: Phase
+    reason: Reason
+    message: str = ""
+
+    @property
+    def infrastructure(self) -> bool:
+        return self.phase is Phase.INFRASTRUCTURE_FAILED
+
+
+def _infra(reason: Reason, message: str) -> Outcome:
+    return Outcome(Phase.INFRASTRUCTURE_FAILED, reason, message)
+
+
+def _failed(reason: Reason, message: str) -> Outcome:
+    return Outcome(Phase.FAILED, reason, message)
+
+
+def classify(end: AttemptEnd) -> Outcome:
+    """The phase, reason and message of an attempt (platform failures first, then the agent's)."""
+    if end.launcher_failure is not None:
+        return _infra(Reason.SANDBOX_ERROR, end.launcher_failure or "the sandbox failed to start the agent")
+    if end.gateway_failure is not None:
+        return _infra(Reason.GATEWAY_ERROR, end.gateway_failure)
+    if end.storage_failure is not None:
+        return _infra(Reason.STORAGE_ERROR, end.storage_failure)
+    if end.agent_problem is not None:
+        return _failed(Reason.AGENT_ERROR, end.agent_problem)
+    if end.replayed is not None:
+        return Outcome(Phase.SUCCEEDED, Reason.COMPLETED, end.replayed)
+    if end.timed_out:
+        limit = f" {end.timeout_sec:g}s" if end.timeout_sec is not None else " its time limit"
+        return _failed(Reason.TIMEOUT, f"the agent ran past{limit} and was killed")
+    if end.oom_killed:
+        limit = f" (limit {end.memory_mb} MB)" if end.memory_mb is not None else ""
+        return _failed(Reason.OOM, f"out of memory{limit}" + (f": {end.oom_detail}" if end.oom_detail else ""))
+    if end.oversized:
+        return _failed(Reason.OVERSIZED_RESULT, f"/root/results holds {end.result_bytes} bytes, over the "
+                       f"{end.result_max_bytes}-byte limit")
+    if end.exit_code is None:
+        return _failed(Reason.AGENT_ERROR, "the agent left no exit status")
+    if end.exit_code != 0:
+        return _failed(Reason.AGENT_ERROR, f"the agent exited with status {end.exit_code}")
+    return Outcome(Phase.SUCCEEDED, Reason.COMPLETED)
+
+
+def with_score(outcome: Outcome, score: Mapping[str, Any]) -> Outcome:
+    """After scoring: a run that ended well but left no artifact is the model's ``no_artifact``."""
+    if outcome.phase is not Phase.SUCCEEDED:
+        return outcome
+    error = str(score.get("error") or "")
+    if (not score.get("gradable") and score.get("artifact") is None) or error.startswith("missing artifact"):
+        return _failed(Reason.NO_ARTIFACT, error or "no artifact was written")
+    return outcome
+
+
+def should_retry(outcome: Outcome, attempts_done: int, retries: int) -> bool:
+    """Whether to run another attempt: only after an infrastructure failure, at most ``retries`` times
+    (``attempts_done`` counts the attempts run so far, the first included). A model's own failure never."""
+    return outcome.infrastructure and attempts_done <= retries

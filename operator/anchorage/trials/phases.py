@@ -1,0 +1,56 @@
+"""Trial phases and reasons: the one spelling of the lifecycle's states, used by both drivers.
+
+Who uses it: :mod:`anchorage.trials.outcomes` (classification), :mod:`anchorage.trials.records`
+(``trial.json``), the local engine, the operator's handlers and status models, metrics and the
+aggregation. ``Failed`` is the model's own failure (scored: a missing artifact is BO-Eval −1);
+``InfrastructureFailed`` is the platform's, never scored as the model's zero, retried only when the
+manifest asks for it (``retries``).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Phase(StrEnum):
+    """Where a trial is. The last three are terminal."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    INFRASTRUCTURE_FAILED = "InfrastructureFailed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+class Reason(StrEnum):
+    """Why a trial ended (the model's reasons, then the platform's)."""
+
+    COMPLETED = "completed"
+    AGENT_ERROR = "agent_error"
+    TIMEOUT = "timeout"
+    OOM = "oom"
+    OVERSIZED_RESULT = "oversized_result"
+    NO_ARTIFACT = "no_artifact"
+    SANDBOX_ERROR = "sandbox_error"
+    GATEWAY_ERROR = "gateway_error"
+    STORAGE_ERROR = "storage_error"
+
+    @property
+    def infrastructure(self) -> bool:
+        return self in INFRASTRUCTURE_REASONS
+
+
+TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INFRASTRUCTURE_FAILED})
+#: The platform's failures: they end a trial InfrastructureFailed.
+INFRASTRUCTURE_REASONS = frozenset({Reason.SANDBOX_ERROR, Reason.GATEWAY_ERROR, Reason.STORAGE_ERROR})
+#: Every phase, in lifecycle order (metrics set each of them, 0 when empty).
+PHASES = tuple(Phase)
+
+
+def is_terminal(phase: str | None) -> bool:
+    """Whether ``phase`` (as written in a record or a status) ends the trial."""
+    return phase in TERMINAL

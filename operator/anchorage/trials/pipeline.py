@@ -1,0 +1,72 @@
+"""The post-agent pipeline: one ordered list of steps, and which driver runs which.
+
+After the agent's attempt (unless it ended ``InfrastructureFailed``) every driver runs, in this order:
+``score`` (the task's metric panel, always), ``gates`` and ``lean`` (inside the scorer's call, switched
+by ``verification.gates`` / ``verification.lean``), ``panel`` and ``cbu`` (model calls on the trial's
+solution text, each its own sandboxed process or pod with its own gateway token). A driver lists the
+steps it can run in :data:`SUPPORTED`; admission refuses a manifest that turns on a step the driver
+cannot run (:func:`refusals`) — a campaign never means something different on the two drivers.
+
+Who calls it: the local engine (``runtime/local/trials.py``) and the operator's admission and
+verifier Job builder (``controller``, ``runtime/kubejobs.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from anchorage.manifests import Verification
+from anchorage.trials.agents.plans import LOCAL, OPERATOR
+
+
+@dataclass(frozen=True)
+class Step:
+    """One post-agent step; ``switch`` is the ``verification`` field that turns it on (None: always)."""
+
+    name: str
+    switch: str | None
+    description: str
+    in_scorer: bool = False  # run by the scorer's own call (score_artifact(gates=..., lean=...))
+
+
+STEPS: tuple[Step, ...] = (
+    Step("score", None, "the task's metric panel: raw, O-Eval, Robust BO-Eval", in_scorer=True),
+    Step("gates", "gates", "programmatic invariant gates (a hard error penalises the task)", in_scorer=True),
+    Step("lean", "lean", "the Lean obligation layer on the same exact data", in_scorer=True),
+    Step("discrimination", "discrimination", "the Lean discrimination suite"),
+    Step("panel", "panel", "adversarial verification panel on the solution text"),
+    Step("cbu", "cbu", "consequence-based utility of the solution text"),
+)
+
+#: The steps each driver runs.
+SUPPORTED: dict[str, frozenset[str]] = {
+    LOCAL: frozenset({"score", "gates", "lean", "panel", "cbu"}),
+    OPERATOR: frozenset({"score", "gates", "lean"}),
+}
+
+_WHY = {
+    "discrimination": "the discrimination suite checks the task's invariants, not a trial: run `anchorage lean "
+                      "discriminate` instead",
+    "panel": "run this campaign with `anchorage run` (the local engine), or drop verification.panel",
+    "cbu": "run this campaign with `anchorage run` (the local engine), or drop verification.cbu",
+}
+
+
+def switched_on(verification: Verification, step: Step) -> bool:
+    """Whether the manifest turns ``step`` on (``score`` is always on)."""
+    if step.switch is None:
+        return True
+    value = getattr(verification, step.switch)
+    return value is not None and value is not False
+
+
+def enabled(verification: Verification) -> list[Step]:
+    """The steps a trial with this ``verification`` runs, in order."""
+    return [step for step in STEPS if switched_on(verification, step)]
+
+
+def refusals(verification: Verification, driver: str, where: str = "spec.verification") -> list[str]:
+    """One message per step the manifest turns on that ``driver`` cannot run (empty: admissible)."""
+    supported = SUPPORTED[driver]
+    return [f"{where}.{step.switch} is not supported by the {driver} driver yet: {_WHY.get(step.name, step.description)}"
+            for step in enabled(verification) if step.name not in supported]

@@ -1,0 +1,192 @@
+"""``trial.json`` as a pydantic model: the one shape both drivers write (never built by hand).
+
+Written by the local engine (``runtime/local/trials.py``) and the operator (``controller/trials.py``)
+through :meth:`TrialRecord.to_json`; read back (as plain dicts) by the aggregation, ``anchorage
+report`` and resume. The Trial's status mirrors its headline fields (``runtime/kubestatus.py``).
+Unknown is not zero: ``cost_usd`` is None when the cost is unknown and ``cost_unknown_reason`` says
+why. Every record says which driver, sandbox mechanism and limits, scoring profile and versions
+made it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import importlib.metadata
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from anchorage.trials.outcomes import Outcome
+from anchorage.trials.phases import Phase, Reason
+
+API_VERSION = "anchorage.dev/v1alpha1"
+#: Keys of the scorer's record (``ScoreRecord.to_dict()``) kept in the trial record's ``score``.
+SCORE_KEYS = ("raw", "oracle_raw", "baseline_raw", "baseline_source", "o_eval", "bo_eval", "gradable",
+              "hard_gate_failed", "error")
+#: Timestamps and timings: the fields that differ between two runs of the same trial.
+TIMING_FIELDS = ("started_at", "finished_at", "durations")
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AgentInfo(_Part):
+    kind: str
+    model: str | None = None
+    reasoning_effort: str | None = None
+    label: str = ""
+
+
+class PromptInfo(_Part):
+    path: str = "agent/prompt.txt"
+    sha256: str
+    delivered: bool
+
+
+class LimitsInfo(_Part):
+    """The limits in force for the agent (what the sandbox or pod was given)."""
+
+    timeout_sec: float | None = None
+    cpus: float | None = None
+    memory_mb: int | None = None
+    storage_mb: int | None = None
+    pids: int | None = None
+    result_max_bytes: int | None = None
+
+
+class SandboxInfo(_Part):
+    """Which isolation ran the agent and what it enforced."""
+
+    mechanism: str
+    enforced: dict[str, str] = Field(default_factory=dict)
+    limits: LimitsInfo = Field(default_factory=LimitsInfo)
+    result_bytes: int | None = None
+    oversized: bool = False
+    killed_processes: int | None = None
+
+
+class Durations(_Part):
+    agent_sec: float | None = None
+    score_sec: float | None = None
+    panel_sec: float | None = None
+    cbu_sec: float | None = None
+    total_sec: float | None = None
+
+
+class ScoreInfo(_Part):
+    """Headline numbers of the scorer's record (the full one is ``score.json``)."""
+
+    raw: float | None = None
+    oracle_raw: float | None = None
+    baseline_raw: float | None = None
+    baseline_source: str | None = None
+    o_eval: float | None = None
+    bo_eval: float | None = None
+    gradable: bool = False
+    hard_gate_failed: bool = False
+    error: str | None = None
+
+    @classmethod
+    def of(cls, score: Mapping[str, Any]) -> ScoreInfo:
+        return cls.model_validate({k: score.get(k) for k in SCORE_KEYS if score.get(k) is not None})
+
+
+class ArtifactInfo(_Part):
+    """The scored artifact, relative to the trial's folder, and how it was found."""
+
+    path: str | None = None
+    recovered_from: str | None = None
+    recovery_note: str = ""
+
+
+class ReplayInfo(_Part):
+    source: str
+    label: str
+
+
+class AttemptInfo(_Part):
+    """An earlier attempt that ended in an infrastructure failure (then retried)."""
+
+    attempt: int
+    reason: Reason | None = None
+    message: str = ""
+
+
+@functools.cache
+def anchorage_version() -> str:
+    """The installed Anchorage distribution's version ("unknown" when not installed)."""
+    try:
+        return importlib.metadata.version("anchorage-operator")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class Versions(_Part):
+    """What made the record: Anchorage, the scorer, the price snapshot."""
+
+    anchorage: str = Field(default_factory=anchorage_version)
+    scorer: str | None = None
+    price_snapshot: str | None = None
+
+
+class TrialRecord(BaseModel):
+    """One trial's record (``<run>/<campaign>/<trial>/trial.json``), written last."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
+
+    api_version: str = Field(default=API_VERSION, alias="apiVersion")
+    kind: Literal["TrialRecord"] = "TrialRecord"
+    name: str
+    campaign: str | None = None
+    entry: str
+    task: str
+    seed: int
+    attempt: int = 1
+    driver: Literal["local", "operator"]
+    agent: AgentInfo | None = None
+    phase: Phase = Phase.RUNNING
+    reason: Reason | None = None
+    message: str = ""
+    started_at: str | None = None
+    finished_at: str | None = None
+    exit_code: int | None = None
+    prompt: PromptInfo | None = None
+    sandbox: SandboxInfo | None = None
+    durations: Durations = Field(default_factory=Durations)
+    usage: dict[str, Any] | None = None
+    cost_usd: float | None = None
+    cost_source: str | None = None
+    cost_unknown_reason: str | None = None
+    artifact: ArtifactInfo | None = None
+    score: ScoreInfo | None = None
+    scoring_profile: str | None = None
+    replay: ReplayInfo | None = None
+    panel: dict[str, Any] | None = None
+    cbu: dict[str, Any] | None = None
+    previous_attempts: list[AttemptInfo] = Field(default_factory=list)
+    logs: dict[str, str] = Field(default_factory=lambda: {"stdout": "agent/stdout.log", "stderr": "agent/stderr.log"})
+    versions: Versions = Field(default_factory=Versions)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object written to ``trial.json`` (every field, nulls included: one shape)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+    def end(self, phase: Phase, reason: Reason, message: str = "") -> None:
+        """Set the trial's phase, reason and message."""
+        self.phase, self.reason, self.message = phase, reason, message
+
+    def outcome(self) -> Outcome:
+        """The record's phase, reason and message as an :class:`Outcome` (the trial must have ended)."""
+        return Outcome(self.phase, self.reason or Reason.COMPLETED, self.message)
+
+    def comparable(self) -> dict[str, Any]:
+        """:meth:`to_json` without the timing fields (what two runs of the same trial share)."""
+        return {k: v for k, v in self.to_json().items() if k not in TIMING_FIELDS}
+
+
+def now() -> str:
+    """The current UTC time as records write it (ISO 8601, milliseconds)."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")

@@ -1,0 +1,47 @@
+"""classify / with_score / should_retry: the one place a trial's phase is decided."""
+
+from __future__ import annotations
+
+import pytest
+
+from anchorage.trials import AttemptEnd, Outcome, Phase, Reason, classify, should_retry, with_score
+
+CASES = [
+    ("clean exit", AttemptEnd(exit_code=0), Phase.SUCCEEDED, Reason.COMPLETED),
+    ("non-zero exit", AttemptEnd(exit_code=3), Phase.FAILED, Reason.AGENT_ERROR),
+    ("no exit status", AttemptEnd(exit_code=None), Phase.FAILED, Reason.AGENT_ERROR),
+    ("timeout", AttemptEnd(timed_out=True, timeout_sec=5), Phase.FAILED, Reason.TIMEOUT),
+    ("oom", AttemptEnd(exit_code=137, oom_killed=True), Phase.FAILED, Reason.OOM),
+    ("oversized", AttemptEnd(exit_code=0, oversized=True, result_bytes=9, result_max_bytes=1),
+     Phase.FAILED, Reason.OVERSIZED_RESULT),
+    ("cli missing", AttemptEnd(agent_problem="no codex"), Phase.FAILED, Reason.AGENT_ERROR),
+    ("replay", AttemptEnd(replayed="replayed x"), Phase.SUCCEEDED, Reason.COMPLETED),
+    ("launcher", AttemptEnd(exit_code=0, launcher_failure="bwrap: no"), Phase.INFRASTRUCTURE_FAILED, Reason.SANDBOX_ERROR),
+    ("gateway", AttemptEnd(gateway_failure="none"), Phase.INFRASTRUCTURE_FAILED, Reason.GATEWAY_ERROR),
+    ("storage", AttemptEnd(exit_code=0, storage_failure="upload"), Phase.INFRASTRUCTURE_FAILED, Reason.STORAGE_ERROR),
+]
+
+
+@pytest.mark.parametrize(("end", "phase", "reason"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_classify(end: AttemptEnd, phase: Phase, reason: Reason) -> None:
+    outcome = classify(end)
+    assert (outcome.phase, outcome.reason) == (phase, reason)
+
+
+@pytest.mark.parametrize("code", [1, 2, 125, 126, 127, 137, 255, -9, None])
+def test_the_agents_exit_code_never_makes_an_infrastructure_failure(code: int | None) -> None:
+    assert classify(AttemptEnd(exit_code=code)).phase is Phase.FAILED
+
+
+def test_no_artifact_after_scoring() -> None:
+    ok = Outcome(Phase.SUCCEEDED, Reason.COMPLETED)
+    assert with_score(ok, {"gradable": False, "artifact": None, "error": "missing artifact x"}).reason is Reason.NO_ARTIFACT
+    assert with_score(ok, {"gradable": True, "artifact": "a.json"}) == ok
+    failed = Outcome(Phase.FAILED, Reason.TIMEOUT)
+    assert with_score(failed, {"gradable": False, "artifact": None}) == failed
+
+
+def test_only_infrastructure_failures_are_retried_and_only_as_often_as_asked() -> None:
+    infra = Outcome(Phase.INFRASTRUCTURE_FAILED, Reason.SANDBOX_ERROR)
+    assert should_retry(infra, 1, 1) and not should_retry(infra, 2, 1) and not should_retry(infra, 1, 0)
+    assert not should_retry(Outcome(Phase.FAILED, Reason.AGENT_ERROR), 1, 5)
