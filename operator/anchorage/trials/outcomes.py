@@ -47,6 +47,7 @@ class AttemptEnd:
     oversized: bool = False
     result_bytes: int = 0
     result_max_bytes: int | None = None
+    oversized_detail: str = ""
     replayed: str | None = None
 
 
@@ -90,8 +91,8 @@ def classify(end: AttemptEnd) -> Outcome:
         limit = f" (limit {end.memory_mb} MB)" if end.memory_mb is not None else ""
         return _failed(Reason.OOM, f"out of memory{limit}" + (f": {end.oom_detail}" if end.oom_detail else ""))
     if end.oversized:
-        return _failed(Reason.OVERSIZED_RESULT, f"/root/results holds {end.result_bytes} bytes, over the "
-                       f"{end.result_max_bytes}-byte limit")
+        return _failed(Reason.OVERSIZED_RESULT, end.oversized_detail or f"/root/results holds {end.result_bytes} "
+                       f"bytes, over the {end.result_max_bytes}-byte limit")
     if end.exit_code is None:
         return _failed(Reason.AGENT_ERROR, "the agent left no exit status")
     if end.exit_code != 0:

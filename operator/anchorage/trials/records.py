@@ -55,10 +55,20 @@ class LimitsInfo(_Part):
     storage_mb: int | None = None
     pids: int | None = None
     result_max_bytes: int | None = None
+    result_max_files: int | None = None
+    log_max_bytes: int | None = None
+    log_max_files: int | None = None
+    tmp_mb: int | None = None
 
 
 class SandboxInfo(_Part):
-    """Which isolation ran the agent and what it enforced."""
+    """Which isolation ran the agent, as whom, and what it enforced (and what says so).
+
+    ``user``: the agent's identity (uid/gid inside, host ids, user namespace, capabilities); ``quotas``:
+    the results and log folders' quotas during the run and their usage; ``started``: the sandbox's own
+    status channel reported that it started the agent; ``evidence``: what decided the outcome, all out of
+    the agent's reach (status channel, cgroup counters, limits read back from the cgroup).
+    """
 
     mechanism: str
     enforced: dict[str, str] = Field(default_factory=dict)
@@ -66,6 +76,11 @@ class SandboxInfo(_Part):
     result_bytes: int | None = None
     oversized: bool = False
     killed_processes: int | None = None
+    user: str = ""
+    quotas: dict[str, Any] = Field(default_factory=dict)
+    logs_oversized: bool = False
+    started: bool | None = None
+    evidence: dict[str, Any] = Field(default_factory=dict)
 
 
 class Durations(_Part):

@@ -3,8 +3,14 @@
 Used by :mod:`anchorage.runtime.local.sandbox`. Supports cgroup v2 (one unified hierarchy, when
 ``/sys/fs/cgroup/cgroup.controllers`` exists and the controllers can be delegated) and cgroup v1
 (separate ``memory``, ``pids`` and ``cpu`` hierarchies). Each trial gets a child group of the
-engine's own group, ``anchorage-<id>``, so nested container limits still apply. When no usable
+engine's own group, ``anchorage-<owner tag>-<id>`` (:mod:`.leftovers`), so nested container limits
+still apply and groups of a killed engine are recognised and removed by the next run. When no usable
 hierarchy exists, :func:`open_group` returns ``None`` and the sandbox falls back to rlimits.
+
+Limits are written from outside, as root, before the agent joins; the sandbox mounts no cgroup
+filesystem and the agent holds no capability, so it cannot change them. :meth:`Group.read_limits`
+reads them back after the run (the trial record shows both), :meth:`Group.events` the kernel's own
+counters (OOM kills, refused forks) — evidence the agent cannot forge.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from anchorage.runtime.local import leftovers
 
 ROOT = Path("/sys/fs/cgroup")
 _V1_CONTROLLERS = ("memory", "pids", "cpu")
@@ -58,6 +66,32 @@ class Group:
             if key == "oom_kill" and int(value) > 0:
                 return True
         return False
+
+    def events(self) -> dict[str, int]:
+        """Kernel counters of the group: ``oom_kill`` (OOM kills), ``pids_max`` (forks refused at pids.max)."""
+        out: dict[str, int] = {}
+        for controller, name, key, label in (("memory", "memory.events" if self.version == 2 else "memory.oom_control",
+                                              "oom_kill", "oom_kill"),
+                                             ("pids", "pids.events", "max", "pids_max")):
+            path = self._file(controller, name)
+            with contextlib.suppress(OSError, ValueError):
+                for line in path.read_text().splitlines() if path is not None else []:
+                    field_name, _, value = line.partition(" ")
+                    if field_name == key:
+                        out[label] = int(value)
+        return out
+
+    def read_limits(self) -> dict[str, str]:
+        """The limits in force now, read back from the group's files."""
+        names = {"memory": "memory.max" if self.version == 2 else "memory.limit_in_bytes", "pids": "pids.max",
+                 "cpus": "cpu.max" if self.version == 2 else "cpu.cfs_quota_us"}
+        out: dict[str, str] = {}
+        for key, name in names.items():
+            path = self._file("cpu" if key == "cpus" else key, name)
+            with contextlib.suppress(OSError):
+                if path is not None and key in self.enforced:
+                    out[key] = path.read_text().strip()
+        return out
 
     def pids(self) -> set[int]:
         found: set[int] = set()
@@ -156,23 +190,33 @@ def _open_v2(name: str, cpus: float | None, memory_mb: int | None, pids_max: int
 
 
 def sweep_stale(min_age_sec: float = 600.0) -> int:
-    """Remove empty ``anchorage-*`` groups older than ``min_age_sec`` (left by an engine killed with -9).
+    """Remove trial groups whose engine is gone (killed with -9), killing anything still in them.
 
-    Young groups are left alone: another engine may have just created one and not joined it yet.
+    A group's name carries its engine's owner tag; groups of live engines are left alone. Untagged
+    groups (older versions) are removed when empty and older than ``min_age_sec``.
     """
     if os.geteuid() != 0:
         return 0
     own = _own_paths()
-    parents = [ROOT / own.get("", "/").lstrip("/")] if (ROOT / "cgroup.controllers").exists() else [
+    v2 = (ROOT / "cgroup.controllers").exists()
+    parents = [ROOT / own.get("", "/").lstrip("/")] if v2 else [
         ROOT / c / own.get(c, "/").lstrip("/") for c in _V1_CONTROLLERS]
     removed = 0
     now = time.time()
     for parent in parents:
         for directory in parent.glob("anchorage-*"):
+            tag = directory.name.removeprefix("anchorage-").split("-", 1)[0]
+            if "." in tag:
+                if leftovers.owner_alive(tag):
+                    continue
+                Group(dirs={"unified" if v2 else "x": directory}, version=2 if v2 else 1).kill_all(1.0)
+            else:
+                with contextlib.suppress(OSError):
+                    if now - directory.stat().st_mtime < min_age_sec:
+                        continue
             with contextlib.suppress(OSError):
-                if now - directory.stat().st_mtime >= min_age_sec:
-                    directory.rmdir()
-                    removed += 1
+                directory.rmdir()
+                removed += 1
     return removed
 
 
@@ -180,7 +224,7 @@ def open_group(trial_id: str, *, cpus: float | None, memory_mb: int | None, pids
     """Create the trial's group with the given limits; ``None`` when cgroups cannot be used here."""
     if os.geteuid() != 0:
         return None
-    name = f"anchorage-{trial_id}"
+    name = f"anchorage-{leftovers.owner_tag()}-{trial_id}"
     try:
         if (ROOT / "cgroup.controllers").exists():
             return _open_v2(name, cpus, memory_mb, pids_max)

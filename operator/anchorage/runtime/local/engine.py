@@ -26,7 +26,7 @@ from anchorage.campaigns.planning import PlannedTrial, plan
 from anchorage.campaigns.selection import campaign_task_refs
 from anchorage.errors import InputError
 from anchorage.manifests import CampaignSpec, Trial, TrialSpec, VerificationCampaign
-from anchorage.runtime.local import cgroups
+from anchorage.runtime.local import leftovers
 from anchorage.runtime.local.trials import (
     LocalRuntime,
     TrialJob,
@@ -154,7 +154,7 @@ def run_campaign(
     runtime.campaign_limits = campaign.spec.limits
     notify = on_event or (lambda *_: None)
     with campaign_lock(directory):
-        cgroups.sweep_stale()
+        leftovers.sweep()  # quota mounts, cgroups and gateway folders of killed runs
         _pin_manifest(directory, campaign, planned)
         records: dict[str, dict[str, Any]] = {}
         todo: list[PlannedTrial] = []
@@ -205,6 +205,7 @@ def run_single_trial(trial: Trial, runs_dir: Path, runtime: LocalRuntime) -> dic
     task = load_task(resolve_task(spec.task))
     directory = runs_dir / trial.metadata.name
     with campaign_lock(runs_dir / f".{trial.metadata.name}"):
+        leftovers.sweep()
         existing = read_record(directory)
         if existing is not None and is_terminal(existing.get("phase")):
             return existing

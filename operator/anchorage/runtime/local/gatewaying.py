@@ -9,10 +9,11 @@ and without one they fail with the gateway's error — never silently answered b
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from anchorage.runtime.local import leftovers
 
 
 @dataclass
@@ -39,7 +40,7 @@ def start_local_gateway(config_path: Path | None = None, *, mock_replies: Path |
 
     mock = MockUpstream(MockConfig.load(mock_replies) if mock_replies is not None else None)
     mock_server = BackgroundServer(mock.app(), name="mock-upstream").start()
-    folder = Path(tempfile.mkdtemp(prefix="anchorage-gw-"))
+    folder = leftovers.gateway_folder()  # tagged with this process: a later run removes it if we are killed
     data: dict[str, Any] = {"upstreams": []}
     if config_path is not None:
         data = GatewayConfig.load(config_path).model_dump(mode="python")

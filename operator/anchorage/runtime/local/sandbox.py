@@ -1,15 +1,19 @@
-"""Run one command in a sandbox: private network, read-only host, writable results, hard limits.
+"""Run one command in a sandbox: unprivileged, no capabilities, private network, read-only host, quotas.
 
-Called by :mod:`anchorage.runtime.local.trials` (one call per trial) and by ``bench/sandbox.py``.
+Called by :mod:`anchorage.runtime.local.trials` (one call per trial), :mod:`.verifying` (one per model
+call of a panel) and ``bench/sandbox.py``.
 
 Mechanisms, in order of preference (:func:`detect_mechanism`):
 
-* ``bwrap`` — bubblewrap: new user/pid/net/ipc/uts/cgroup namespaces, an empty root with only the
-  system directories (``/usr``, ``/etc``, the interpreter prefixes) bound read-only, ``/root/data``
-  read-only, ``/root/results`` and ``/logs/agent`` bound writable from the trial's run folder, tmpfs
-  ``/tmp`` and ``/root`` (size-capped), the root itself remounted read-only.
-* ``unshare`` — util-linux ``unshare`` as root, same layout built by a small shell script
-  (``mount --bind`` + ``chroot``), capabilities dropped with ``setpriv`` before the agent starts.
+* ``bwrap`` — bubblewrap: new user/pid/net/ipc/uts/cgroup namespaces; the agent is ``agent``
+  (uid/gid 1000) in its own user namespace with every capability dropped and further user namespaces
+  disabled (``--disable-userns`` where the kernel allows it); an empty root with only ``/usr`` and the
+  interpreter prefixes bound read-only, a synthetic ``/etc`` (:mod:`.identity`) instead of the host's,
+  ``/proc/sys`` read-only, ``/root/data`` read-only, ``/root/results`` and ``/logs/agent`` writable,
+  tmpfs ``/tmp`` and ``/root`` (the agent's HOME, size-capped), the root itself remounted read-only.
+* ``unshare`` — util-linux ``unshare`` as root, the same layout built by a small shell script
+  (``mount --bind`` + ``chroot``); the agent runs as the unprivileged host id 60999 with no
+  capabilities (``setpriv``), since there is no user namespace to map it.
 * ``none`` — only with the explicit ``--unsandboxed`` flag, announced loudly by the caller.
 
 Network: the namespace has only loopback. When a gateway socket is given, it is bound at
@@ -17,11 +21,18 @@ Network: the namespace has only loopback. When a gateway socket is given, it is 
 ``127.0.0.1:GATEWAY_PORT`` to it, so agents use ``OPENAI_BASE_URL=http://127.0.0.1:PORT/v1`` (and
 ``ANTHROPIC_BASE_URL=http://127.0.0.1:PORT``: Anthropic clients append ``/v1/messages`` themselves).
 
-Limits: memory, pids and CPU through a per-trial cgroup (:mod:`.cgroups`) — with rlimits
-(``RLIMIT_AS``, ``RLIMIT_NPROC``) and ``taskset`` as the fallback —, file size through
-``RLIMIT_FSIZE``, wall time by SIGKILL of the whole process group and then of every process left in
-the cgroup (the pid namespace dies with its init). Every outcome is returned as data; this module
-raises only when no sandbox mechanism exists at all.
+Limits: memory, pids and CPU through a per-trial cgroup (:mod:`.cgroups`), written from outside and
+read back after the run — with rlimits (``RLIMIT_AS``, ``RLIMIT_NPROC``) and ``taskset`` as the
+fallback —; file size through ``RLIMIT_FSIZE``; the results and log folders on size- and
+inode-limited tmpfs mounts while the agent runs (:mod:`.quotas`); wall time by SIGKILL of the whole
+process group and then of every process left in the cgroup (the pid namespace dies with its init).
+
+Evidence: the agent never decides that the platform failed. The sandbox is *started* when its first
+program inside — our own start wrapper or launcher, before any agent code — writes ``started`` to the
+status pipe the engine gave it as stdin (then replaces stdin by ``/dev/null``). Only a sandbox that
+never reported its start is a ``sandbox_error``; once started, every exit code and every byte of
+output is the agent's. Kernel counters of the cgroup (OOM kills, refused forks) are the other
+evidence. Every outcome is returned as data; this module raises only when no sandbox mechanism exists.
 """
 
 from __future__ import annotations
@@ -38,10 +49,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+from anchorage import confined
 from anchorage.errors import InfrastructureError
-from anchorage.runtime.local import cgroups
+from anchorage.runtime.local import cgroups, identity, quotas
+from anchorage.runtime.local.identity import Identity
 
 Mechanism = Literal["bwrap", "unshare", "none"]
 Outcome = Literal["exited", "timeout", "oom", "sandbox_error"]
@@ -53,9 +66,14 @@ GATEWAY_PORT = 18080
 DATA = "/root/data"
 RESULTS = "/root/results"
 LOGS = "/logs/agent"
-SANDBOX_ERROR_EXIT = 125
-_SYSTEM_DIRS = ("/usr", "/etc")
+STARTED = b"started"
+_SYSTEM_DIRS = ("/usr",)
 _ROOT_LINKS = ("/bin", "/sbin", "/lib", "/lib64", "/lib32")
+MIB = 1024 * 1024
+
+# The first program inside the sandbox when there is no launcher: report the start on the status pipe
+# (stdin), give the agent /dev/null as stdin instead, then become the agent.
+_START = 'printf started >&0 && exec 0</dev/null && exec "$@"'
 
 
 @dataclass(frozen=True)
@@ -69,6 +87,9 @@ class SandboxLimits:
     result_max_bytes: int | None = None
     file_max_bytes: int | None = None
     tmp_mb: int = 1024
+    result_max_files: int = 10_000
+    log_max_bytes: int = 256 * MIB
+    log_max_files: int = 1_000
 
 
 @dataclass(frozen=True)
@@ -88,7 +109,12 @@ class SandboxSpec:
 
 @dataclass
 class SandboxResult:
-    """How the run ended. ``outcome`` is what happened to the process; ``oversized`` is about results."""
+    """How the run ended. ``outcome`` is what happened to the process; ``oversized`` is about results.
+
+    ``started`` is the sandbox's own report that its setup finished and the agent was started (the status
+    pipe); ``evidence`` holds what decided the outcome, all of it out of the agent's reach: the status
+    pipe, the cgroup's kernel counters, the limits read back from the cgroup, the engine's own errors.
+    """
 
     outcome: Outcome
     exit_code: int | None
@@ -99,33 +125,56 @@ class SandboxResult:
     enforced: dict[str, str] = field(default_factory=dict)
     detail: str = ""
     killed_processes: int = 0
+    started: bool = False
+    evidence: dict[str, Any] = field(default_factory=dict)
+    user: str = ""
+    quotas: dict[str, Any] = field(default_factory=dict)
+    logs_oversized: bool = False
+    oversized_detail: str = ""
+
+
+@dataclass(frozen=True)
+class _Bwrap:
+    works: bool
+    disable_userns: bool
+
+
+_BWRAP: _Bwrap | None = None
 
 
 def detect_mechanism(*, unsandboxed: bool = False) -> Mechanism:
     """The best sandbox available here; raises :class:`InfrastructureError` naming the fix otherwise."""
     if unsandboxed:
         return "none"
-    if shutil.which("bwrap") and _bwrap_works():
+    if shutil.which("bwrap") and _bwrap().works:
         return "bwrap"
     if os.geteuid() == 0 and shutil.which("unshare") and shutil.which("setpriv"):
         return "unshare"
     raise InfrastructureError(
-        "no sandbox is available: bubblewrap is not installed (or cannot create namespaces here) "
+        "no sandbox is available: bubblewrap is not installed (or cannot create user namespaces here) "
         "and the engine is not running as root with util-linux 'unshare'",
         hint="install bubblewrap (apt-get install bubblewrap / dnf install bubblewrap), or run as root; "
         "running agents unsandboxed needs the explicit --unsandboxed flag",
     )
 
 
-_BWRAP_OK: bool | None = None
+def _bwrap() -> _Bwrap:
+    """Probe once whether bubblewrap can make the agent's user namespace (and disable nested ones) here."""
+    global _BWRAP
+    if _BWRAP is None:
+        base = ["bwrap", "--unshare-all", "--unshare-user", "--uid", str(identity.SANDBOX_ID), "--gid",
+                str(identity.SANDBOX_ID), "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr", *_root_link_args()]
+        tail = ["--", "/usr/bin/true"]
+        with_disable = _probe([*base, "--disable-userns", *tail])
+        _BWRAP = _Bwrap(with_disable or _probe([*base, *tail]), with_disable)
+    return _BWRAP
 
 
-def _bwrap_works() -> bool:
-    global _BWRAP_OK
-    if _BWRAP_OK is None:
-        probe = ["bwrap", "--unshare-all", "--ro-bind", "/usr", "/usr", *_root_link_args(), "--", "/usr/bin/true"]
-        _BWRAP_OK = subprocess.run(probe, capture_output=True, check=False).returncode == 0
-    return _BWRAP_OK
+def _probe(argv: list[str]) -> bool:
+    try:
+        return subprocess.run(argv, capture_output=True, check=False, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def _root_link_args() -> list[str]:
@@ -136,6 +185,15 @@ def _root_link_args() -> list[str]:
         elif os.path.isdir(link):
             args += ["--ro-bind", link, link]
     return args
+
+
+def agent_identity(mechanism: Mechanism) -> Identity:
+    """Who the agent is for ``mechanism`` (``none``: whoever runs the engine)."""
+    if mechanism == "bwrap":
+        return identity.bwrap_identity()
+    if mechanism == "unshare":
+        return identity.fallback_identity()
+    return Identity(os.getuid(), os.getgid(), os.getuid(), os.getgid(), False)
 
 
 def python_prefixes() -> list[str]:
@@ -162,8 +220,11 @@ def sandbox_env(spec: SandboxSpec, mechanism: Mechanism, port: int = GATEWAY_POR
     path = sandbox_path()
     env = {
         "PATH": path,
-        "HOME": "/root" if inside else str(spec.results_dir.parent),
+        "HOME": identity.HOME if inside else str(spec.results_dir.parent),
+        "USER": identity.AGENT_USER,
+        "LOGNAME": identity.AGENT_USER,
         "LANG": "C.UTF-8",
+        "TZ": "UTC",
         "TMPDIR": "/tmp",
         "MPLBACKEND": "Agg",
         "PYTHONDONTWRITEBYTECODE": "1",
@@ -178,15 +239,21 @@ def sandbox_env(spec: SandboxSpec, mechanism: Mechanism, port: int = GATEWAY_POR
     return env
 
 
-def _bwrap_argv(spec: SandboxSpec) -> list[str]:
+def _bwrap_argv(spec: SandboxSpec, etc_dir: Path) -> list[str]:
     limits = spec.limits
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--hostname", "anchorage"]
+    ident = identity.bwrap_identity()
+    args = ["bwrap", "--unshare-all", "--unshare-user", "--uid", str(ident.uid), "--gid", str(ident.gid)]
+    if _bwrap().disable_userns:
+        args.append("--disable-userns")
+    args += ["--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", identity.HOSTNAME]
     for directory in _SYSTEM_DIRS:
         args += ["--ro-bind", directory, directory]
     args += _root_link_args()
-    args += ["--proc", "/proc", "--dev", "/dev"]
-    args += ["--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
-    args += ["--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/root"]
+    args += ["--ro-bind", str(etc_dir), "/etc"]
+    args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
+             "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger", "--dev", "/dev"]
+    args += ["--size", str(limits.tmp_mb * MIB), "--tmpfs", "/tmp"]
+    args += ["--perms", "0700", "--size", str(limits.tmp_mb * MIB), "--tmpfs", identity.HOME]
     for prefix in python_prefixes():
         args += ["--ro-bind", prefix, prefix]
     if spec.data_dir is not None:
@@ -203,12 +270,13 @@ def _bwrap_argv(spec: SandboxSpec) -> list[str]:
     return args
 
 
-# The unshare mechanism: the same layout as bwrap, built by hand inside new namespaces, then chroot
-# and drop every capability. Arguments: $1 root dir, then "KIND SRC DST" triples, "--", the command.
+# The unshare mechanism: the same layout as bwrap, built by hand inside new namespaces, then chroot and
+# become the unprivileged agent id with no capabilities. Arguments: $1 root dir, $2 uid, $3 gid, then
+# "KIND SRC DST" triples, "--", the command.
 _UNSHARE_SCRIPT = r"""
 set -e
 AGENT_PATH=$PATH; export PATH=/usr/sbin:/usr/bin:/sbin:/bin; CHROOT=$(command -v chroot)
-R=$1; shift
+R=$1; U=$2; G=$3; shift 3
 mount --make-rprivate /
 mount -t tmpfs -o size=64m tmpfs "$R"
 ip link set lo up 2>/dev/null || true
@@ -217,33 +285,37 @@ while [ "$1" != "--" ]; do
   case $kind in
     ro|rw) if [ -d "$src" ]; then mkdir -p "$dst"; else mkdir -p "$(dirname "$dst")"; : > "$dst"; fi
            mount --rbind "$src" "$dst"
-           [ "$kind" = ro ] && mount -o remount,bind,ro "$dst" ;;
+           [ "$kind" = ro ] && mount -o remount,bind,ro,nosuid,nodev "$dst" ;;
     link) ln -s "$src" "$dst" ;;
-    tmpfs) mkdir -p "$dst"; mount -t tmpfs -o "size=$src" tmpfs "$dst" ;;
+    tmpfs) mkdir -p "$dst"; mount -t tmpfs -o "nosuid,nodev,$src" tmpfs "$dst" ;;
     dir) mkdir -p "$dst" ;;
   esac
 done
 shift
-mkdir -p "$R/proc" "$R/dev"; mount -t proc proc "$R/proc"
+mkdir -p "$R/proc" "$R/dev"; mount -t proc -o nosuid,nodev,noexec proc "$R/proc"
+mount --bind "$R/proc/sys" "$R/proc/sys"; mount -o remount,bind,ro "$R/proc/sys"
 for d in null zero full random urandom tty; do : > "$R/dev/$d"; mount --bind "/dev/$d" "$R/dev/$d"; done
-mkdir -p "$R/dev/shm"; mount -t tmpfs -o size=64m tmpfs "$R/dev/shm"
+mkdir -p "$R/dev/shm"; mount -t tmpfs -o nosuid,nodev,size=64m,mode=1777 tmpfs "$R/dev/shm"
 mount -o remount,ro "$R"
 cd "$R"
 export PATH=$AGENT_PATH
-exec "$CHROOT" "$R" /usr/bin/setpriv --no-new-privs --inh-caps=-all --bounding-set=-all -- \
-  /bin/sh -c 'cd "$0" && exec "$@"' "$CHDIR" "$@"
+exec "$CHROOT" "$R" /usr/bin/setpriv --reuid="$U" --regid="$G" --clear-groups --no-new-privs \
+  --inh-caps=-all --bounding-set=-all -- /bin/sh -c 'cd "$0" && exec "$@"' "$CHDIR" "$@"
 """
 
 
-def _unshare_argv(spec: SandboxSpec, root: Path) -> list[str]:
+def _unshare_argv(spec: SandboxSpec, root: Path, etc_dir: Path) -> list[str]:
     limits = spec.limits
+    ident = identity.fallback_identity()
     triples: list[str] = []
     for directory in _SYSTEM_DIRS:
         triples += ["ro", directory, directory]
     for link in _ROOT_LINKS:
         if os.path.islink(link):
             triples += ["link", os.readlink(link), link]
-    triples += ["tmpfs", f"{limits.tmp_mb}m", "/tmp", "tmpfs", f"{limits.tmp_mb}m", "/root"]
+    triples += ["ro", str(etc_dir), "/etc"]
+    triples += ["tmpfs", f"size={limits.tmp_mb}m,mode=1777", "/tmp",
+                "tmpfs", f"size={limits.tmp_mb}m,mode=0700,uid={ident.uid},gid={ident.gid}", identity.HOME]
     for prefix in python_prefixes():
         triples += ["ro", prefix, prefix]
     triples += ["ro", str(spec.data_dir), DATA] if spec.data_dir is not None else ["dir", "-", DATA]
@@ -255,20 +327,22 @@ def _unshare_argv(spec: SandboxSpec, root: Path) -> list[str]:
         triples += ["ro", str(spec.gateway_socket), GATEWAY_SOCKET]
     return [
         "unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child",
-        "/bin/sh", "-c", _UNSHARE_SCRIPT, "sandbox", str(root), *triples, "--",
+        "/bin/sh", "-c", _UNSHARE_SCRIPT, "sandbox", str(root), str(ident.uid), str(ident.gid), *triples, "--",
     ]
 
 
 def _agent_argv(spec: SandboxSpec, mechanism: Mechanism, host_port: int | None) -> list[str]:
+    """The first program inside: the launcher (gateway relay) or the start wrapper, then the agent."""
     if spec.gateway_socket is None:
-        return list(spec.argv)
+        return ["/bin/sh", "-c", _START, "anchorage-start", *spec.argv]
     launcher = f"{INSIDE_MOUNT}/launcher.py" if mechanism != "none" else str(INSIDE_DIR / "launcher.py")
     port = GATEWAY_PORT if host_port is None else host_port
     socket_path = GATEWAY_SOCKET if mechanism != "none" else str(spec.gateway_socket)
     return [sandbox_python(), "-I", "-S", launcher, str(port), socket_path, "--", *spec.argv]
 
 
-# Joins the trial's cgroups (one cgroup.procs file per argument before "--"), then execs the rest.
+# Joins the trial's cgroups (one cgroup.procs file per argument before "--"), then execs the rest. A
+# failure here ends before the sandbox starts, so the status pipe stays silent: a sandbox_error.
 _JOIN = 'for f; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"'
 
 
@@ -292,14 +366,9 @@ def _rlimit_argv(limits: SandboxLimits, group: cgroups.Group | None, enforced: d
     return args if len(args) > 2 else []
 
 
-def results_size(directory: Path) -> int:
-    """Total bytes of regular files under ``directory`` (symlinks not followed)."""
-    total = 0
-    for root, _, files in os.walk(directory):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, name)).st_size
-    return total
+def results_size(directory: Path, max_entries: int = 100_000) -> int:
+    """Total apparent bytes of the regular files under ``directory`` (links not followed, walk bounded)."""
+    return confined.usage(directory, max_entries=max_entries).bytes
 
 
 def _free_port() -> int:
@@ -314,12 +383,13 @@ def build_command(
     spec: SandboxSpec, mechanism: Mechanism, group: cgroups.Group | None, enforced: dict[str, str], scratch: Path,
     host_port: int | None = None,
 ) -> list[str]:
-    """The full host argv: join cgroups → rlimits → sandbox → (launcher →) agent."""
+    """The full host argv: join cgroups → rlimits → sandbox → launcher or start wrapper → agent."""
     agent = _agent_argv(spec, mechanism, host_port)
     if mechanism == "bwrap":
-        inner = _bwrap_argv(spec) + agent
+        inner = _bwrap_argv(spec, identity.synthetic_etc(identity.SANDBOX_ID, identity.SANDBOX_ID)) + agent
     elif mechanism == "unshare":
-        inner = _unshare_argv(spec, scratch) + agent
+        ident = identity.fallback_identity()
+        inner = _unshare_argv(spec, scratch, identity.synthetic_etc(ident.uid, ident.gid)) + agent
     else:
         inner = agent
     command = _rlimit_argv(spec.limits, group, enforced) + inner
@@ -328,10 +398,52 @@ def build_command(
     return command
 
 
+@dataclass
+class _Quotas:
+    """The quota mounts of one run (or, where none could be mounted, why), by folder name."""
+
+    mounts: dict[str, quotas.QuotaMount | str]
+    folders: dict[str, Path]
+    limits: dict[str, quotas.Quota]
+
+    def release(self) -> None:
+        for item in self.mounts.values():
+            if isinstance(item, quotas.QuotaMount) and item.under_fd >= 0:
+                item.release()
+
+
+def _outer_first(folders: dict[str, Path]) -> list[str]:
+    """Folder names, a folder before any folder inside it (a model call's results sit in its log folder)."""
+    return sorted(folders, key=lambda name: len(folders[name].resolve().parts))
+
+
+def _open_quotas(spec: SandboxSpec, mechanism: Mechanism, ident: Identity) -> _Quotas:
+    limits = spec.limits
+    results_cap = limits.result_max_bytes or limits.file_max_bytes or 512 * MIB
+    wanted = {"results": quotas.Quota(results_cap, limits.result_max_files),
+              "logs": quotas.Quota(limits.log_max_bytes, limits.log_max_files)}
+    folders = {"results": spec.results_dir, "logs": spec.logs_dir}
+    if mechanism == "none":
+        return _Quotas(dict.fromkeys(folders, "unsandboxed: sizes are checked after the run"), folders, wanted)
+    mounts: dict[str, quotas.QuotaMount | str] = {}
+    for name in _outer_first(folders):
+        mounts[name] = quotas.mount(folders[name], wanted[name], uid=ident.host_uid, gid=ident.host_gid)
+    if os.geteuid() == 0 and ident.host_uid != 0:  # a folder without its tmpfs must still be the agent's
+        for name, mounted in mounts.items():
+            if not isinstance(mounted, quotas.QuotaMount):
+                with contextlib.suppress(OSError):
+                    os.chown(folders[name], ident.host_uid, ident.host_gid)
+        if spec.gateway_socket is not None:  # only the socket is bound in; its folder (0700) keeps others out
+            with contextlib.suppress(OSError):
+                os.chmod(spec.gateway_socket, 0o666)
+    return _Quotas(mounts, folders, wanted)
+
+
 def run(spec: SandboxSpec, *, mechanism: Mechanism, trial_id: str | None = None) -> SandboxResult:
     """Run ``spec`` to completion (or to its timeout) and say how it ended. Never raises for agent behaviour."""
     ident = trial_id or uuid.uuid4().hex[:12]
     limits = spec.limits
+    who = agent_identity(mechanism)
     group = None
     if mechanism != "none":
         group = cgroups.open_group(ident, cpus=limits.cpus, memory_mb=limits.memory_mb, pids_max=limits.pids)
@@ -343,18 +455,72 @@ def run(spec: SandboxSpec, *, mechanism: Mechanism, trial_id: str | None = None)
     env = sandbox_env(spec, mechanism, host_port or GATEWAY_PORT)
     if mechanism == "unshare":
         env["CHDIR"] = spec.cwd
-    command = build_command(spec, mechanism, group, enforced, scratch, host_port)
-    enforced["wall_time"] = f"SIGKILL of the process group after {limits.timeout_sec:g}s"
+    mounts = _open_quotas(spec, mechanism, who)
     started = time.monotonic()
     try:
-        return _supervise(spec, command, env, mechanism, group, enforced, started)
+        command = build_command(spec, mechanism, group, enforced, scratch, host_port)
+        enforced["wall_time"] = f"SIGKILL of the process group after {limits.timeout_sec:g}s"
+        result = _supervise(spec, command, env, mechanism, group, enforced, started)
+        result.user = who.describe()
+        _finish_quotas(result, mounts)
+        if group is not None:
+            result.evidence["cgroup_events"] = group.events()
+            result.evidence["cgroup_limits_after"] = group.read_limits()
+        return result
     finally:
+        mounts.release()
         if group is not None:
             group.kill_all()
             group.remove()
         if mechanism == "unshare":
             with contextlib.suppress(OSError):
                 scratch.rmdir()
+
+
+def _finish_quotas(result: SandboxResult, mounts: _Quotas) -> None:
+    """Measure (and copy out of their tmpfs, inner folders first) the results and logs; decide ``oversized``."""
+    verdicts: dict[str, quotas.Collected] = {}
+    for name in reversed(_outer_first(mounts.folders)):
+        mounted, quota = mounts.mounts[name], mounts.limits[name]
+        if isinstance(mounted, quotas.QuotaMount):
+            verdicts[name] = mounted.collect(keep_tail=name == "logs")
+        else:
+            verdicts[name] = quotas.check_unmounted(mounts.folders[name], quota)
+        collected = verdicts[name]
+        result.quotas[name] = {
+            "mechanism": "tmpfs" if collected.mounted else str(mounted),
+            "max_bytes": quota.max_bytes, "max_entries": quota.max_entries,
+            "bytes": collected.usage.bytes, "entries": collected.usage.entries, "over": collected.over,
+            **({"why": collected.why} if collected.why else {}),
+            **({"copy_note": collected.copy_note} if collected.copy_note else {}),
+        }
+    results, logs = verdicts["results"], verdicts["logs"]
+    result.result_bytes = results.usage.bytes
+    result.oversized = results.over
+    result.logs_oversized = logs.over
+    if results.over:
+        result.oversized_detail = f"/root/results holds {results.why}"
+    elif logs.over:
+        result.oversized_detail = f"{LOGS} holds {logs.why}"
+
+
+def _status_pipe() -> tuple[int, int]:
+    read_end, write_end = os.pipe()
+    os.set_inheritable(write_end, True)
+    return read_end, write_end
+
+
+def _read_status(fd: int) -> bytes:
+    """What the sandbox reported on its status pipe (every writer has exited: read to EOF, bounded)."""
+    os.set_blocking(fd, False)
+    chunks: list[bytes] = []
+    with contextlib.suppress(BlockingIOError, OSError):
+        while len(chunks) < 4:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _supervise(
@@ -366,70 +532,82 @@ def _supervise(
     enforced: dict[str, str],
     started: float,
 ) -> SandboxResult:
-    stdout_path, stderr_path = spec.logs_dir / "stdout.log", spec.logs_dir / "stderr.log"
-    with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
+    status_read, status_write = _status_pipe()
+    try:
+        stdout = os.open(spec.logs_dir / "stdout.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        stderr = os.open(spec.logs_dir / "stderr.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        os.close(status_read)
+        os.close(status_write)
+        return SandboxResult("sandbox_error", None, time.monotonic() - started, mechanism,
+                             detail=f"cannot create the agent's log files: {exc}", evidence={"engine_error": str(exc)})
+    try:
         try:
             process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env,
+                command, stdin=status_write, stdout=stdout, stderr=stderr, env=env,
                 start_new_session=True, close_fds=True,
                 cwd=spec.results_dir if mechanism == "none" else None,
             )
         except OSError as exc:
-            return SandboxResult("sandbox_error", None, time.monotonic() - started, mechanism, detail=str(exc))
-        # A timer kills the group at the deadline while this thread blocks in waitpid: Popen.wait(timeout=...)
-        # polls with sleeps of up to 50 ms, which would add that much latency to every trial.
-        expired = threading.Event()
-
-        def _expire() -> None:
-            expired.set()
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            if group is not None:
-                group.kill_all()
-
-        timer = threading.Timer(spec.limits.timeout_sec, _expire)
-        timer.daemon = True
-        timer.start()
-        try:
-            code: int | None = process.wait()
+            return SandboxResult("sandbox_error", None, time.monotonic() - started, mechanism, detail=str(exc),
+                                 evidence={"engine_error": f"{type(exc).__name__}: {exc}"})
         finally:
-            timer.cancel()
-        timed_out = expired.is_set()
-        if timed_out:
-            code = None
-        killed = group.kill_all() if group is not None else 0
+            os.close(status_write)
+            os.close(stdout)
+            os.close(stderr)
+        code, timed_out, killed = _wait(process, spec.limits.timeout_sec, group)
+        status = _read_status(status_read)
+    finally:
+        os.close(status_read)
     wall = time.monotonic() - started
     result = SandboxResult("exited", code, wall, mechanism, enforced=enforced, killed_processes=killed)
-    result.result_bytes = results_size(spec.results_dir)
-    cap = spec.limits.result_max_bytes
-    result.oversized = cap is not None and result.result_bytes > cap
-    if timed_out:
+    result.started = status.startswith(STARTED)
+    result.evidence["status_pipe"] = "started" if result.started else "silent (the sandbox never started the agent)"
+    oom_kills = group.events().get("oom_kill", 0) if group is not None else 0
+    if not result.started:
+        result.outcome = "sandbox_error"
+        result.detail = _setup_failure(spec, mechanism, code, timed_out)
+    elif timed_out:
         result.outcome, result.detail = "timeout", f"killed after {spec.limits.timeout_sec:g}s"
-    elif group is not None and group.oom_killed():
+    elif oom_kills > 0:
         result.outcome, result.detail = "oom", "the kernel's OOM killer acted in the trial's memory cgroup"
-    elif _sandbox_failed(code, stderr_path, mechanism):
-        result.outcome, result.detail = "sandbox_error", _tail(stderr_path)
-    elif code is not None and "memory" in enforced and "RLIMIT_AS" in enforced["memory"] and _says_oom(stderr_path):
-        result.outcome, result.detail = "oom", "allocation failed under RLIMIT_AS"
+    elif code is not None and "memory" in enforced and "RLIMIT_AS" in enforced["memory"] and _says_oom(spec):
+        result.outcome, result.detail = "oom", "allocation failed under RLIMIT_AS"  # both are the model's own
     return result
 
 
-def _tail(path: Path, limit: int = 2000) -> str:
-    with contextlib.suppress(OSError):
-        return path.read_bytes()[-limit:].decode("utf-8", "replace").strip()
-    return ""
+def _wait(process: subprocess.Popen[bytes], timeout_sec: float, group: cgroups.Group | None) -> tuple[int | None, bool, int]:
+    # A timer kills the group at the deadline while this thread blocks in waitpid: Popen.wait(timeout=...)
+    # polls with sleeps of up to 50 ms, which would add that much latency to every trial.
+    expired = threading.Event()
+
+    def _expire() -> None:
+        expired.set()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        if group is not None:
+            group.kill_all()
+
+    timer = threading.Timer(timeout_sec, _expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        code: int | None = process.wait()
+    finally:
+        timer.cancel()
+    killed = group.kill_all() if group is not None else 0
+    if expired.is_set():
+        return None, True, killed
+    return code, False, killed
 
 
-def _sandbox_failed(code: int | None, stderr_path: Path, mechanism: Mechanism) -> bool:
-    """The sandbox itself (not the agent) failed to start: its own diagnostics and exit status."""
-    if code == SANDBOX_ERROR_EXIT:
-        return True
-    if mechanism == "bwrap" and code == 1:
-        head = _tail(stderr_path, 4096)
-        return head.startswith("bwrap:")
-    return False
+def _setup_failure(spec: SandboxSpec, mechanism: Mechanism, code: int | None, timed_out: bool) -> str:
+    """Why the sandbox did not start: its own stderr (no agent ran to write there) and exit status."""
+    said = confined.tail(spec.logs_dir, "stderr.log", window=2000).strip()
+    how = "its setup timed out" if timed_out else f"exit status {code}"
+    return f"the {mechanism} sandbox failed before starting the agent ({how})" + (f": {said}" if said else "")
 
 
-def _says_oom(stderr_path: Path) -> bool:
-    text = _tail(stderr_path, 8192)
+def _says_oom(spec: SandboxSpec) -> bool:
+    text = confined.tail(spec.logs_dir, "stderr.log", window=8192)
     return "MemoryError" in text or "Cannot allocate memory" in text or "out of memory" in text.lower()

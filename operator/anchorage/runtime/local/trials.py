@@ -221,20 +221,29 @@ def _attempt(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: Loc
 
 
 def _evidence(record: TrialRecord, result: sandbox.SandboxResult, limits: sandbox.SandboxLimits) -> AttemptEnd:
-    """The sandbox's result as the lifecycle's evidence; the record keeps what was in force."""
+    """The sandbox's result as the lifecycle's evidence; the record keeps what was in force.
+
+    Only the sandbox's own channel (``result.started``, the status pipe) makes this the platform's
+    failure (``outcome == "sandbox_error"``); the agent's exit code and output never do.
+    """
     record.exit_code = result.exit_code
     record.durations.agent_sec = round(result.wall_sec, 4)
     record.sandbox = SandboxInfo(
         mechanism=result.mechanism, enforced=dict(result.enforced), result_bytes=result.result_bytes,
-        oversized=result.oversized, killed_processes=result.killed_processes,
+        oversized=result.oversized, killed_processes=result.killed_processes, user=result.user,
+        quotas=result.quotas, logs_oversized=result.logs_oversized, started=result.started,
+        evidence=result.evidence,
         limits=LimitsInfo(timeout_sec=limits.timeout_sec, cpus=limits.cpus, memory_mb=limits.memory_mb,
                           storage_mb=limits.file_max_bytes // MIB if limits.file_max_bytes else None, pids=limits.pids,
-                          result_max_bytes=limits.result_max_bytes))
+                          result_max_bytes=limits.result_max_bytes, result_max_files=limits.result_max_files,
+                          log_max_bytes=limits.log_max_bytes, log_max_files=limits.log_max_files,
+                          tmp_mb=limits.tmp_mb))
     launcher = (result.detail or "the sandbox failed to start") if result.outcome == "sandbox_error" else None
     return AttemptEnd(exit_code=result.exit_code, launcher_failure=launcher, timed_out=result.outcome == "timeout",
                       timeout_sec=limits.timeout_sec, oom_killed=result.outcome == "oom", oom_detail=result.detail,
-                      memory_mb=limits.memory_mb, oversized=result.oversized, result_bytes=result.result_bytes,
-                      result_max_bytes=limits.result_max_bytes)
+                      memory_mb=limits.memory_mb, oversized=result.oversized or result.logs_oversized,
+                      result_bytes=result.result_bytes, result_max_bytes=limits.result_max_bytes,
+                      oversized_detail=result.oversized_detail)
 
 
 def _replay(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: LocalRuntime,

@@ -3,9 +3,11 @@
 Run by the local sandbox runner as ``python3 launcher.py PORT SOCKET -- AGENT ARGV...`` inside the
 sandbox's private network namespace. It listens on ``127.0.0.1:PORT`` (the only address an agent can
 reach), relays every connection byte for byte to the gateway's unix socket bound into the sandbox,
-starts the agent once the listener is up, and exits with the agent's exit status (128 + signal
-number when the agent was killed by a signal). Standard library only: it runs with whatever
-interpreter the sandbox has, and never imports anchorage.
+and once the listener is up reports ``started`` on its stdin — the engine's status pipe, written
+before any agent code runs, so only a launcher that could not listen leaves it silent (the platform's
+failure) — replaces its stdin by ``/dev/null``, starts the agent and exits with the agent's exit
+status (128 + signal number when the agent was killed by a signal). Standard library only: it runs
+with whatever interpreter the sandbox has, and never imports anchorage.
 """
 
 from __future__ import annotations
@@ -61,6 +63,15 @@ def _serve(listener: socket.socket, gateway_path: str) -> None:
         threading.Thread(target=_relay, args=(client, gateway_path), daemon=True).start()
 
 
+def _report_started() -> None:
+    """Tell the engine the sandbox is up (stdin is its status pipe), then give stdin to /dev/null."""
+    with contextlib.suppress(OSError):
+        os.write(0, b"started launcher\n")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[2] != "--":
         sys.stderr.write("usage: launcher.py PORT SOCKET -- AGENT ARGV...\n")
@@ -71,6 +82,7 @@ def main(argv: list[str]) -> int:
     listener.bind(("127.0.0.1", port))
     listener.listen(64)
     threading.Thread(target=_serve, args=(listener, gateway_path), daemon=True).start()
+    _report_started()
     try:
         child = subprocess.Popen(agent)
     except OSError as exc:
