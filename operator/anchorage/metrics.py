@@ -19,6 +19,8 @@ from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from anchorage.trials.phases import Phase
+
 OTHER = "other"
 
 TRIALS = Gauge(
@@ -147,7 +149,7 @@ def serve(port: int, addr: str = "127.0.0.1", registry: CollectorRegistry = REGI
 #: Campaign label of a Trial created on its own (not by a VerificationCampaign).
 LONE = "none"
 #: Trial phases the ``anchorage_trials`` gauge reports for every entry (absent ones are set to 0).
-PHASES = ("Pending", "Running", "Succeeded", "Failed", "InfrastructureFailed")
+PHASES = tuple(str(phase) for phase in Phase)
 _CAMPAIGN_LABEL = "anchorage.dev/campaign"  # anchorage.runtime.kubejobs.LABEL_CAMPAIGN
 
 

@@ -193,7 +193,7 @@ def test_cost_is_unknown_without_the_admin_token(kube_env: Env, gateway: Gateway
     assert "costUSD" not in status and "usage" not in status
     assert "ANCHORAGE_GATEWAY_ADMIN_TOKEN" in status["costUnknownReason"]
     record = json.loads((folder / "trial.json").read_text())
-    assert record["cost_usd"] is None and "ANCHORAGE_GATEWAY_ADMIN_TOKEN" in record["cost_unknown"]
+    assert record["cost_usd"] is None and "ANCHORAGE_GATEWAY_ADMIN_TOKEN" in record["cost_unknown_reason"]
 
 
 def test_fake_kubelet_holds_a_container_until_its_secret_exists(kube_env: Env) -> None:

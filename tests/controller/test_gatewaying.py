@@ -91,7 +91,7 @@ def test_cost_is_unknown_when_the_gateway_cannot_be_reached(gateway: Gateway) ->
     assert fields["costUSD"] is None and fields["usage"] is None
     assert "could not be read" in fields["costUnknownReason"] and f"127.0.0.1:{port}" in fields["costUnknownReason"]
     record = gatewaying.record_fields({k: v for k, v in fields.items() if v is not None})
-    assert record["cost_usd"] is None and "could not be read" in record["cost_unknown"]
+    assert record["cost_usd"] is None and "could not be read" in record["cost_unknown_reason"]
 
 
 def test_cost_is_unknown_for_an_unpriced_model(gateway: Gateway) -> None:

@@ -36,8 +36,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from anchorage.scoring.rewards import bo_eval
+from anchorage.trials.phases import Phase
 
-INFRA_PHASE = "InfrastructureFailed"
+INFRA_PHASE = str(Phase.INFRASTRUCTURE_FAILED)
 
 
 @dataclass(frozen=True)

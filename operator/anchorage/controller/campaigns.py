@@ -28,15 +28,16 @@ from pydantic import ValidationError
 
 from anchorage import metrics
 from anchorage.campaigns.aggregation import TrialResult, leaderboard
-from anchorage.campaigns.names import scoring_run_name
 from anchorage.campaigns.planning import PlannedTrial, plan
 from anchorage.campaigns.selection import campaign_task_names
 from anchorage.controller import kube, scoring, trials
 from anchorage.controller.settings import config, store
 from anchorage.controller.trials import condition
 from anchorage.errors import InputError
-from anchorage.manifests import API_GROUP, API_VERSION, CampaignSpec
+from anchorage.manifests import API_GROUP, API_VERSION, CampaignSpec, TrialSpec
 from anchorage.runtime import kubejobs
+from anchorage.runtime.kubestatus import CampaignStatus
+from anchorage.trials import is_terminal
 
 INTERVAL = float(os.environ.get("ANCHORAGE_CAMPAIGN_INTERVAL", "2"))
 SWEEP_SEC = float(os.environ.get("ANCHORAGE_SWEEP_INTERVAL", "10"))
@@ -56,7 +57,7 @@ async def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labe
     Async although it awaits nothing: kopf runs a sync index function in its thread pool, a thread hop on
     every Trial event for a few dict lookups."""
     phase = status.get("phase")
-    done = phase == "InfrastructureFailed" or status.get("gradable") is not None
+    done = is_terminal(phase)  # a Trial stays Running until it is scored (or ends InfrastructureFailed)
     cost = None if status.get("costUnknownReason") else float(status.get("costUSD") or 0)
     return {(namespace, labels[kubejobs.LABEL_CAMPAIGN]): (name, phase, done, cost, time.monotonic())}
 
@@ -152,11 +153,10 @@ def _publish(body: kopf.Body, spec: CampaignSpec, states: dict[str, TrialState])
 
 
 def _repair(ns: str, name: str, phase: str | None) -> None:
-    if phase in (None, "Running"):
-        trial = kube.get_custom("trials", ns, name)
-        run = trials.repair(trial) if trial is not None else None
-    else:  # ended but not scored: a trial finished by an operator version that wrote the agent's end
-        run = kube.get_custom("scoringruns", ns, scoring_run_name(name))
+    if is_terminal(phase):
+        return
+    trial = kube.get_custom("trials", ns, name)
+    run = trials.repair(trial) if trial is not None else None
     if run is not None:
         scoring.check_running(run)
 
@@ -197,11 +197,13 @@ def _reconcile(body: kopf.Body, status: kopf.Status,
     except ValidationError as exc:
         raise kopf.PermanentError(f"invalid campaign: {exc}") from exc
     try:
+        for entry in spec.entries:  # what the operator cannot run is refused before any Trial exists
+            trials.admit(TrialSpec(task="-", agent=entry.agent, verification=spec.verification), where="spec")
         _plan(body, spec)  # taskSelector resolution (campaigns.selection) can fail: say so, retry next tick
     except InputError as exc:
         failed = {"phase": "Failed", "conditions": [condition("Ready", "False", "InvalidTasks", str(exc)[:1000],
                                                               meta.get("generation"))]}
-        return {} if status.get("phase") == "Failed" else failed
+        return {} if status.get("phase") == "Failed" else CampaignStatus.model_validate(failed).patch()
     states = index.get((meta["namespace"], meta["name"]), ())
     names: set[str] = set()
     active = done = infra = unknown = 0
@@ -239,6 +241,7 @@ def _reconcile(body: kopf.Body, status: kopf.Status,
         _forget(uid)
     elif spec.suspend:
         new["conditions"] = [condition("Suspended", "True", "Suspended", "spec.suspend is true", meta.get("generation"))]
+    new = CampaignStatus.model_validate(new).patch()  # typed: what the CRD's schema promises
     if all(status.get(k) == v for k, v in new.items() if k != "conditions"):
         return {}
     return new

@@ -140,5 +140,5 @@ def record_fields(status: Mapping[str, Any]) -> dict[str, Any]:
         fields["usage"]["cost_usd"] = status.get("costUSD")
         fields["cost_source"] = COST_SOURCE
     if status.get("costUnknownReason"):
-        fields["cost_unknown"] = status["costUnknownReason"]
+        fields["cost_unknown_reason"] = status["costUnknownReason"]
     return fields

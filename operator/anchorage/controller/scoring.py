@@ -1,18 +1,18 @@
-"""ScoringRun handlers: launch the verifier Job; when it ends, publish the scores.
+"""ScoringRun handlers: launch the verifier Job; when it ends, publish the run's scores.
 
 Registered by importing ``anchorage.controller``. One status write per run, when it is scored (the
-verifier Job's name is deterministic, ``<run>-verify``, so no "Running" write is needed to find it);
-for a trial's run the same pass writes the Trial's final status: the agent's outcome, carried by the
-run's annotation ``trials.OUTCOME``, with the scores. Runs are driven by watch events, like Trials
-(see ``anchorage.controller.trials``). Sources: ``trialRef`` (the trial's uploaded
-results; the score also lands on the Trial's status and in its ``trial.json`` record, which the
-campaign aggregates), ``artifacts`` (external artifacts, e.g. third-party runs: rescored with the same
-scorer) and ``campaignRef`` (every trial of a campaign, rescored).
+verifier Job's name is deterministic, ``<run>-verify``, so no "Running" write is needed to find it).
+A run writes only its own status: a trial's run ending is an event the *trial's* handler acts on
+(:func:`anchorage.controller.trials.run_ended`), which writes the Trial's final status and its
+``trial.json``. Runs are driven by watch events, like Trials (see ``anchorage.controller.trials``).
+Sources: ``trialRef`` (the trial's uploaded results), ``artifacts`` (external artifacts, e.g.
+third-party runs: rescored with the same scorer) and ``campaignRef`` (every trial of a campaign,
+rescored). The post-agent steps the verifier runs are the lifecycle core's
+(:mod:`anchorage.trials.pipeline`); a step the operator cannot run is refused at admission.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -20,14 +20,15 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from anchorage import metrics
-from anchorage.controller import gatewaying, kube, trials
+from anchorage.controller import kube, trials
 from anchorage.controller.settings import config, store
 from anchorage.controller.trials import _finished, condition
 from anchorage.errors import InputError
 from anchorage.manifests import API_GROUP, API_VERSION, ScoringRunSpec
 from anchorage.runtime import kubejobs, kuberescoring
-from anchorage.runtime.kubestatus import now_rfc3339
+from anchorage.runtime.kubestatus import Condition, ScoreSummary, ScoringRunStatus, now_rfc3339
+from anchorage.trials.agents import OPERATOR
+from anchorage.trials.pipeline import refusals
 
 FINAL = ("Succeeded", "Failed")
 
@@ -67,24 +68,16 @@ def _sources(ns: str, name: str, spec: ScoringRunSpec) -> tuple[str, list[dict[s
     return task, items, out
 
 
-def _outcome(run: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The agent's outcome a trial's run carries (:data:`trials.OUTCOME`), None for other runs."""
-    raw = ((run["metadata"].get("annotations") or {}).get(trials.OUTCOME))
-    try:
-        outcome = json.loads(raw) if raw else None
-    except ValueError:
-        return None
-    return outcome if isinstance(outcome, dict) else None
-
-
 def _run_sources(run: Mapping[str, Any], spec: ScoringRunSpec) -> tuple[str, list[dict[str, Any]], str]:
-    """:func:`_sources`, without reading the Trial when the run says where its results are."""
-    source = (_outcome(run) or {}).get("source") or {}
-    if spec.trial_ref and source.get("recordUri") and source.get("task"):
-        prefix = _key(source["recordUri"])
-        return source["task"], [{"uri": f"{prefix}/artifacts", "entry": source.get("entry") or spec.trial_ref,
-                                 "seed": source.get("seed", 0), "out": ""}], prefix
-    return _sources(run["metadata"]["namespace"], run["metadata"]["name"], spec)
+    """:func:`_sources`, reading a trial's body from the watched ones when it has its record folder."""
+    meta = run["metadata"]
+    if spec.trial_ref:
+        trial = trials.TRIALS.current(meta["namespace"], spec.trial_ref,
+                                      lambda t: bool((t.get("status") or {}).get("recordUri")))
+        if trial is not None:
+            item = _trial_items(trial, out="")
+            return trial["spec"]["task"], [item], item["uri"].rsplit("/", 1)[0]
+    return _sources(meta["namespace"], meta["name"], spec)
 
 
 def verifier_job_name(run: Mapping[str, Any]) -> str:
@@ -98,9 +91,13 @@ def start(run: dict[str, Any]) -> None:
     Raises InputError/ValidationError for a run that cannot be scored.
     """
     spec = ScoringRunSpec.model_validate(run["spec"])
+    refused = refusals(spec.verification, OPERATOR)
+    if refused:
+        raise InputError("; ".join(refused), hint="docs/architecture.md lists the steps each driver runs")
     task, items, out = _run_sources(run, spec)
     kube.create_job(kubejobs.verifier_job(run, task=task, artifacts=items, out=out, config=config(),
-                                          baseline=spec.baseline, gates=spec.verification.gates))
+                                          baseline=spec.baseline, gates=spec.verification.gates,
+                                          lean=spec.verification.lean))
 
 
 def launch(run: dict[str, Any]) -> None:
@@ -109,20 +106,16 @@ def launch(run: dict[str, Any]) -> None:
     try:
         start(run)
     except (ValidationError, InputError) as exc:
-        failed = condition("Ready", "False", "InvalidInput", str(exc)[:1000])
-        outcome = {k: v for k, v in (_outcome(run) or {}).items() if k != "source"}
-        trial_ref = (run.get("spec") or {}).get("trialRef")
-        if outcome and trial_ref:  # the trial waits for these scores: end it unscored
-            kube.patch_status("trials", meta["namespace"], trial_ref, {
-                **outcome, "scoringRun": meta["name"], "gradable": False,
-                "conditions": [trials.ready_condition(outcome), condition("Scored", "False", "InvalidInput", str(exc)[:1000])]})
-        kube.patch_status("scoringruns", meta["namespace"], meta["name"], {
-            "phase": "Failed", "message": str(exc), "conditions": [failed]})
+        failed = ScoringRunStatus(phase="Failed", message=str(exc), conditions=[
+            Condition.model_validate(condition("Ready", "False", "InvalidInput", str(exc)[:1000]))])
+        kube.patch_status("scoringruns", meta["namespace"], meta["name"], failed.patch())
         raise kopf.PermanentError(str(exc)) from exc
 
 
 #: Runs this process started and verifier Jobs whose end it handled.
 _STARTED, _ENDED = trials.Once(), trials.Once()
+#: Trial runs whose end this process passed to the trial's handler.
+_TRIAL_ENDED = trials.Once()
 #: Unfinished runs as last watched (the verifier Job's end reads them from here).
 RUNS = trials.Latest(lambda namespace, name: kube.get_custom("scoringruns", namespace, name))
 
@@ -133,9 +126,16 @@ async def run_event(type: str | None, body: kopf.Body, status: kopf.Status, **_:
     meta = body["metadata"]
     ended = WATCHDOG.note(type, body, status.get("phase"), FINAL)
     RUNS.note(body, ended)
-    if ended:
-        return
     uid = meta["uid"]
+    if ended:
+        if type != "DELETED" and status.get("phase") in FINAL and (body.get("spec") or {}).get("trialRef") \
+                and _TRIAL_ENDED.first(uid):
+            try:
+                await kube.in_thread(trials.run_ended, dict(body))  # the trial's handler ends the trial
+            except kopf.TemporaryError:
+                _TRIAL_ENDED.forget(uid)
+                raise
+        return
     if type is None:
         await kube.in_thread(check_running, dict(body))
     elif _STARTED.first(uid):
@@ -161,62 +161,26 @@ def _summaries(run: dict[str, Any], items: list[dict[str, Any]], out: str) -> li
     return scores
 
 
-def _write_trial_record(trial: dict[str, Any], record: dict[str, Any], out: str) -> None:
-    status = trial.get("status") or {}
-    spec = trial["spec"]
-    doc = {"name": trial["metadata"]["name"], "entry": spec.get("entry") or trial["metadata"]["name"],
-           "task": spec["task"], "seed": spec.get("seed", 0), "phase": status.get("phase"),
-           "reason": status.get("reason"), "exit_code": status.get("exitCode"), "attempt": status.get("attempt"),
-           **gatewaying.record_fields(status), "score": record, "driver": "operator"}
-    records = store()
-    records.put_bytes(f"{out}/trial.json", json.dumps(doc, indent=1).encode())
-    records.mark_complete(out)  # written after every other object of the trial (design notes: run folder)
-
-
-def _awaits_scores(source: Mapping[str, Any], trial: Mapping[str, Any]) -> bool:
-    """Whether a watched Trial body is the one the run's outcome came from: Running the attempt it names."""
-    status = trial.get("status") or {}
-    return bool(source.get("jobName")) and status.get("phase") == "Running" and \
-        status.get("jobName") == source["jobName"] and status.get("recordUri") == source.get("recordUri")
-
-
 def finish(run: dict[str, Any], result: str) -> None:
-    """Publish the scores of a finished verifier Job; for trialRef runs also the Trial's final status."""
+    """Publish the scores of a finished verifier Job in the run's status (its only write)."""
     meta = run["metadata"]
     spec = ScoringRunSpec.model_validate(run["spec"])
-    outcome = {k: v for k, v in (_outcome(run) or {}).items() if k != "source"}
-    if spec.trial_ref:
-        trial = trials.TRIALS.current(meta["namespace"], spec.trial_ref,
-                                      functools.partial(_awaits_scores, (_outcome(run) or {}).get("source") or {}))
-        if trial is None:
-            return
-        items, out = [_trial_items(trial, out="")], _key((trial.get("status") or {}).get("recordUri", ""))
-    else:
-        _, items, out = _sources(meta["namespace"], meta["name"], spec)
-        trial = None
+    _, items, out = _run_sources(run, spec)
     scores = _summaries(run, items, out)
     ok = result == "Complete" and all("error" not in s["_record"] or s["_record"].get("o_eval") is not None
                                       for s in scores)
     first = scores[0] if scores else {}
-    if trial is not None and first:
-        status = {**(trial.get("status") or {}), **outcome}
-        _write_trial_record({**trial, "status": status}, first["_record"], out)
-        ready = [trials.ready_condition(outcome, trial["metadata"].get("generation"))] if outcome else \
-            (trial.get("status") or {}).get("conditions", [])[:1]
-        kube.patch_status("trials", meta["namespace"], trial["metadata"]["name"], {
-            **outcome, "scoringRun": meta["name"],
-            "raw": first["raw"], "oEval": first["oEval"], "boEval": first["boEval"], "gradable": first["gradable"],
-            "conditions": [*ready, condition("Scored", "True" if ok else "False", "Scored" if ok else "VerifierFailed",
-                                             f"O-Eval {first['oEval']}")]})
-        metrics.operator_trial_scored(trial, first["oEval"], first["boEval"])
-    kube.patch_status("scoringruns", meta["namespace"], meta["name"], {
-        "phase": "Succeeded" if ok else "Failed", "jobName": verifier_job_name(run),
-        "recordUri": f"{config().store_uri.rstrip('/')}/{out}", "observedGeneration": meta.get("generation"),
-        "raw": first.get("raw"), "oEval": first.get("oEval"), "boEval": first.get("boEval"),
-        "scores": [{k: v for k, v in s.items() if k != "_record" and v is not None} for s in scores],
-        "message": None if ok else f"verifier job ended: {result}",
-        "conditions": [condition("Ready", "True" if ok else "False", "Scored" if ok else "VerifierFailed",
-                                 f"{len(scores)} artifact(s) scored at {now_rfc3339()}")]})
+    done = ScoringRunStatus(
+        phase="Succeeded" if ok else "Failed", job_name=verifier_job_name(run),
+        record_uri=f"{config().store_uri.rstrip('/')}/{out}", observed_generation=meta.get("generation"),
+        raw=first.get("raw"), o_eval=first.get("oEval"), bo_eval=first.get("boEval"),
+        scores=[ScoreSummary.model_validate({k: v for k, v in s.items() if k != "_record" and v is not None})
+                for s in scores],
+        message=None if ok else f"verifier job ended: {result}",
+        conditions=[Condition.model_validate(condition(
+            "Ready", "True" if ok else "False", "Scored" if ok else "VerifierFailed",
+            f"{len(scores)} artifact(s) scored at {now_rfc3339()}"))])
+    kube.patch_status("scoringruns", meta["namespace"], meta["name"], done.patch())
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "verifier", **kubejobs.MANAGED_BY},

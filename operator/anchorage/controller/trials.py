@@ -1,28 +1,34 @@
-"""Trial handlers: launch the Job of each attempt; when it ends, create the ScoringRun (or retry).
+"""Trial handlers: launch the Job of each attempt; when it ends, score it through a ScoringRun (or retry).
 
-Registered by importing ``anchorage.controller``. A Trial runs once; only an infrastructure failure
-is retried, and only ``spec.retries`` times (each attempt is a new Job ``<trial>-a<N>``). Names are
-deterministic, so a restarted operator that re-handles a Trial finds its Job instead of making a
-second one.
+Registered by importing ``anchorage.controller``. Thin: Kubernetes evidence in (the Job's end, the
+upload sidecar's marker, the ScoringRun's end), the lifecycle core (:mod:`anchorage.trials`:
+``plan_agent``, ``classify``, ``should_retry``, ``with_score``, ``TrialRecord``) in the middle, typed
+status out (:class:`anchorage.runtime.kubestatus.TrialStatus`). A Trial runs once; only an
+infrastructure failure is retried, and only ``spec.retries`` times (each attempt is a new Job
+``<trial>-a<N>``). Names are deterministic, so a restarted operator that re-handles a Trial finds its
+Job instead of making a second one.
 
-Two status writes per trial: ``Running`` (attempt, Job name) before its Job is created, and the final
-one (the agent's outcome with its scores), written by the ScoringRun's finish
-(``anchorage.controller.scoring``). In between, the ScoringRun carries the agent's outcome in the
-annotation :data:`OUTCOME` (set when it is created: no extra write). Trials are driven by watch
-events (``kopf.on.event``): kopf then keeps no diff-base or progress annotation on them (one write
-less per object); what kopf's create/resume handlers did — retry a failed launch, repair after a
-restart — is done by :func:`repair`, called for listed objects at startup, by the campaign's sweep
-and by the lone trials' :class:`Watchdog` (no kopf timer: see there).
+The Trial owns its status — no other object's handler writes it. Two status writes per trial:
+``Running`` (attempt, Job name) before its Job is created, and the final one, when its ScoringRun has
+ended (:func:`run_ended`). In between, the attempt's record (the agent's outcome, the evidence, the
+cost) waits in the trial's own folder in the store (``attempt.json``), not in the cluster. Trials are
+driven by watch events (``kopf.on.event``): kopf then keeps no diff-base or progress annotation on
+them (one write less per object); what kopf's create/resume handlers did — retry a failed launch,
+repair after a restart — is done by :func:`repair`, called for listed objects at startup, by the
+campaign's sweep and by the lone trials' :class:`Watchdog` (no kopf timer: see there).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import datetime as dt
 import functools
+import hashlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,20 +36,36 @@ import kopf
 from pydantic import ValidationError
 
 from anchorage import metrics
+from anchorage import trials as trials_core
 from anchorage.campaigns.names import dns_label, scoring_run_name
 from anchorage.controller import gatewaying, kube
 from anchorage.controller.settings import config, store
-from anchorage.errors import AnchorageError
+from anchorage.errors import AnchorageError, InputError
 from anchorage.manifests import API_GROUP, API_VERSION, TrialSpec
 from anchorage.runtime import kubejobs
-from anchorage.runtime.kubestatus import Condition, now_rfc3339
+from anchorage.runtime.kubestatus import Condition, TrialStatus, Usage, now_rfc3339
 from anchorage.tasks import Task, load_task, resolve_task
-from anchorage.trials import AgentPlan, plan_agent
+from anchorage.trials import AgentPlan, AttemptEnd, Phase, Reason, TrialRecord, classify, plan_agent, should_retry
+from anchorage.trials.agents import OPERATOR, refusal
+from anchorage.trials.costing import trial_cost
+from anchorage.trials.pipeline import refusals
+from anchorage.trials.records import (
+    AgentInfo,
+    ArtifactInfo,
+    AttemptInfo,
+    LimitsInfo,
+    PromptInfo,
+    SandboxInfo,
+    ScoreInfo,
+    entry_name,
+    now,
+)
 
-TERMINAL = ("Succeeded", "Failed", "InfrastructureFailed")
-#: ScoringRun annotation: the agent's outcome (phase, reason, exit code, end time, cost fields) and where
-#: its results are, written onto the Trial with the scores.
-OUTCOME = "anchorage.dev/agent-outcome"
+TERMINAL = tuple(str(p) for p in trials_core.TERMINAL)
+#: The attempt's record at the agent's end, in the trial's folder, until its scores come.
+ATTEMPT_RECORD = "attempt.json"
+#: The sandbox mechanism a cluster trial's record names.
+MECHANISM = "kubernetes-pod"
 
 
 def job_name(trial: str, attempt: int) -> str:
@@ -91,6 +113,7 @@ def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
     """
     meta = body["metadata"]
     campaign = (meta.get("labels") or {}).get(kubejobs.LABEL_CAMPAIGN)
+    admit(spec)
     gatewaying.check(spec)  # a model-calling trial needs a token: refuse before anything is written
     plan, defaults = _task_inputs(spec)
     cfg = config()
@@ -98,12 +121,23 @@ def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
                              job_name=job_name(meta["name"], attempt), campaign=campaign)
     if (body.get("status") or {}).get("jobName") != job["metadata"]["name"]:
         prefix = kubejobs.trial_prefix(meta["namespace"], meta["name"], campaign)
-        kube.patch_status("trials", meta["namespace"], meta["name"], {
-            "phase": "Running", "attempt": attempt, "jobName": job["metadata"]["name"], "startTime": now_rfc3339(),
-            "recordUri": f"{cfg.store_uri.rstrip('/')}/{prefix}", "observedGeneration": meta.get("generation"),
-            "conditions": [condition("Ready", "False", "Running", "the agent is running", meta.get("generation"))]})
+        running = TrialStatus(
+            phase=Phase.RUNNING, attempt=attempt, job_name=job["metadata"]["name"], start_time=now_rfc3339(),
+            record_uri=f"{cfg.store_uri.rstrip('/')}/{prefix}", observed_generation=meta.get("generation"),
+            conditions=[Condition.model_validate(condition("Ready", "False", "Running", "the agent is running",
+                                                           meta.get("generation")))])
+        kube.patch_status("trials", meta["namespace"], meta["name"], running.patch())
     kube.ensure_policies_once(job["metadata"]["namespace"], cfg)
     gatewaying.create_job(job, body, spec)  # the Job, then a model-calling agent's token Secret
+
+
+def admit(spec: TrialSpec, where: str = "spec") -> None:
+    """Refuse (InputError) what the operator cannot run: an agent kind or a post-agent step it lacks."""
+    problems = [p for p in (refusal(spec.agent, OPERATOR),) if p]
+    problems += refusals(spec.verification, OPERATOR, where=f"{where}.verification")
+    if problems:
+        raise InputError("; ".join(problems), hint="change the manifest (docs/architecture.md lists what each "
+                         "driver runs)")
 
 
 def launch(trial: Mapping[str, Any]) -> None:
@@ -112,10 +146,11 @@ def launch(trial: Mapping[str, Any]) -> None:
     try:
         _launch(trial, trial_spec(trial), int(status.get("attempt") or 0))
     except (ValidationError, AnchorageError) as exc:
-        kube.patch_status("trials", meta["namespace"], meta["name"], {
-            "phase": "InfrastructureFailed", "reason": "sandbox_error", "message": str(exc),
-            "conditions": [condition("Ready", "False", "InvalidInput", str(exc)[:1000])]})
-        metrics.operator_trial_finished(trial, "InfrastructureFailed", "sandbox_error")
+        failed = TrialStatus(phase=Phase.INFRASTRUCTURE_FAILED, reason=Reason.SANDBOX_ERROR, message=str(exc),
+                             conditions=[Condition.model_validate(condition("Ready", "False", "InvalidInput",
+                                                                            str(exc)[:1000]))])
+        kube.patch_status("trials", meta["namespace"], meta["name"], failed.patch())
+        metrics.operator_trial_finished(trial, Phase.INFRASTRUCTURE_FAILED, Reason.SANDBOX_ERROR)
         raise kopf.PermanentError(f"cannot launch: {exc}") from exc
 
 
@@ -295,61 +330,189 @@ def _finished(job: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _outcome(result: str, upload: dict[str, Any] | None) -> tuple[str, str, int | None]:
-    """(phase, reason, exit code) of a finished attempt."""
+def attempt_end(result: str, upload: Mapping[str, Any] | None, timeout_sec: float | None) -> AttemptEnd:
+    """A finished Job (how it ended) and the upload sidecar's marker as the lifecycle's evidence.
+
+    Platform evidence only decides an infrastructure failure: the Job's own condition and whether the
+    sidecar (the only container with storage credentials) wrote its marker. The exit code the agent's
+    container left is the agent's own evidence: at worst a ``Failed`` trial.
+    """
     if result == "DeadlineExceeded":
-        return "Failed", "timeout", None
+        return AttemptEnd(timed_out=True, timeout_sec=timeout_sec)
     if upload is None:
-        return "InfrastructureFailed", "storage_error" if result == "Complete" else "sandbox_error", None
+        if result == "Complete":
+            return AttemptEnd(storage_failure="the attempt ended but its results were never uploaded "
+                                              "(the upload sidecar wrote no marker)")
+        return AttemptEnd(launcher_failure=f"the attempt's pod ended ({result}) before its results were collected")
     code = upload.get("exit_code")
-    if code is None:
-        return "InfrastructureFailed", "sandbox_error", None
-    if code == 0:
-        return ("Succeeded", "completed", 0) if (upload.get("files") or {}).get("artifacts") else \
-            ("Failed", "no_artifact", 0)
-    return "Failed", "oom" if code == 137 else "agent_error", int(code)
+    return AttemptEnd(exit_code=None if code is None else int(code), oom_killed=code == 137)
+
+
+def _read_json(key: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(store().get_bytes(key))
+    except (OSError, KeyError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _prefix(status: Mapping[str, Any]) -> str:
+    """The trial's folder key in the store (its ``recordUri`` under the store root)."""
+    return str(status.get("recordUri", "")).removeprefix(config().store_uri.rstrip("/")).strip("/")
 
 
 def _read_upload(record_uri: str) -> dict[str, Any] | None:
-    cfg = config()
-    key = record_uri.removeprefix(cfg.store_uri.rstrip("/")).strip("/") + "/upload.json"
+    return _read_json(_prefix({"recordUri": record_uri}) + "/upload.json")
+
+
+def ready_condition(phase: str, reason: str | None, generation: int | None = None) -> dict[str, Any]:
+    """The Trial's ``Ready`` condition for its outcome."""
+    return condition("Ready", "True" if phase == "Succeeded" else "False", phase, f"trial ended: {reason}", generation)
+
+
+def _attempt_record(trial: Mapping[str, Any], spec: TrialSpec, end: AttemptEnd) -> TrialRecord:
+    """The trial's record at the agent's end: evidence classified by the core, cost, what was in force."""
+    meta, status = trial["metadata"], trial.get("status") or {}
+    task, defaults = _task_cached(spec.task)
+    plan = plan_agent(spec.agent, task, spec.seed)
+    outcome = classify(end)
+    resources = kubejobs.resources_in_force(spec, defaults)
+    record = TrialRecord(
+        name=meta["name"], campaign=(meta.get("labels") or {}).get(kubejobs.LABEL_CAMPAIGN), entry=entry_name(spec),
+        task=task.slug, seed=spec.seed, attempt=int(status.get("attempt") or 0) + 1, driver="operator",
+        agent=AgentInfo(kind=spec.agent.kind, model=spec.agent.model, reasoning_effort=spec.agent.reasoning_effort,
+                        label=plan.label),
+        started_at=status.get("startTime"), exit_code=end.exit_code,
+        prompt=PromptInfo(sha256=hashlib.sha256(task.instruction.encode()).hexdigest(), delivered=plan.delivers_prompt),
+        sandbox=SandboxInfo(mechanism=MECHANISM, enforced={k: f"requests = limits = {v}" for k, v in resources.items()},
+                            limits=LimitsInfo(timeout_sec=kubejobs.deadline(spec, defaults), cpus=spec.limits.cpus or
+                                              defaults.get("cpus"), memory_mb=spec.limits.memory_mb or
+                                              _int(defaults.get("memory_mb")), storage_mb=spec.limits.storage_mb or
+                                              _int(defaults.get("storage_mb")))))
+    record.end(outcome.phase, outcome.reason, outcome.message)
+    started = _parse_time(status.get("startTime"))
+    if started is not None:
+        record.durations.agent_sec = round(time.time() - started, 3)
+    _cost(trial, spec, record)
+    return record
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _parse_time(text: str | None) -> float | None:
     try:
-        data: dict[str, Any] = json.loads(store().get_bytes(key))
-    except (OSError, KeyError, ValueError):
+        return dt.datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp() if text else None
+    except ValueError:
         return None
-    return data
 
 
-def ready_condition(outcome: Mapping[str, Any], generation: int | None = None) -> dict[str, Any]:
-    """The Trial's ``Ready`` condition for the agent's outcome."""
-    phase = str(outcome.get("phase"))
-    return condition("Ready", "True" if phase == "Succeeded" else "False", phase,
-                     f"agent ended: {outcome.get('reason')}", generation)
+def _cost(trial: Mapping[str, Any], spec: TrialSpec, record: TrialRecord) -> None:
+    """The trial's cost: a model-calling trial's token is revoked and its usage read at the gateway
+    (``gatewaying.settle``: unknown, with the reason, when it cannot be read or priced); others cost 0."""
+    if not kubejobs.uses_gateway(spec.agent):
+        cost = trial_cost(None, calls_models=False)
+        record.cost_usd, record.cost_source, record.cost_unknown_reason = cost.usd, cost.source, cost.unknown_reason
+        return
+    fields = gatewaying.settle(trial, spec, config())
+    recorded = gatewaying.record_fields(fields)
+    record.usage = recorded.get("usage")
+    record.cost_usd, record.cost_source = fields.get("costUSD"), recorded.get("cost_source")
+    record.cost_unknown_reason = fields.get("costUnknownReason")
 
 
 def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
     """The attempt ended: retry an infrastructure failure, end the trial, or create its ScoringRun."""
     meta, status = trial["metadata"], trial.get("status") or {}
     spec = trial_spec(trial)
-    phase, reason, code = _outcome(result, _read_upload(status.get("recordUri", "")))
-    attempt = int(status.get("attempt") or 0)
-    ns, name = meta["namespace"], meta["name"]
-    if phase == "InfrastructureFailed" and attempt < spec.retries:
-        _launch({**trial, "status": {}}, spec, attempt + 1)
+    _, defaults = _task_cached(spec.task)
+    end = attempt_end(result, _read_upload(status.get("recordUri", "")), kubejobs.deadline(spec, defaults))
+    record = _attempt_record(trial, spec, end)
+    prefix = _prefix(status)
+    if should_retry(record.outcome(), record.attempt, spec.retries):
+        store().put_bytes(f"{prefix}/attempts/{record.attempt}.json", json.dumps(record.to_json()).encode())
+        _launch({**trial, "status": {}}, spec, record.attempt)
         return
-    outcome: dict[str, Any] = {"phase": phase, "reason": reason, "exitCode": code, "completionTime": now_rfc3339(),
-                               **gatewaying.settle(trial, spec, config())}
-    if phase == "InfrastructureFailed":
-        kube.patch_status("trials", ns, name, {**outcome, "conditions": [ready_condition(outcome, meta.get("generation"))]})
-        metrics.operator_trial_finished(trial, phase, reason)
+    record.previous_attempts = _previous_attempts(prefix, record.attempt)
+    if record.phase is Phase.INFRASTRUCTURE_FAILED:
+        complete(trial, record)
         return
-    run = kubejobs.child_scoring_run(trial, scoring_run_name(name),
+    store().put_bytes(f"{prefix}/{ATTEMPT_RECORD}", json.dumps(record.to_json()).encode())
+    store().put_bytes(f"{prefix}/agent/prompt.txt", _task_cached(spec.task)[0].instruction.encode())
+    run = kubejobs.child_scoring_run(trial, scoring_run_name(meta["name"]),
                                      spec.verification.model_dump(by_alias=True, exclude_none=True, mode="json"))
-    source = {"task": spec.task, "entry": spec.entry or name, "seed": spec.seed, "recordUri": status.get("recordUri"),
-              "jobName": status.get("jobName")}
-    run["metadata"]["annotations"] = {OUTCOME: json.dumps({**outcome, "source": source}, separators=(",", ":"))}
-    if kube.create_custom("scoringruns", run):
-        metrics.operator_trial_finished(trial, phase, reason)
+    kube.create_custom("scoringruns", run)
+
+
+def _previous_attempts(prefix: str, attempt: int) -> list[AttemptInfo]:
+    earlier = [_read_json(f"{prefix}/attempts/{n}.json") for n in range(1, attempt)]
+    return [AttemptInfo(attempt=r["attempt"], reason=r.get("reason"), message=r.get("message") or "")
+            for r in earlier if r is not None]
+
+
+def run_ended(run: Mapping[str, Any]) -> None:
+    """The trial's ScoringRun ended: put its scores into the attempt's record and end the trial (once)."""
+    meta = run["metadata"]
+    trial_ref = (run.get("spec") or {}).get("trialRef")
+    trial = TRIALS.current(meta["namespace"], str(trial_ref), lambda t: (t.get("status") or {}).get("phase") == "Running")
+    if trial is None or (trial.get("status") or {}).get("phase") != "Running":
+        return
+    prefix = _prefix(trial.get("status") or {})
+    data = _read_json(f"{prefix}/{ATTEMPT_RECORD}")
+    if data is None:  # the record of the agent's end is gone from the store: the platform lost it
+        spec = trial_spec(trial)
+        record = _attempt_record(trial, spec, AttemptEnd(storage_failure=f"{prefix}/{ATTEMPT_RECORD} is missing"))
+    else:
+        record = TrialRecord.model_validate(data)
+        _apply_scores(record, run, prefix)
+    complete(trial, record, run=meta["name"], scored=(run.get("status") or {}).get("phase") == "Succeeded")
+
+
+def _apply_scores(record: TrialRecord, run: Mapping[str, Any], prefix: str) -> None:
+    """The verifier's record (``score.json``) into the trial's record; a verifier that failed is the platform's."""
+    status = run.get("status") or {}
+    score = _read_json(f"{prefix}/score.json") if status.get("phase") == "Succeeded" else None
+    if score is None:
+        record.end(Phase.INFRASTRUCTURE_FAILED, Reason.SANDBOX_ERROR,
+                   f"the verifier did not score the artifact: {status.get('message') or 'no score record'}")
+        return
+    record.score = ScoreInfo.of(score)
+    record.scoring_profile = score.get("profile")
+    record.versions.scorer = score.get("scorer_version")
+    record.artifact = ArtifactInfo(path=kubejobs.artifact_in_trial(score.get("artifact")),
+                                   recovered_from=score.get("recovered_from"),
+                                   recovery_note=score.get("recovery_note") or "")
+    outcome = trials_core.with_score(record.outcome(), score)
+    record.end(outcome.phase, outcome.reason, outcome.message)
+
+
+def complete(trial: Mapping[str, Any], record: TrialRecord, *, run: str | None = None, scored: bool = False) -> None:
+    """Write the finished trial: ``trial.json``, the store's completion marker, then the Trial's final status."""
+    meta = trial["metadata"]
+    prefix = _prefix(trial.get("status") or {})
+    record.finished_at = now()
+    records = store()
+    records.put_bytes(f"{prefix}/trial.json", json.dumps(record.to_json(), indent=1).encode())
+    records.mark_complete(prefix)  # written after every other object of the trial (design notes: run folder)
+    generation = meta.get("generation")
+    conditions = [ready_condition(record.phase, record.reason, generation)]
+    if run is not None:
+        conditions.append(condition("Scored", "True" if scored else "False", "Scored" if scored else "VerifierFailed",
+                                    f"O-Eval {record.score.o_eval if record.score else None}", generation))
+    score = record.score
+    final = TrialStatus(
+        phase=record.phase, reason=record.reason, message=record.message or None, exit_code=record.exit_code,
+        completion_time=now_rfc3339(), scoring_run=run, raw=score.raw if score else None,
+        o_eval=score.o_eval if score else None, bo_eval=score.bo_eval if score else None,
+        gradable=score.gradable if score else None, cost_usd=record.cost_usd,
+        usage=Usage.model_validate({k: (record.usage or {}).get(v, 0) for k, v in gatewaying.USAGE_FIELDS.items()})
+        if record.usage else None, cost_unknown_reason=record.cost_unknown_reason,
+        conditions=[Condition.model_validate(c) for c in conditions])
+    kube.patch_status("trials", meta["namespace"], meta["name"], final.patch())
+    metrics.operator_trial_finished(trial, record.phase, str(record.reason))
+    if score is not None:
+        metrics.operator_trial_scored(trial, score.o_eval, score.bo_eval)
 
 
 #: Only Job events with ``status.conditions`` reach the Job handlers: a Job has conditions once it ends
@@ -414,4 +577,7 @@ def check_running(trial: Mapping[str, Any]) -> dict[str, Any] | None:
     run = kube.get_custom("scoringruns", trial["metadata"]["namespace"], scoring_run_name(trial["metadata"]["name"]))
     if run is None:
         finish(dict(trial), job or {}, result)
+    elif (run.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        run_ended(run)  # the run's end was not seen: end the trial now
+        return None
     return run

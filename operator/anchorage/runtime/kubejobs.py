@@ -42,6 +42,7 @@ RUN_DIR = "/run/anchorage"
 DEFAULT_DEADLINE = 14400
 TOKEN_KEY = "token"  # key of the per-trial gateway token in its Secret
 TOKEN_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")  # the gateway takes Bearer and x-api-key alike
+SCRATCH_IN = "/scratch/in"  # where the verifier pod's init container puts the artifacts it scores
 
 
 class OperatorConfig(BaseModel):
@@ -119,7 +120,8 @@ def agent_command(plan: AgentPlan) -> list[str]:
     return list(plan.argv)
 
 
-def _resources(spec: TrialSpec, defaults: dict[str, float]) -> Manifest:
+def resources_in_force(spec: TrialSpec, defaults: dict[str, float]) -> dict[str, str]:
+    """The agent container's resources (requests = limits): the Trial's ``limits``, else task.toml's."""
     limits = spec.limits
     cpus = limits.cpus or defaults.get("cpus", 2)
     memory = limits.memory_mb or int(defaults.get("memory_mb", 8192))
@@ -128,6 +130,25 @@ def _resources(spec: TrialSpec, defaults: dict[str, float]) -> Manifest:
     gpus = limits.gpus if limits.gpus is not None else int(defaults.get("gpus", 0))
     if gpus:
         values["nvidia.com/gpu"] = str(gpus)
+    return values
+
+
+def deadline(spec: TrialSpec, defaults: dict[str, float]) -> int:
+    """The attempt's ``activeDeadlineSeconds``: the agent timeout of the Trial, else of task.toml."""
+    return int(spec.limits.agent_timeout_sec or defaults.get("agent_timeout_sec", DEFAULT_DEADLINE))
+
+
+def artifact_in_trial(path: str | None) -> str | None:
+    """Where the verifier found a trial's artifact (``/scratch/in/0/X``), as a path in the trial's folder
+    (``artifacts/X``, as the local engine records it)."""
+    if not path or not path.startswith(f"{SCRATCH_IN}/"):
+        return path
+    _, _, rest = path.removeprefix(f"{SCRATCH_IN}/").partition("/")
+    return f"artifacts/{rest}" if rest else None
+
+
+def _resources(spec: TrialSpec, defaults: dict[str, float]) -> Manifest:
+    values = resources_in_force(spec, defaults)
     return {"requests": dict(values), "limits": dict(values)}
 
 
@@ -215,21 +236,20 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
         }],
         "volumes": [{"name": v, "emptyDir": {}} for v in ("task", "results", "logs", "run", "tmp")],
     }
-    deadline = int(spec.limits.agent_timeout_sec or task_defaults.get("agent_timeout_sec", DEFAULT_DEADLINE))
     metadata: Manifest = {"name": job_name, "namespace": ns, "labels": job_labels,
                           "annotations": {"anchorage.dev/trial-namespace": trial["metadata"]["namespace"]}}
     if ns == trial["metadata"]["namespace"]:
         metadata["ownerReferences"] = [owner_ref(trial)]
     return {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
-        "spec": {"backoffLimit": 0, "activeDeadlineSeconds": deadline,
+        "spec": {"backoffLimit": 0, "activeDeadlineSeconds": deadline(spec, task_defaults),
                  "ttlSecondsAfterFinished": config.ttl_seconds_after_finished,
                  "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
     }
 
 
 def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], out: str,
-                 config: OperatorConfig, baseline: str | None, gates: bool) -> Manifest:
+                 config: OperatorConfig, baseline: str | None, gates: bool, lean: bool = False) -> Manifest:
     """The Job scoring a ScoringRun's artifacts with the Anchorage scorer: no network, 180 s deadline.
 
     ``artifacts`` are ``{"uri", "entry", "seed", "out"}``: read from the store by an init container,
@@ -237,8 +257,8 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
     """
     ns = config.trials_namespace or run["metadata"]["namespace"]
     name = run["metadata"]["name"]
-    fetch = ["fetch-artifacts", "--dest", "/scratch/in"]
-    score = ["score", "--task", task, "--src", "/scratch/in", "--out", "/scratch/out"]
+    fetch = ["fetch-artifacts", "--dest", SCRATCH_IN]
+    score = ["score", "--task", task, "--src", SCRATCH_IN, "--out", "/scratch/out"]
     for i, art in enumerate(artifacts):
         fetch += ["--artifact", f"{i}={art['uri']}"]
         score += ["--item", f"{i}={art['out']}"]
@@ -246,6 +266,8 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
         score += ["--baseline", baseline]
     if not gates:
         score.append("--no-gates")
+    if lean:
+        score.append("--lean")
     env, env_from = _storage_env(config, out)
     task_env = [{"name": "ANCHORAGE_TASKS", "value": config.task_source}] if config.task_source else []
     mounts = [{"name": "work", "mountPath": "/scratch"}, {"name": "tmp", "mountPath": "/tmp"}]

@@ -124,7 +124,8 @@ def score(args: argparse.Namespace) -> None:
     task = load_task(resolve_task(args.task))
     for item in args.item:
         index, _, out = item.partition("=")
-        record = score_artifact(task, Path(args.src, index), baseline=args.baseline, gates=args.gates)
+        record = score_artifact(task, Path(args.src, index), baseline=args.baseline, gates=args.gates,
+                                lean=args.lean)
         target = Path(args.out, out)
         target.mkdir(parents=True, exist_ok=True)
         (target / "score.json").write_text(json.dumps(record.to_dict(), indent=1, default=str))
@@ -158,6 +159,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--item", action="append", default=[])
     p.add_argument("--baseline")
     p.add_argument("--no-gates", dest="gates", action="store_false")
+    p.add_argument("--lean", action="store_true", help="fill obligations{} with the Lean layer (verification.lean)")
     p.set_defaults(fn=score)
     return parser
 

@@ -8,22 +8,23 @@ The operator writes these (``controller``), ``crds/`` publishes their schema (``
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-TrialPhase = Literal["Pending", "Running", "Succeeded", "Failed", "InfrastructureFailed"]
-TrialReason = Literal[
-    "completed", "agent_error", "timeout", "oom", "oversized_result", "no_artifact",
-    "sandbox_error", "gateway_error", "storage_error",
-]
+from anchorage.trials import Phase, Reason
+
 RunPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
 CampaignPhase = Literal["Pending", "Running", "Suspended", "Succeeded", "Failed"]
 
 
 class _Status(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    def patch(self) -> dict[str, Any]:
+        """The status merge-patch: the fields that were set (a field set to None removes it)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 def now_rfc3339() -> str:
@@ -61,9 +62,9 @@ class Usage(_Status):
 class TrialStatus(_Status):
     """Where a Trial is and what it produced."""
 
-    phase: TrialPhase = Field(default="Pending",
-                              description="Pending, Running, Succeeded, Failed or InfrastructureFailed.")
-    reason: TrialReason | None = Field(default=None, description="Why the trial ended (see docs/design-notes.md).")
+    phase: Phase = Field(default=Phase.PENDING,
+                         description="Pending, Running, Succeeded, Failed or InfrastructureFailed.")
+    reason: Reason | None = Field(default=None, description="Why the trial ended (see docs/design-notes.md).")
     message: str | None = Field(default=None, description="Human-readable detail of the last transition.")
     attempt: int = Field(default=0, ge=0, description="Infrastructure retries used so far (0 = first run).")
     job_name: str | None = Field(default=None, description="Name of the Job running the current attempt.")

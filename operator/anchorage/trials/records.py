@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from anchorage.manifests import TrialSpec
 from anchorage.trials.outcomes import Outcome
 from anchorage.trials.phases import Phase, Reason
 
@@ -128,6 +129,11 @@ class AttemptInfo(_Part):
     attempt: int
     reason: Reason | None = None
     message: str = ""
+
+
+def entry_name(spec: TrialSpec) -> str:
+    """A trial's leaderboard entry: ``spec.entry`` (campaigns set it), else its agent kind."""
+    return spec.entry or spec.agent.kind
 
 
 @functools.cache

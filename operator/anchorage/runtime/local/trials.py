@@ -27,11 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from anchorage.errors import InputError
 from anchorage.manifests import Limits, TrialSpec
 from anchorage.runtime.local import sandbox
 from anchorage.tasks import Task
 from anchorage.trials import AgentPlan, AttemptEnd, Phase, Reason, TrialRecord, classify, plan_agent, with_score
 from anchorage.trials.costing import trial_cost
+from anchorage.trials.pipeline import enabled
 from anchorage.trials.records import AgentInfo, ArtifactInfo, LimitsInfo, PromptInfo, ReplayInfo, SandboxInfo, ScoreInfo, now
 
 MIB = 1024 * 1024
@@ -290,12 +292,10 @@ def _pipeline(job: TrialJob, runtime: LocalRuntime, dirs: dict[str, Path], trial
     score = _score(job, runtime, dirs, record)
     if score is None:
         return
-    verification = job.spec.verification
     artifact = score.get("artifact")
-    if verification.panel is not None:
-        _panel(job, runtime, trial_dir, artifact, score, record)
-    if verification.cbu is not None and record.phase is not Phase.INFRASTRUCTURE_FAILED:
-        _cbu(job, runtime, trial_dir, artifact, score, record)
+    for step in enabled(job.spec.verification):  # in order; score, gates and lean ran in the scorer's call
+        if not step.in_scorer and record.phase is not Phase.INFRASTRUCTURE_FAILED:
+            _protocol(step.name, job, runtime, trial_dir, artifact, score, record)
     try:
         write_json_atomic(trial_dir / "score.json", score)
     except OSError as exc:
@@ -336,35 +336,30 @@ def _relative(path: str | None, trial_dir: Path) -> str | None:
     return path
 
 
-def _panel(job: TrialJob, runtime: LocalRuntime, trial_dir: Path, artifact: str | None, score: dict[str, Any],
-           record: TrialRecord) -> None:
-    """``verification.panel``: judge the trial's solution text; the block goes into ``score.json`` as ``panel``."""
-    from anchorage.runtime.local.verifying import run_trial_panel
-
-    settings = job.spec.verification.panel
-    assert settings is not None
-    outcome = run_trial_panel(job.task, settings, trial=job.name, entry=job.entry, trial_dir=trial_dir,
-                              artifact=artifact, gateway=runtime.gateway, mechanism=runtime.mechanism)
-    block = score["panel"] = outcome.block
-    record.panel = {key: block.get(key) for key in
-                    ("outcome", "status", "repaired", "votes", "launches", "revisions", "calls", "solution_source",
-                     "reason", "mock_model")}
-    record.durations.panel_sec = block.get("duration_sec")
-    if outcome.failure is not None:
-        record.end(Phase.INFRASTRUCTURE_FAILED, Reason.GATEWAY_ERROR, outcome.failure)
+#: The record's view of each protocol block of ``score.json`` (the full block stays there).
+_PROTOCOL_KEYS = {
+    "panel": ("outcome", "status", "repaired", "votes", "launches", "revisions", "calls", "solution_source", "reason",
+              "mock_model"),
+    "cbu": ("utility", "outcome", "reason", "rollouts", "calls"),
+}
 
 
-def _cbu(job: TrialJob, runtime: LocalRuntime, trial_dir: Path, artifact: str | None, score: dict[str, Any],
-         record: TrialRecord) -> None:
-    """``verification.cbu``: consequence-based utility of the trial's solution; ``cbu`` in ``score.json``."""
-    from anchorage.runtime.local.verifying import run_trial_cbu
+def _protocol(step: str, job: TrialJob, runtime: LocalRuntime, trial_dir: Path, artifact: str | None,
+              score: dict[str, Any], record: TrialRecord) -> None:
+    """``verification.panel`` / ``verification.cbu`` on the trial's solution text (``runtime/local/verifying.py``):
+    the block goes into ``score.json``, its summary into the record; a failed model call is the platform's."""
+    from anchorage.runtime.local import verifying
 
-    settings = job.spec.verification.cbu
-    assert settings is not None
-    outcome = run_trial_cbu(job.task, settings, trial=job.name, entry=job.entry, trial_dir=trial_dir,
-                            artifact=artifact, gateway=runtime.gateway, mechanism=runtime.mechanism)
-    block = score["cbu"] = outcome.block
-    record.cbu = {key: block.get(key) for key in ("utility", "outcome", "reason", "rollouts", "calls")}
-    record.durations.cbu_sec = block.get("duration_sec")
+    settings = getattr(job.spec.verification, step)
+    runners: dict[str, Callable[..., verifying.PanelOutcome]] = {"panel": verifying.run_trial_panel,
+                                                                 "cbu": verifying.run_trial_cbu}
+    if step not in runners:  # admission (engine.admit) refuses such manifests; never skip a step silently
+        raise InputError(f"verification.{step} cannot run on the local engine")
+    run = runners[step]
+    outcome = run(job.task, settings, trial=job.name, entry=job.entry, trial_dir=trial_dir, artifact=artifact,
+                  gateway=runtime.gateway, mechanism=runtime.mechanism)
+    block = score[step] = outcome.block
+    setattr(record, step, {key: block.get(key) for key in _PROTOCOL_KEYS[step]})
+    setattr(record.durations, f"{step}_sec", block.get("duration_sec"))
     if outcome.failure is not None:
         record.end(Phase.INFRASTRUCTURE_FAILED, Reason.GATEWAY_ERROR, outcome.failure)

@@ -1,0 +1,123 @@
+"""One lifecycle, two drivers: the same Trial or campaign through the local engine and through the operator
+(against the cluster fake, pods under bubblewrap) gives the same ``trial.json`` records, scores, gates,
+obligations and leaderboard — and what the operator cannot run yet is refused, never ignored."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from anchorage.errors import InputError
+from anchorage.manifests import Trial, VerificationCampaign
+from anchorage.runtime.local import sandbox
+from anchorage.runtime.local.engine import run_campaign, run_single_trial
+from anchorage.runtime.local.trials import LocalRuntime
+from anchorage.trials.records import TIMING_FIELDS
+
+from .conftest import Env
+
+pytestmark = pytest.mark.sandbox
+
+#: Fields that say *which* driver ran the trial (they must differ), besides the timings.
+DRIVER_FIELDS = ("driver", "sandbox")
+#: A command agent whose argv is full of braces that are not placeholders (shell, Python dict, JSON).
+BRACES = ["/bin/sh", "-c", "python3 -c \"import json; json.dump({'x': {'y': 1}}, open('/root/results/{task}_result.json', "
+          "'w'))\" && echo '{\"seed\": {seed}}' > /root/results/seed.json && test -n '${HOME}'"]
+AGENTS = {"oracle": {"kind": "oracle"}, "braces": {"kind": "command", "command": BRACES}}
+
+
+def _trial(name: str, agent: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "anchorage.dev/v1alpha1", "kind": "Trial", "metadata": {"name": name},
+            "spec": {"task": "smoke-inventory", "agent": agent, "seed": 1,
+                     "verification": {"gates": True, "lean": True}}}
+
+
+def _comparable(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in (*TIMING_FIELDS, *DRIVER_FIELDS)}
+
+
+def _local_runtime(tmp_path: Path) -> LocalRuntime:
+    return LocalRuntime(mechanism=sandbox.detect_mechanism(), base_dir=tmp_path)
+
+
+def _scored_json(path: Path) -> dict[str, Any]:
+    score: dict[str, Any] = json.loads(path.read_text())
+    return {k: score[k] for k in ("raw", "o_eval", "bo_eval", "gradable", "gates", "obligations", "metrics",
+                                  "hard_gate_failed", "error")}
+
+
+@pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_the_same_trial_gives_the_same_record_on_both_drivers(agent: str, kube_env: Env, tmp_path: Path) -> None:
+    manifest = _trial(f"same-{agent}", AGENTS[agent])
+    local = run_single_trial(Trial.model_validate(manifest), tmp_path / "local", _local_runtime(tmp_path))
+    kube_env.start_operator()
+    kube_env.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(manifest))
+    folder = kube_env.store / "_trials" / "default" / manifest["metadata"]["name"]
+    kube_env.wait_for(lambda: (folder / "trial.json").is_file(), 120, "the operator's trial.json")
+    cluster = json.loads((folder / "trial.json").read_text())
+    assert set(cluster) == set(local), "one shape: the same keys from both drivers"
+    assert (local["driver"], cluster["driver"]) == ("local", "operator")
+    assert local["sandbox"]["mechanism"] in ("bwrap", "unshare") and cluster["sandbox"]["mechanism"] == "kubernetes-pod"
+    assert _comparable(cluster) == _comparable(local)
+    assert local["phase"] == "Succeeded" and local["exit_code"] == 0
+    # the per-trial verification results agree too: metrics, gates and Lean obligations of score.json
+    assert _scored_json(folder / "score.json") == _scored_json(tmp_path / "local" / manifest["metadata"]["name"] / "score.json")
+    status = kube_env.get("tr", manifest["metadata"]["name"])["status"]
+    assert (status["phase"], status["reason"], status.get("oEval")) == (local["phase"], local["reason"],
+                                                                       local["score"]["o_eval"])
+    if agent == "braces":  # every brace that is not a placeholder reached the agent as written
+        assert json.loads((folder / "artifacts" / "seed.json").read_text()) == {"seed": 1}
+        assert json.loads((tmp_path / "local" / "same-braces" / "artifacts" / "seed.json").read_text()) == {"seed": 1}
+
+
+def _campaign(name: str, verification: dict[str, Any]) -> dict[str, Any]:
+    write_empty = ["/bin/sh", "-c", "echo '{}' > /root/results/{task}_result.json"]
+    return {"apiVersion": "anchorage.dev/v1alpha1", "kind": "VerificationCampaign", "metadata": {"name": name},
+            "spec": {"tasks": ["smoke-inventory", "cumcm-2024-a-dragon-dance"], "seeds": 2, "parallelism": 4,
+                     "baseline": "empty", "verification": verification,
+                     "entries": [{"name": "oracle", "agent": {"kind": "oracle"}},
+                                 {"name": "empty", "agent": {"kind": "command", "command": write_empty}}]}}
+
+
+@pytest.mark.slow
+def test_the_same_campaign_gives_the_same_leaderboard_on_both_drivers(kube_env: Env, tmp_path: Path) -> None:
+    manifest = _campaign("twin", {"gates": True, "lean": True})
+    local = run_campaign(VerificationCampaign.model_validate(manifest), tmp_path / "local", _local_runtime(tmp_path))
+    kube_env.start_operator()
+    kube_env.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(manifest))
+    kube_env.wait_for(lambda: (kube_env.store / "twin" / "leaderboard.json").is_file(), 300, "the campaign's leaderboard")
+    board = json.loads((kube_env.store / "twin" / "leaderboard.json").read_text())
+    assert board["rows"] == json.loads(json.dumps(dataclasses.asdict(local.board)["rows"]))
+    assert [r["entry"] for r in board["rows"]] == ["oracle", "empty"] and board["rows"][0]["o_eval_mean"] == 1.0
+    for record in local.records:
+        cluster = json.loads((kube_env.store / "twin" / record["name"] / "trial.json").read_text())
+        assert _comparable(cluster) == _comparable(record), record["name"]
+        assert _scored_json(kube_env.store / "twin" / record["name"] / "score.json") == \
+            _scored_json(tmp_path / "local" / "twin" / record["name"] / "score.json")
+
+
+@pytest.mark.parametrize("step", ["panel", "cbu"])
+def test_a_step_the_operator_cannot_run_is_refused_not_ignored(step: str, kube_env: Env) -> None:
+    manifest = _campaign(f"needs-{step}", {"gates": True, step: {}})
+    kube_env.start_operator()
+    kube_env.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(manifest))
+
+    def failed() -> bool:
+        out = kube_env.kubectl("get", "vc", manifest["metadata"]["name"], "-o", "json").stdout
+        return (json.loads(out).get("status") or {}).get("phase") == "Failed"
+
+    kube_env.wait_for(failed, 60, "the campaign to be refused")
+    status = kube_env.get("vc", manifest["metadata"]["name"])["status"]
+    assert f"spec.verification.{step} is not supported by the operator driver" in status["conditions"][0]["message"]
+    assert not kube_env.objects("anchorage.dev", "trials"), "nothing ran"
+
+
+def test_the_local_engine_refuses_what_it_cannot_run(tmp_path: Path) -> None:
+    manifest = _campaign("discriminate", {"discrimination": True})
+    with pytest.raises(InputError, match=r"spec\.verification\.discrimination is not supported by the local driver"):
+        run_campaign(VerificationCampaign.model_validate(manifest), tmp_path, _local_runtime(tmp_path))
