@@ -31,9 +31,12 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 Reason = Literal["missing", "symlink", "not_regular", "too_large", "escapes", "unreadable"]
+
+RECORD_LIMIT = 64 * 1024 * 1024
+"""Cap for records the engine itself wrote into a trial folder (``trial.json``, ``score.json``)."""
 
 MAX_DEPTH = 64
 """Directories deeper than this below a walked folder are not entered (reported as skipped)."""
@@ -288,20 +291,14 @@ def walk(folder: Path | str | int, limits: WalkLimits | None = None) -> Iterator
     """
     limits = limits if limits is not None else WalkLimits()
     with folder_fd(folder) as root:
-        top = os.dup(root)
-        stack: list[tuple[int, str, Iterator[os.DirEntry[str]]]] = []
+        stack: list[tuple[int, str, _Listing]] = []
         try:
-            stack.append((top, "", iter(os.scandir(top))))
-        except OSError:
-            os.close(top)
-            return
-        try:
+            _push(stack, os.dup(root), "")
             while stack:
-                dir_fd, prefix, entries = stack[-1]
-                item = next(entries, None)
+                dir_fd, prefix, listing = stack[-1]
+                item = next(listing.entries, None)
                 if item is None:
-                    stack.pop()
-                    os.close(dir_fd)
+                    _pop(stack)
                     continue
                 if limits.entries >= limits.max_entries:
                     limits.truncated = True
@@ -317,18 +314,33 @@ def walk(folder: Path | str | int, limits: WalkLimits | None = None) -> Iterator
                     if len(stack) > limits.max_depth:
                         limits.too_deep.append(relative)
                         continue
-                    try:
-                        child = os.open(item.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC,
-                                        dir_fd=dir_fd)
-                    except OSError:
-                        continue
-                    try:
-                        stack.append((child, relative + "/", iter(os.scandir(child))))
-                    except OSError:
-                        os.close(child)
+                    with contextlib.suppress(OSError):
+                        _push(stack, os.open(item.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC,
+                                             dir_fd=dir_fd), relative + "/")
         finally:
-            for dir_fd, _, _ in stack:
-                os.close(dir_fd)
+            while stack:
+                _pop(stack)
+
+
+@dataclass
+class _Listing:
+    scandir: Any
+    entries: Iterator[os.DirEntry[str]]
+
+
+def _push(stack: list[tuple[int, str, _Listing]], fd: int, prefix: str) -> None:
+    try:
+        listing = os.scandir(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    stack.append((fd, prefix, _Listing(listing, iter(listing))))
+
+
+def _pop(stack: list[tuple[int, str, _Listing]]) -> None:
+    fd, _, listing = stack.pop()
+    listing.scandir.close()
+    os.close(fd)
 
 
 @dataclass

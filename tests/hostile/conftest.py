@@ -85,12 +85,12 @@ def attack(tmp_path: Path, smoke_task: Task) -> Callable[..., Attack]:
     """``attack(code, mechanism, task=..., limits={...}, gateway=None)`` → the finished trial."""
 
     def run(code: str, mechanism: sandbox.Mechanism, *, task: Task | None = None, limits: dict[str, Any] | None = None,
-            gateway: Any = None, argv: list[str] | None = None) -> Attack:
+            gateway: Any = None, argv: list[str] | None = None, model: str | None = None) -> Attack:
         name = f"attack-{uuid.uuid4().hex[:8]}"
         command = argv if argv is not None else [PY, "-c", textwrap.dedent(code)]
         spec = TrialSpec.model_validate({
             "task": "smoke-inventory", "entry": "attacker",
-            "agent": {"kind": "command", "command": command},
+            "agent": {"kind": "command", "command": command, **({"model": model} if model else {})},
             "limits": {"agentTimeoutSec": 30, "memoryMB": 512, "pids": 256, **(limits or {})},
         })
         job = TrialJob(name, task or smoke_task, spec, "attacker", campaign="hostile")

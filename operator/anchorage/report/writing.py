@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from anchorage import confined
 from anchorage.campaigns.aggregation import Leaderboard, TrialResult, leaderboard
 from anchorage.errors import InputError
 from anchorage.report import html, plots, tables
@@ -43,9 +44,17 @@ def load_run(directory: Path) -> tuple[str, str | None, list[dict[str, Any]]]:
     baseline = (meta.get("manifest", {}).get("spec") or {}).get("baseline")
     records = []
     for trial in meta.get("trials", []):
-        path = directory / trial / "trial.json"
-        if path.is_file():
-            records.append(json.loads(path.read_text(encoding="utf-8")))
+        try:  # beside the agent's folders: no link followed, size-capped (anchorage.confined)
+            data = json.loads(confined.read_bytes(directory / str(trial), "trial.json", limit=confined.RECORD_LIMIT))
+        except confined.ConfinedError as exc:
+            if exc.reason == "missing":
+                continue
+            raise InputError(f"{directory / str(trial) / 'trial.json'} cannot be read: {exc.message}",
+                             hint="rerun the campaign to rewrite that trial's record") from exc
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"{directory / str(trial) / 'trial.json'} is not valid JSON",
+                             hint="rerun the campaign to rewrite that trial's record") from exc
+        records.append(data)
     return str(meta.get("name", directory.name)), baseline, records
 
 

@@ -72,22 +72,75 @@ def _wait_for(run_dir: Path) -> None:
 
 
 def upload(args: argparse.Namespace) -> None:
-    """Sidecar: wait for the main container, upload folders, then write ``upload.json`` last."""
+    """Sidecar: wait for the main container, upload folders, then write ``upload.json`` last.
+
+    The folders are the agent's: only regular files are uploaded, each opened beneath its folder with
+    no link followed (:mod:`anchorage.confined` — a symlink to this container's storage credentials
+    uploads nothing), at most ``--max-files`` entries and ``--max-bytes`` bytes per folder; what was left
+    out is listed in ``upload.json`` (``skipped``). A malformed exit-code file is recorded as unknown.
+    """
     run_dir = Path(args.wait)
     _wait_for(run_dir)
     store = open_store(os.environ["ANCHORAGE_STORE"])
     dest = os.environ["ANCHORAGE_DEST"].strip("/")
     files: dict[str, int] = {}
+    skipped: list[str] = []
     for item in args.put:  # file by file: the trial's completion marker is the operator's to write
         name, _, folder = item.partition("=")
-        root = Path(folder)
-        for path in sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []:
-            store.put_file("/".join(p for p in (dest, name, path.relative_to(root).as_posix()) if p), path)
-            files[name] = files.get(name, 0) + 1
-    code_file = run_dir / "exit-code"
-    exit_code = int(code_file.read_text().strip() or -1) if code_file.exists() else None
-    store.put_bytes(f"{dest}/{args.marker}", json.dumps({"exit_code": exit_code, "files": files}).encode())
+        if Path(folder).is_dir():
+            files[name], left_out = _upload_folder(store, Path(folder), "/".join(p for p in (dest, name) if p),
+                                                   max_files=args.max_files, max_bytes=args.max_bytes)
+            skipped += [f"{name}/{entry}" for entry in left_out]
+    marker: dict[str, object] = {"exit_code": _exit_code(run_dir), "files": {k: v for k, v in files.items() if v}}
+    if skipped:
+        marker["skipped"] = skipped[:50]
+    store.put_bytes(f"{dest}/{args.marker}", json.dumps(marker).encode())
     # Exiting now is safe for a native sidecar: the main container has already ended.
+
+
+def _upload_folder(store: ArtifactStore, root: Path, prefix: str, *, max_files: int,
+                   max_bytes: int) -> tuple[int, list[str]]:
+    """Upload the regular files beneath ``root``; (how many were uploaded, what was left out and why)."""
+    from anchorage import confined
+
+    limits = confined.WalkLimits(max_entries=max_files)
+    uploaded, total, skipped = 0, 0, []
+    with confined.folder_fd(root) as top:
+        for entry in confined.walk(top, limits):
+            if entry.is_dir:
+                continue
+            if not entry.is_file:
+                skipped.append(f"{entry.relative} (not a regular file)")
+                continue
+            try:
+                fd, info = confined.open_regular(top, entry.relative)
+            except confined.ConfinedError as exc:
+                skipped.append(f"{entry.relative} ({exc.reason})")
+                continue
+            try:
+                if total + info.st_size > max_bytes:
+                    skipped.append(f"{entry.relative} (over the {max_bytes}-byte upload cap)")
+                    continue
+                total += info.st_size
+                store.put_file(f"{prefix}/{entry.relative}", Path(f"/proc/self/fd/{fd}"))  # the checked file itself
+                uploaded += 1
+            finally:
+                os.close(fd)
+    if limits.truncated:
+        skipped.append(f"(more than {max_files} entries: the rest)")
+    skipped += [f"{path}/ (deeper than {confined.MAX_DEPTH} levels)" for path in limits.too_deep]
+    return uploaded, skipped
+
+
+def _exit_code(run_dir: Path) -> int | None:
+    """The agent's exit code as its wrapper wrote it (the agent could write there too: a number or None)."""
+    from anchorage import confined
+
+    try:
+        text = confined.read_bytes(run_dir, "exit-code", limit=64).decode("ascii", "replace").strip()
+        return int(text) if text.lstrip("-").isdigit() else None
+    except (confined.ConfinedError, ValueError):
+        return None
 
 
 def fetch_artifacts(args: argparse.Namespace) -> None:
@@ -146,6 +199,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("upload", help="sidecar: upload folders after the main container")
     p.add_argument("--wait", required=True)
     p.add_argument("--put", action="append", default=[])
+    p.add_argument("--max-files", type=int, default=20_000, help="entries looked at per folder")
+    p.add_argument("--max-bytes", type=int, default=2 * 1024**3, help="bytes uploaded per folder")
     p.add_argument("--marker", default="upload.json", help="name of the completion marker written last")
     p.set_defaults(fn=upload)
     p = sub.add_parser("fetch-artifacts", help="copy artifacts from the store")

@@ -30,6 +30,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from anchorage import confined
 from anchorage.errors import AnchorageError, InfrastructureError, InputError
 from anchorage.invariants.results import GateResult
 from anchorage.scoring.config import Metric, ScoreConfig, parse_score_config
@@ -66,48 +67,31 @@ def read_json_file(path: Path, limit: int = MAX_ARTIFACT_BYTES, *, exact: bool =
                    info: os.stat_result | None = None) -> Any:
     """Parse a JSON file, checking its size *before* reading; raise :class:`ArtifactError` saying why not.
 
-    With ``exact``, non-integral numbers are parsed as ``Decimal`` (the form the gates need).
-    The size comes from ``stat`` (``info`` when the caller has just taken it; FIFOs and devices are
-    refused before they are opened, so nothing blocks), and the read itself is capped at ``limit + 1``
-    bytes in case the file grows meanwhile.
+    With ``exact``, non-integral numbers are parsed as ``Decimal`` (the form the gates need). The file
+    is read through :mod:`anchorage.confined` beneath its folder: a symlink is refused (never followed
+    — a link to the answer key or another trial's artifact scores nothing), so are FIFOs and devices
+    (opened ``O_PATH`` first, nothing blocks); the size comes from ``fstat`` and the read is capped.
+    ``info`` is accepted for callers that have just ``stat``-ed the path; the descriptor's own status is
+    what counts.
     """
-    if info is None:
-        try:
-            info = os.stat(path)
-        except FileNotFoundError as exc:
-            raise ArtifactError(f"{path} does not exist") from exc
-        except OSError as exc:
-            raise ArtifactError(f"cannot stat {path}: {exc.strerror or exc}") from exc
-    if not stat.S_ISREG(info.st_mode):
-        raise ArtifactError(f"{path} is not a regular file")
-    if info.st_size > limit:
-        raise ArtifactError(f"artifact is too large: {info.st_size} bytes > limit {limit} bytes")
+    del info
     try:
-        blob = _read_capped(path, info.st_size, limit)
-    except OSError as exc:
-        raise ArtifactError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    if len(blob) > limit:
-        raise ArtifactError(f"artifact is too large: more than {limit} bytes")
+        blob = confined.read_bytes(path.parent, path.name, limit=limit)
+    except confined.ConfinedError as exc:
+        raise ArtifactError(_unreadable(path, exc)) from exc
     return parse_json_bytes(blob, exact=exact)
 
 
-def _read_capped(path: Path, size: int, limit: int) -> bytes:
-    """The file's bytes: ``size + 1`` asked first (not ``limit``: no 20 MiB buffer each time), then, if
-    the file grew since ``stat``, on until EOF or ``limit + 1`` bytes."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        chunks, total, want = [], 0, size + 1
-        while total < want:
-            chunk = os.read(fd, want - total)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > size:
-                want = limit + 1
-    finally:
-        os.close(fd)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+def _unreadable(path: Path, exc: confined.ConfinedError) -> str:
+    if exc.reason == "missing":
+        return f"{path} does not exist"
+    if exc.reason == "too_large":
+        return f"artifact is too large: {exc.message}"
+    if exc.reason == "symlink":
+        return f"{path} is a symbolic link: links are not followed (write the artifact itself)"
+    if exc.reason == "not_regular":
+        return f"{path} is not a regular file: {exc.message}"
+    return f"cannot read {path}: {exc.message}"
 
 
 _EXACT_DECODER = json.JSONDecoder(parse_float=Decimal)

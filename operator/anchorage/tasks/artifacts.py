@@ -7,6 +7,10 @@ swaps, a trailing ``s`` on ``result``, or is a lone ``result.json`` / ``<slug>.j
 never silent: :class:`ArtifactLocation` carries the name found and a note, which the score record and
 the trial record show. When several near-misses exist, the closest (by the order above) wins and the
 others are listed in the note.
+
+The folder is the agent's: only regular files are candidates (a symlink, FIFO or device named like
+the artifact is returned as found, for the reader — :mod:`anchorage.confined` — to refuse with the
+reason, never followed), and at most :data:`MAX_LISTED` entries of a folder are looked at.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+MAX_LISTED = 10_000
+"""Entries of a results folder looked at for near-miss names (a folder of a million files costs no more)."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +69,7 @@ def locate_artifact(target: str | os.PathLike[str], slug: str, expected_name: st
     folder = target if is_dir else target.parent
     wanted = expected_name if is_dir else target.name
     expected = folder / wanted
-    if expected.is_file():
+    if os.path.lexists(expected):  # whatever it is: the reader refuses links and special files, saying so
         return ArtifactLocation(path=expected, expected=expected)
     if not folder.is_dir():
         return ArtifactLocation(path=None, expected=expected, note=f"folder {folder} does not exist")
@@ -71,9 +78,19 @@ def locate_artifact(target: str | os.PathLike[str], slug: str, expected_name: st
 
 def _recover(folder: Path, expected: Path, slug: str, wanted: str) -> ArtifactLocation:
     by_normal: dict[str, list[Path]] = {}
-    for entry in sorted(folder.iterdir()):
-        if entry.is_file():
-            by_normal.setdefault(_normal(entry.name), []).append(entry)
+    wanted_names = set(_candidates(slug, wanted))
+    try:
+        with os.scandir(folder) as entries:
+            for index, entry in enumerate(entries):
+                if index >= MAX_LISTED:
+                    break
+                name = _normal(entry.name)
+                if name in wanted_names and entry.is_file(follow_symlinks=False):
+                    by_normal.setdefault(name, []).append(Path(entry.path))
+    except OSError:
+        return ArtifactLocation(path=None, expected=expected, note=f"folder {folder} cannot be listed")
+    for paths in by_normal.values():
+        paths.sort()
     matches = [p for name in _candidates(slug, wanted) for p in by_normal.get(name, [])]
     if not matches:
         return ArtifactLocation(path=None, expected=expected,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from anchorage import confined
 from anchorage.errors import InputError
 from anchorage.manifests import Limits, TrialSpec
 from anchorage.runtime.local import sandbox
@@ -89,9 +90,9 @@ class LocalRuntime:
 
 
 def read_record(trial_dir: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((trial_dir / "trial.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    try:  # the trial folder is the agent's neighbour: read it like anything else there (anchorage.confined)
+        data = json.loads(confined.read_bytes(trial_dir, "trial.json", limit=confined.RECORD_LIMIT))
+    except (OSError, ValueError, RecursionError, confined.ConfinedError):
         return None
     return data if isinstance(data, dict) else None
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from anchorage import confined
 from anchorage.errors import AnchorageError, InfrastructureError, InputError
 from anchorage.runtime.local import sandbox
 from anchorage.tasks import Task
@@ -54,6 +55,7 @@ from anchorage.verify.settings import CbuSettings, PanelSettings
 CALL_SCRIPT = "model_call.py"
 MAX_SOLUTION_BYTES = 256 * 1024
 MAX_ARTIFACT_BYTES = 20 * 1024 * 1024
+MAX_REPLY_BYTES = 16 * 1024 * 1024
 DEFAULT_SOLUTION_FILE = "solution.md"
 DEFAULT_SOLUTION_FIELD = "solution"
 CALL_TIMEOUT_SEC = 600.0
@@ -140,9 +142,9 @@ class SandboxedModelClient:
 
     @staticmethod
     def _reply(name: str, folder: Path, result: sandbox.SandboxResult) -> Completion:
-        try:
-            reply = json.loads((folder / "out" / "reply.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        try:  # written inside the model call's sandbox: read like anything a sandbox wrote
+            reply = json.loads(confined.read_bytes(folder / "out", "reply.json", limit=MAX_REPLY_BYTES))
+        except (OSError, ValueError, RecursionError, confined.ConfinedError):
             reply = None
         if result.outcome != "exited" or not isinstance(reply, dict):
             raise InfrastructureError(
@@ -175,15 +177,17 @@ def problem_of(task: Task) -> Problem:
 def solution_text(task: Task, results_dir: Path, artifact: str | None) -> tuple[str | None, str]:
     """The agent's solution text and where it came from (or ``None`` and why there is none)."""
     name = str(task.config.metadata.get("panel_solution", DEFAULT_SOLUTION_FILE))
-    path = results_dir / name
-    if path.is_file() and _inside(path, results_dir):   # the agent wrote it: a symlink must not leave the folder
-        data = path.read_bytes()[:MAX_SOLUTION_BYTES + 1]
-        if len(data) > MAX_SOLUTION_BYTES:
+    try:  # the agent wrote it: read beneath the results folder, no link followed, size-capped
+        data = confined.read_bytes(results_dir, name, limit=MAX_SOLUTION_BYTES)
+    except confined.ConfinedError as exc:
+        if exc.reason == "too_large":
             return None, f"/root/results/{name} is larger than {MAX_SOLUTION_BYTES} bytes"
+        data = None
+    if data is not None:
         text = data.decode("utf-8", errors="replace")
         return (text, f"/root/results/{name}") if text.strip() else (None, f"/root/results/{name} is empty")
     dotted = str(task.config.metadata.get("panel_solution_field", DEFAULT_SOLUTION_FIELD))
-    value = _field(artifact, dotted) if artifact and _inside(Path(artifact), results_dir) else None
+    value = _field(results_dir, artifact, dotted) if artifact and _inside(Path(artifact), results_dir) else None
     if isinstance(value, str) and value.strip():
         return value[:MAX_SOLUTION_BYTES], f"artifact field {dotted}"
     return None, f"no /root/results/{name} and no text at '{dotted}' of the artifact"
@@ -193,11 +197,11 @@ def _inside(path: Path, folder: Path) -> bool:
     return folder.resolve() in path.resolve().parents
 
 
-def _field(artifact: str, dotted: str) -> Any:
+def _field(results_dir: Path, artifact: str, dotted: str) -> Any:
     try:
-        with open(artifact, "rb") as handle:
-            data: Any = json.loads(handle.read(MAX_ARTIFACT_BYTES + 1)[:MAX_ARTIFACT_BYTES])
-    except (OSError, ValueError):
+        relative = Path(artifact).resolve().relative_to(results_dir.resolve())
+        data: Any = json.loads(confined.read_bytes(results_dir, relative, limit=MAX_ARTIFACT_BYTES))
+    except (OSError, ValueError, RecursionError, confined.ConfinedError):
         return None
     for part in dotted.split("."):
         data = data.get(part) if isinstance(data, dict) else None
