@@ -320,6 +320,23 @@ COPY data /root/data
 WORKDIR /root/results
 """
 
+IMAGE_PACKAGES = """\
+# Packages this task's reproduction (solution/) needs beyond the agent base's pinned stack.
+USER 0
+RUN uv pip install --python /opt/venv/bin/python --no-cache {packages}
+USER 10001
+"""
+
+
+def dockerfile(slug: str, packages: list[str]) -> str:
+    """The task's agent image: the base plus its data, plus the reproduction's extra packages if any."""
+    text = DOCKERFILE.format(slug=slug, base=AGENT_BASE)
+    if packages:
+        text = text.replace("COPY data /root/data\n", "COPY data /root/data\n"
+                            + IMAGE_PACKAGES.format(packages=" ".join(packages)))
+    return text
+
+
 TEST_SH = """\
 #!/usr/bin/env bash
 # Verifier of {slug}: scores /root/results with the Anchorage scorer (the verifier image's entry point).
@@ -518,7 +535,7 @@ def import_task(reference: Path, dest_root: Path, slug: str, overrides: dict[str
             copy_file(path, data_dst / path.relative_to(data_src))
     manifest = read_json(data_src / "source_manifest.json")
     _, unavailable = materialise_attachments(data_dst, manifest)
-    write_text(dst / "environment" / "Dockerfile", DOCKERFILE.format(slug=slug, base=AGENT_BASE))
+    write_text(dst / "environment" / "Dockerfile", dockerfile(slug, task_over.get("image_packages", [])))
 
     # tests: anchors first (a reproduced task's committed expected result wins), then the configuration
     tests_src, tests_dst = src / "tests", dst / "tests"
@@ -527,11 +544,14 @@ def import_task(reference: Path, dest_root: Path, slug: str, overrides: dict[str
     keep_committed = task_over["anchor"] == "reproduced" and committed.is_file() and not refresh_anchors
     anchors = read_json(committed) if keep_committed else None
     config, notes = build_score_config(slug, ref_config, overrides, anchors)
-    if keep_committed:
-        notes.append("tests/expected_result.json is the reproduction's committed result (kept)")
-    else:
+    if not keep_committed:
         anchors = patch_anchor_file(read_json(tests_src / "expected_result.json"), config, overrides, slug)
         write_json(committed, anchors)
+    if task_over["anchor"] == "reproduced" and anchors == read_json(tests_src / "expected_result.json"):
+        notes.append("tests/expected_result.json is the published anchor; the reproduction in solution/ is compared "
+                     "with it in solution/comparison.json")
+    elif keep_committed:
+        notes.append("tests/expected_result.json is the reproduction's committed result (kept)")
     if (tests_src / "numeric_checks.json").is_file():
         checks, changed, dropped = patch_numeric_checks(read_json(tests_src / "numeric_checks.json"), anchors)
         write_json(tests_dst / "numeric_checks.json", checks)

@@ -64,7 +64,9 @@ def test_anchor_kinds_are_as_documented() -> None:
     reproduced = {s for s in ALL_SLUGS
                   if tomllib.loads((TASKS / s / "task.toml").read_text(encoding="utf-8"))["metadata"]["anchor"] == "reproduced"}
     assert reproduced == {"cumcm-2024-a-dragon-dance", "cumcm-2024-b-production-decision", "cumcm-2024-c-crop-planting",
-                          "cumcm-2025-a-smoke-screen", "smoke-inventory"}
+                          "cumcm-2025-a-smoke-screen", "smoke-inventory", "mcm-2023-c-wordle", "mcm-2024-a-lamprey",
+                          "mcm-2024-b-submersible-search", "mcm-2024-c-tennis-momentum", "mcm-2025-a-stair-wear",
+                          "mcm-2025-b-juneau-tourism", "mcm-2025-c-olympic-medals"}
     readme = (TASKS / "README.md").read_text(encoding="utf-8")
     for slug in ALL_SLUGS:
         row = next(line for line in readme.splitlines() if line.startswith(f"| `{slug}`"))

@@ -96,7 +96,10 @@ GENERATED = ["instruction.md", "task.toml", "README.md", "environment/Dockerfile
 @pytest.mark.parametrize("slug", ["mcm-2024-a-lamprey", "mcm-2025-c-olympic-medals"])
 def test_generator_output_equals_the_committed_task(slug: str, reference_dir: Path, tmp_path: Path) -> None:
     generate(reference_dir, tmp_path, slug)
+    reproduced = (TASKS / slug / "solution" / "solve.sh").is_file()
     for rel in GENERATED:
+        if rel == "solution/README.md" and reproduced:
+            continue  # a reproduction's README is written by its owner; the generator only seeds a missing one
         assert (tmp_path / slug / rel).read_bytes() == (TASKS / slug / rel).read_bytes(), rel
 
 
