@@ -8,6 +8,7 @@ the suite that runs every reproduction through ``anchorage oracle``).
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -146,7 +147,7 @@ def test_olympics_reports_the_missing_athletes_file_instead_of_inventing(tmp_pat
     monkeypatch.setenv("ANCHORAGE_DATA_DIR", str(data))
     monkeypatch.setenv("ANCHORAGE_RESULTS_DIR", str(tmp_path))
     olympics.main()
-    artifact = __import__("json").loads((tmp_path / "mcm-2025-c-olympic-medals_result.json").read_text(encoding="utf-8"))
+    artifact = json.loads((tmp_path / "mcm-2025-c-olympic-medals_result.json").read_text(encoding="utf-8"))
     if (data / "attachments" / "summerOly_athletes.csv").is_file():
         pytest.skip("summerOly_athletes.csv is present: the great-coach model ran")
     assert artifact["missing_inputs"] == ["summerOly_athletes.csv"]
@@ -159,8 +160,8 @@ def test_published_tennis_indicators_are_inside_the_chance_band() -> None:
     """The erratum's check (solution/comparison.json): the published top-3 indicator correlations are what the
     published number of warnings, placed at random, gives with the candidate indicators."""
     task = TASKS / "mcm-2024-c-tennis-momentum"
-    published = __import__("json").loads((task / "tests" / "expected_result.json").read_text(encoding="utf-8"))
-    bayes, features = published["experiment_result"]["dual_temporal_bayes"], published["experiment_result"]["top_swing_features"]
+    published = json.loads((task / "tests" / "expected_result.json").read_text(encoding="utf-8"))["experiment_result"]
+    bayes, features = published["dual_temporal_bayes"], published["top_swing_features"]
     df = pd.read_csv(task / "environment" / "data" / "attachments" / "2024_Wimbledon_featured_matches.csv")
     warnings = round(bayes["swing_warning_rate"] * len(df))
     assert warnings == 23
