@@ -1,29 +1,33 @@
-"""Gateway overhead: streamed requests through the gateway vs. straight to the mock upstream.
+"""Gateway overhead: json and streamed requests through the gateway vs. straight to the mock upstream.
 
 Run: ``.venv/bin/python bench/gateway.py`` (``--help`` for options). Three kinds of process: the mock
 upstream, the gateway (optionally a second, older gateway from ``--before DIR`` for a before/after
-column) and the load client (this process). By default (``--pin mock``) the mock runs alone on the
-first CPU (``os.sched_setaffinity``): the mock paces its stream with a sleep after each write, so
-a gateway sharing its CPU would slow the *upstream* down (its wake-ups preempt the mock; measured
-+7 ms over a 40-chunk stream at one stream), which a real provider would not. ``--pin split`` gives
-the gateway(s) their own CPU instead; ``--pin none`` leaves placement to the kernel.
+column) and the load client (this process). By default (``--pin split``, what ``taskset`` would do,
+through ``os.sched_setaffinity``) the gateway(s) run alone on the last CPU and the mock and the client
+share the others, so what the gateway costs is not hidden by (or charged to) the load it relays.
+``--pin mock`` gives the mock a CPU of its own instead (the mock paces its stream with a sleep after
+each write, so a process sharing its CPU slows the *upstream* down, measured +7 ms over a 40-chunk
+stream); ``--pin none`` leaves placement to the kernel.
 
-Each *round* runs, at one concurrency N, the same batch of streamed chat requests (N workers, each
-sending ``--requests-per-stream`` requests one after the other) against every target — direct, gateway
-(, before) — in an order rotated from round to round, so each target sees the same background load.
-The client keeps one warm connection pool per target for the whole run.
+Each *round* runs, for one kind of request (``json``: a whole chat completion; ``stream``: a streamed
+one) at one concurrency N, the same batch of requests (N workers, each sending ``--requests-per-stream``
+requests one after the other) against every target — direct, gateway (, before) — in an order rotated
+from round to round, so each target sees the same background load. The client keeps one warm
+connection pool per target for the whole run.
 
 Definitions (all per concurrency, the median over ``--rounds`` rounds):
 
-* *stream time*: from sending the request to the last byte of the stream; *TTFB*: to the first byte;
-* *added p50 / p99*: ``p50(stream time via gateway) − p50(stream time direct)`` (resp. p99), both
+* *request time*: from sending the request to the last byte of the answer; *TTFB*: to the first byte
+  (for a stream the first chunk, for a json answer nearly its whole time);
+* *added p50 / p99*: ``p50(request time via gateway) − p50(request time direct)`` (resp. p99), both
   taken within the same round; *added TTFB p50* likewise;
-* *throughput*: completed streams per second of the round; *ratio*: gateway / direct of the same round;
-* *gateway CPU per chunk*: user + system CPU of the gateway process (``/proc/<pid>/stat``) over all its
-  rounds divided by the SSE frames it relayed — far less sensitive to machine load than any time
-  (it still moves ~±15 %: a busy loop handles several chunks per wake-up). The CPU of the mock and
-  of the client per stream is printed too, and *cores*: the CPU seconds the round's processes used
-  per second — when it stays far below the CPUs there are, other load decided the round.
+* *throughput*: completed requests per second of the round; *ratio*: gateway / direct of the same round;
+* *gateway CPU per request* (json) and *per chunk* (streams): user + system CPU of the gateway process
+  (``/proc/<pid>/stat``) over all its rounds of that kind divided by the requests answered, resp. the
+  SSE frames relayed — far less sensitive to machine load than any time (it still moves ~±15 %: a busy
+  loop handles several requests or chunks per wake-up). The CPU of the mock and of the client per
+  request is printed too, and *cores*: the CPU seconds the round's processes used per second — when it
+  stays far below the CPUs there are, other load decided the round.
 
 Before/after in one run: copy the gateway package before changing it (``cp -r
 operator/anchorage/gateway /tmp/gateway-before``) and pass ``--before /tmp/gateway-before``.
@@ -32,9 +36,10 @@ as in production) unless ``--gateway-loops`` says otherwise — ``--gateway-loop
 both side by side. ``--ledger-dir DIR`` adds the current gateway journalling its ledger (fsynced per
 request, as the chart's gateway does) as ``gateway+ledger``.
 
-Goals (issue 5): added p50 ≤ 2 ms, throughput ≥ 90 % of direct. The mock streams ``--chunks``
-content chunks ``--chunk-delay`` seconds apart (a model generating tokens); ``--chunk-delay 0``
-measures the CPU-bound worst case instead.
+Goals: gateway CPU ≤ 0.25 ms per json request and ≤ 20 µs per relayed chunk, added first byte ≤ 2 ms
+at 50 concurrent streams (and, from earlier rounds, added p50 ≤ 2 ms, throughput ≥ 90 % of direct). The
+mock streams ``--chunks`` content chunks ``--chunk-delay`` seconds apart (a model generating tokens);
+``--chunk-delay 0`` measures the CPU-bound worst case instead. A json answer is the same text, whole.
 """
 
 from __future__ import annotations
@@ -180,6 +185,7 @@ class Target:
 
 @dataclass
 class Round:
+    kind: str
     target: str
     latencies: list[float]
     first_bytes: list[float]
@@ -191,16 +197,21 @@ class Round:
         return len(self.latencies) / self.seconds
 
 
-def request_body(index: int) -> dict[str, Any]:
+KINDS = ("json", "stream")
+
+
+def request_body(kind: str, index: int) -> dict[str, Any]:
+    messages = [{"role": "user", "content": f"{MARKER} request {index}"}]
+    if kind == "json":
+        return {"model": "mock-model", "messages": messages}
     # include_usage on both paths: the gateway would add it, and the usage chunk is one more frame
-    return {"model": "mock-model", "stream": True, "stream_options": {"include_usage": True},
-            "messages": [{"role": "user", "content": f"{MARKER} request {index}"}]}
+    return {"model": "mock-model", "stream": True, "stream_options": {"include_usage": True}, "messages": messages}
 
 
-async def one(target: Target, index: int) -> tuple[float, float]:
+async def one(target: Target, kind: str, index: int) -> tuple[float, float]:
     assert target.session is not None
     start = time.perf_counter()
-    async with target.session.post(target.url + "/v1/chat/completions", json=request_body(index),
+    async with target.session.post(target.url + "/v1/chat/completions", json=request_body(kind, index),
                                    headers={"Authorization": f"Bearer {target.token}"}) as response:
         first = None
         async for _chunk in response.content.iter_any():
@@ -214,12 +225,12 @@ async def one(target: Target, index: int) -> tuple[float, float]:
 async def frames_per_stream(target: Target) -> int:
     """SSE frames (``data:`` events) in one streamed answer, counted once."""
     assert target.session is not None
-    async with target.session.post(target.url + "/v1/chat/completions", json=request_body(-1),
+    async with target.session.post(target.url + "/v1/chat/completions", json=request_body("stream", -1),
                                    headers={"Authorization": f"Bearer {target.token}"}) as response:
         return (await response.read()).count(b"data:")
 
 
-async def run_round(target: Target, concurrency: int, requests: int, pids: dict[str, int]) -> Round:
+async def run_round(target: Target, kind: str, concurrency: int, requests: int, pids: dict[str, int]) -> Round:
     queue: asyncio.Queue[int] = asyncio.Queue()
     for index in range(requests):
         queue.put_nowait(index)
@@ -227,14 +238,14 @@ async def run_round(target: Target, concurrency: int, requests: int, pids: dict[
 
     async def worker() -> None:
         while not queue.empty():
-            results.append(await one(target, queue.get_nowait()))
+            results.append(await one(target, kind, queue.get_nowait()))
 
     cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()} | {"client": own_cpu_seconds()}
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     seconds = time.perf_counter() - start
     cpu_after = {name: cpu_seconds(pid) for name, pid in pids.items()} | {"client": own_cpu_seconds()}
-    return Round(target.name, [r[0] for r in results], [r[1] for r in results], seconds,
+    return Round(kind, target.name, [r[0] for r in results], [r[1] for r in results], seconds,
                  {name: cpu_after[name] - cpu_before[name] for name in cpu_before})
 
 
@@ -247,20 +258,21 @@ def med(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def summarise(concurrency: int, rounds: list[dict[str, Round]], target: str, frames: int) -> dict[str, Any]:
-    """One row of the table: medians over rounds; CPU per chunk over all rounds of ``target``."""
+def summarise(kind: str, concurrency: int, rounds: list[dict[str, Round]], target: str, frames: int) -> dict[str, Any]:
+    """One row of the table: medians over rounds; CPU per request (per chunk) over all rounds of ``target``."""
     own = [r[target] for r in rounds]
     direct = [r["direct"] for r in rounds]
     streams = sum(len(r.latencies) for r in own)
     row: dict[str, Any] = {
-        "concurrency": concurrency, "target": target, "rounds": len(own), "streams_per_round": len(own[0].latencies),
+        "kind": kind, "concurrency": concurrency, "target": target, "rounds": len(own),
+        "requests_per_round": len(own[0].latencies),
         "p50_ms": 1e3 * med([pct(r.latencies, 0.5) for r in own]),
         "p99_ms": 1e3 * med([pct(r.latencies, 0.99) for r in own]),
         "ttfb_p50_ms": 1e3 * med([pct(r.first_bytes, 0.5) for r in own]),
         "rps": med([r.throughput for r in own]),
         "cores": med([sum(r.cpu.get(name, 0.0) for name in ("mock", "client", target)) / r.seconds for r in own]),
-        "mock_cpu_us_per_stream": 1e6 * sum(r.cpu["mock"] for r in own) / streams,
-        "client_cpu_us_per_stream": 1e6 * sum(r.cpu["client"] for r in own) / streams,
+        "mock_cpu_us_per_request": 1e6 * sum(r.cpu["mock"] for r in own) / streams,
+        "client_cpu_us_per_request": 1e6 * sum(r.cpu["client"] for r in own) / streams,
     }
     if target != "direct":
         pairs = list(zip(own, direct, strict=True))
@@ -271,9 +283,10 @@ def summarise(concurrency: int, rounds: list[dict[str, Round]], target: str, fra
             "added_ttfb_p50_ms": 1e3 * med([pct(g.first_bytes, 0.5) - pct(d.first_bytes, 0.5)
                                             for g, d in pairs]),
             "throughput_ratio": med([g.throughput / d.throughput for g, d in pairs]),
-            "gateway_cpu_us_per_chunk": 1e6 * sum(r.cpu[target] for r in own) / (streams * frames),
-            "gateway_cpu_us_per_stream": 1e6 * sum(r.cpu[target] for r in own) / streams,
+            "gateway_cpu_us_per_request": 1e6 * sum(r.cpu[target] for r in own) / streams,
         }
+        if kind == "stream":
+            row["gateway_cpu_us_per_chunk"] = 1e6 * sum(r.cpu[target] for r in own) / (streams * frames)
     return row
 
 
@@ -285,15 +298,16 @@ async def bench(targets: list[Target], pids: dict[str, int],
         target.session = aiohttp.ClientSession(connector=connector)
     try:
         frames = await frames_per_stream(targets[0])
-        for concurrency in args.concurrency:
-            requests = max(concurrency * args.requests_per_stream, 20)
-            for target in targets:  # warm each pool to this concurrency
-                await asyncio.gather(*(one(target, -1) for _ in range(concurrency)))
-            rounds: list[dict[str, Round]] = []
-            for index in range(args.rounds):
-                order = targets[index % len(targets):] + targets[:index % len(targets)]
-                rounds.append({t.name: await run_round(t, concurrency, requests, pids) for t in order})
-            rows += [summarise(concurrency, rounds, t.name, frames) for t in targets]
+        for kind in args.kinds:
+            for concurrency in args.concurrency:
+                requests = max(concurrency * args.requests_per_stream, 20)
+                for target in targets:  # warm each pool to this concurrency
+                    await asyncio.gather(*(one(target, kind, -1) for _ in range(concurrency)))
+                rounds: list[dict[str, Round]] = []
+                for index in range(args.rounds):
+                    order = targets[index % len(targets):] + targets[:index % len(targets)]
+                    rounds.append({t.name: await run_round(t, kind, concurrency, requests, pids) for t in order})
+                rows += [summarise(kind, concurrency, rounds, t.name, frames) for t in targets]
     finally:
         for target in targets:
             if target.session is not None:
@@ -311,25 +325,28 @@ def cell(row: dict[str, Any], key: str, unit: str = "ms", width: int = 8) -> str
 
 
 def print_table(rows: list[dict[str, Any]], frames: int) -> None:
-    head = (f"{'N':>4} {'target':>21} | {'p50':>8} {'p99':>8} {'ttfb p50':>8} | {'+p50':>8} {'+p99':>8} "
-            f"{'+ttfb':>8} | {'streams/s':>9} {'ratio':>7} {'cores':>5} | {'gw/chunk':>8} {'gw/strm':>8} "
-            f"{'mock/strm':>9} {'clnt/strm':>9}")
+    head = (f"{'kind':>6} {'N':>4} {'target':>21} | {'p50':>8} {'p99':>8} {'ttfb p50':>8} | {'+p50':>8} "
+            f"{'+p99':>8} {'+ttfb':>8} | {'req/s':>7} {'ratio':>7} {'cores':>5} | {'gw/req':>8} {'gw/chunk':>8} "
+            f"{'mock/req':>9} {'clnt/req':>9}")
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['concurrency']:>4} {r['target']:>21} | {cell(r, 'p50_ms')} {cell(r, 'p99_ms')} "
+        print(f"{r['kind']:>6} {r['concurrency']:>4} {r['target']:>21} | {cell(r, 'p50_ms')} {cell(r, 'p99_ms')} "
               f"{cell(r, 'ttfb_p50_ms')} | {cell(r, 'added_p50_ms')} {cell(r, 'added_p99_ms')} "
-              f"{cell(r, 'added_ttfb_p50_ms')} | {r['rps']:>9.1f} {cell(r, 'throughput_ratio', '%', 7)} {r['cores']:>5.2f} | "
-              f"{cell(r, 'gateway_cpu_us_per_chunk', 'µs')} {cell(r, 'gateway_cpu_us_per_stream', 'µs')} "
-              f"{cell(r, 'mock_cpu_us_per_stream', 'µs', 9)} {cell(r, 'client_cpu_us_per_stream', 'µs', 9)}")
+              f"{cell(r, 'added_ttfb_p50_ms')} | {r['rps']:>7.1f} {cell(r, 'throughput_ratio', '%', 7)} {r['cores']:>5.2f} | "
+              f"{cell(r, 'gateway_cpu_us_per_request', 'µs')} {cell(r, 'gateway_cpu_us_per_chunk', 'µs')} "
+              f"{cell(r, 'mock_cpu_us_per_request', 'µs', 9)} {cell(r, 'client_cpu_us_per_request', 'µs', 9)}")
     print(f"{frames} SSE frames per stream; + = added vs. direct in the same round (median over rounds); "
           "cores = CPU seconds the bench's processes (mock, client, that target's gateway) used per second "
-          "of the round; CPU per chunk/stream from /proc (much less load-dependent than times)")
-    print("goals: added p50 <= 2 ms, throughput ratio >= 90 %")
+          "of the round; CPU per request/chunk from /proc (much less load-dependent than times)")
+    print("goals: gateway CPU <= 250 µs per json request and <= 20 µs per relayed chunk; added first byte (+ttfb) "
+          "<= 2 ms at 50 concurrent streams")
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS),
+                        help="json: whole chat completions; stream: streamed ones")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 50, 200])
     parser.add_argument("--requests-per-stream", type=int, default=4,
                         help="requests per concurrent stream in a round (at least 20 per round)")
@@ -338,10 +355,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--chunk-delay", type=float, default=0.005, help="seconds between chunks (0: CPU-bound)")
     parser.add_argument("--before", type=Path, metavar="DIR",
                         help="also bench the gateway package copied into DIR (a 'before' column)")
-    parser.add_argument("--pin", choices=["none", "split", "mock"], default="mock",
-                        help="mock: the mock alone on the first CPU, gateway(s) and client on the others "
-                             "(a provider's pace does not depend on our CPU); split: gateway(s) on the "
-                             "last CPU, mock and client on the others; none: no pinning")
+    parser.add_argument("--pin", choices=["none", "split", "mock"], default="split",
+                        help="split: gateway(s) alone on the last CPU, mock and client on the others (the "
+                             "gateway's own cost is measured); mock: the mock alone on the first CPU, gateway(s) "
+                             "and client on the others (a provider's pace does not depend on our CPU); none: "
+                             "no pinning")
     parser.add_argument("--site", type=Path, metavar="DIR",
                         help="extra import path for all processes, e.g. a 'pip install --target DIR uvloop' "
                              "where uvloop is not installed (the gateway then runs on it)")

@@ -14,6 +14,10 @@ Conventions (one for every provider, the gateway normalises to them):
 * A model with peak / off-peak prices is billed at the peak price (SPEC §3, second adjustment).
 * An unknown model is never silently free: :func:`cost_usd` raises :class:`InputError`; the gateway
   records such models in ``Usage.unpriced_models`` instead.
+* Unknown is not zero: a request the provider answered without reporting its usage (a stream cut short,
+  an upstream that never reports it) is counted in ``Usage.unmetered_requests``. A trial with unmetered
+  requests or unpriced models has no known cost: :attr:`Usage.known_cost_usd` is None and
+  :attr:`Usage.cost_unknown_reason` says why (``cost_usd`` is then the metered part, a lower bound).
 """
 
 from __future__ import annotations
@@ -63,12 +67,20 @@ class TokenCounts:
         return self.output_tokens + self.reasoning_outside_output_tokens
 
 
+DERIVED_USAGE_KEYS = frozenset({"by_model", "billed_output_tokens", "cost_known", "cost_unknown_reason"})
+
+
 @dataclass
 class Usage:
     """A trial's accumulated usage: the ledger the engine writes into the trial record.
 
-    ``cost_usd`` is the sum of per-response costs (exact, each priced with its own model);
-    ``by_model`` breaks the same counters down per requested model.
+    ``cost_usd`` is the sum of per-response costs (exact, each priced with its own model) — the
+    *metered* cost; ``by_model`` breaks the same counters down per requested model. Whether that is the
+    trial's whole cost: :attr:`cost_known` (False with ``unmetered_requests`` or ``unpriced_models``);
+    :attr:`known_cost_usd` is the figure for a trial record (None when unknown) and
+    :attr:`cost_unknown_reason` the reason to record with it. ``unmetered_reserved_usd`` is the sum of
+    the worst-case estimates the gateway reserved for the unmetered requests (the budget counts them as
+    spent); ``unmetered_input_tokens`` the gateway's estimate of their input.
     """
 
     requests: int = 0
@@ -81,11 +93,36 @@ class Usage:
     retries: int = 0
     errors: int = 0
     unpriced_models: list[str] = field(default_factory=list)
+    unmetered_requests: int = 0
+    unmetered_input_tokens: int = 0
+    unmetered_reserved_usd: float = 0.0
     by_model: dict[str, Usage] = field(default_factory=dict)
 
     @property
     def billed_output_tokens(self) -> int:
         return self.output_tokens + self.reasoning_outside_output_tokens
+
+    @property
+    def cost_known(self) -> bool:
+        """True when every request was metered and priced (``cost_usd`` is then the whole cost)."""
+        return not self.unmetered_requests and not self.unpriced_models
+
+    @property
+    def known_cost_usd(self) -> float | None:
+        """The cost to record for the trial: ``cost_usd`` when known, else None (never a partial sum as if whole)."""
+        return self.cost_usd if self.cost_known else None
+
+    @property
+    def cost_unknown_reason(self) -> str | None:
+        """Why the cost is unknown (None when it is known), in words for ``trial.json`` and the Trial status."""
+        reasons = []
+        if self.unmetered_requests:
+            reasons.append(f"{self.unmetered_requests} request(s) unmetered (the upstream reported no token usage; "
+                           f"metered cost ${self.cost_usd:.6f} is a lower bound)")
+        if self.unpriced_models:
+            reasons.append(f"model(s) {', '.join(self.unpriced_models)} have no price in the price snapshot "
+                           "(add them to prices/ in a new snapshot)")
+        return "; ".join(reasons) or None
 
     def add_tokens(self, counts: TokenCounts, cost: float | None) -> None:
         """Add one response's counts (``cost`` None means the model had no price)."""
@@ -98,16 +135,20 @@ class Usage:
             self.cost_usd += cost
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form (``cost_usd`` rounded to 1e-9 USD, plus ``billed_output_tokens``)."""
+        """JSON-serialisable form (``cost_usd`` rounded to 1e-9 USD, plus the derived ``billed_output_tokens``,
+        ``cost_known`` and ``cost_unknown_reason``)."""
         data = asdict(self)
         data["billed_output_tokens"] = self.billed_output_tokens  # derived, for readers of the record
         data["cost_usd"] = round(self.cost_usd, 9)
+        data["unmetered_reserved_usd"] = round(self.unmetered_reserved_usd, 9)
+        data["cost_known"] = self.cost_known
+        data["cost_unknown_reason"] = self.cost_unknown_reason
         data["by_model"] = {name: usage.to_dict() for name, usage in self.by_model.items()}
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Usage:
-        fields = {k: v for k, v in data.items() if k not in ("by_model", "billed_output_tokens")}
+        fields = {k: v for k, v in data.items() if k not in DERIVED_USAGE_KEYS}
         usage = cls(**fields)
         usage.by_model = {k: cls.from_dict(v) for k, v in data.get("by_model", {}).items()}
         return usage
@@ -223,6 +264,13 @@ def cost_usd(usage: Billable, model: str, snapshot: PriceSnapshot) -> float:
     uncached = usage.input_tokens - cached
     total = uncached * price.input + cached * price.cached_input_price + usage.billed_output_tokens * price.output
     return total / snapshot.per_tokens
+
+
+def worst_case_cost_usd(input_tokens: int, output_tokens: int, model: str, snapshot: PriceSnapshot) -> float:
+    """USD of ``input_tokens`` all uncached and ``output_tokens`` billed output: an upper bound of a request's
+    cost when both counts are (the gateway's budget reservations)."""
+    price = snapshot.price(model)
+    return (input_tokens * price.input + output_tokens * price.output) / snapshot.per_tokens
 
 
 def default_snapshot_path() -> Path:

@@ -56,6 +56,10 @@ GATEWAY_LATENCY = Histogram(
     ["endpoint", "model"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
 )
+UNMETERED = Counter(
+    "anchorage_unmetered_requests_total", "Model requests the upstream answered without reporting usage "
+    "(their trial's cost is unknown).", ["entry", "model"],
+)
 GATEWAY_REFUSALS = Counter(
     "anchorage_gateway_refusals_total", "Requests refused by the gateway (auth, rate, budget).", ["reason"]
 )

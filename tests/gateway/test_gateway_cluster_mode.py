@@ -1,4 +1,5 @@
-"""Cluster mode: a shared token secret, the admin API, the standalone command, unreachable upstreams."""
+"""Cluster mode: a shared token secret, the admin API on its own listener, the standalone command, unreachable
+upstreams."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from anchorage.gateway.ledger import mint_token
+from anchorage.gateway.tokens import mint_token
 
 
 def call(url: str, *, method: str = "GET", token: str | None = None, body: Any = None) -> tuple[int, Any]:
@@ -36,21 +37,56 @@ def test_operator_minted_token_and_admin_api(gateway_factory: Any, upstream_fact
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GW_SECRET", "shared-with-the-operator")
     monkeypatch.setenv("GW_ADMIN", "admin-token")
-    gateway = gateway_factory(upstream_factory(), token_secret_env="GW_SECRET", admin_token_env="GW_ADMIN")
+    gateway = gateway_factory(upstream_factory(), token_secret_env="GW_SECRET", admin_token_env="GW_ADMIN",
+                              admin_port=0)
+    admin = gateway.admin_url
+    assert admin is not None and admin != gateway.url
     # The operator mints a token with the shared secret, without asking the gateway.
     minted = mint_token(b"shared-with-the-operator", "ns-trial-1")
     assert call(gateway.url + "/v1/chat/completions", method="POST", token=minted, body=CHAT)[0] == 200
-    status, usage = call(gateway.url + "/admin/v1/usage/ns-trial-1", token="admin-token")
+    status, usage = call(admin + "/admin/v1/usage/ns-trial-1", token="admin-token")
     assert status == 200 and usage["requests"] == 1 and usage["input_tokens"] > 0
     # Admin-issued tokens carry limits; the admin API needs its own token.
-    assert call(gateway.url + "/admin/v1/tokens", method="POST", token=minted, body={"trial_id": "x"})[0] == 401
-    status, issued = call(gateway.url + "/admin/v1/tokens", method="POST", token="admin-token",
+    assert call(admin + "/admin/v1/tokens", method="POST", token=minted, body={"trial_id": "x"})[0] == 401
+    status, issued = call(admin + "/admin/v1/tokens", method="POST", token="admin-token",
                           body={"trial_id": "ns-trial-2", "rate_per_min": 1})
     assert status == 200
     assert call(gateway.url + "/v1/chat/completions", method="POST", token=issued["token"], body=CHAT)[0] == 200
     assert call(gateway.url + "/v1/chat/completions", method="POST", token=issued["token"], body=CHAT)[0] == 429
-    assert call(gateway.url + "/admin/v1/tokens/ns-trial-1", method="DELETE", token="admin-token")[0] == 200
+    assert call(admin + "/admin/v1/tokens/ns-trial-1", method="DELETE", token="admin-token")[0] == 200
     assert call(gateway.url + "/v1/chat/completions", method="POST", token=minted, body=CHAT)[0] == 401
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/healthz", "/admin/v1/usage/ns-trial-1", "/admin/v1/tokens",
+                                  "/nothing/here"])
+def test_the_model_listener_serves_only_the_model_api_and_only_with_a_token(
+        gateway_factory: Any, upstream_factory: Any, monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """What an agent can reach (the model API's listener) answers nothing but model routes, each with a token."""
+    monkeypatch.setenv("GW_ADMIN", "admin-token")
+    gateway = gateway_factory(upstream_factory(), admin_token_env="GW_ADMIN", admin_port=0)
+    token = gateway.issue_token("ns-trial-1")
+    assert call(gateway.url + "/v1/chat/completions", method="POST", token=token, body=CHAT)[0] == 200
+    for method in ("GET", "POST"):
+        status, body = call(gateway.url + path, method=method, body={} if method == "POST" else None)
+        assert status == 401 and body["error"]["type"] == "invalid_api_key", (method, body)
+        # the admin token is no trial token: it opens nothing on this listener either
+        assert call(gateway.url + path, method=method, token="admin-token")[0] == 401
+        status, body = call(gateway.url + path, method=method, token=token)
+        assert status == 404 and "not a model API route" in body["error"]["message"]
+    assert call(gateway.url + "/v1/models")[0] == 401 and call(gateway.url + "/v1/models", token=token)[0] == 200
+    # the admin listener has them (metrics and health without the admin token, the admin API with it)
+    assert urllib.request.urlopen(gateway.admin_url + "/healthz", timeout=10).status == 200
+    assert b"anchorage_gateway_requests_total" in urllib.request.urlopen(gateway.admin_url + "/metrics",
+                                                                        timeout=10).read()
+    assert call(gateway.admin_url + "/admin/v1/usage/ns-trial-1")[0] == 401
+    assert call(gateway.admin_url + "/admin/v1/usage/ns-trial-1", token="admin-token")[1]["requests"] == 1
+
+
+def test_head_of_the_base_url_is_answered_without_a_body(gateway_factory: Any, upstream_factory: Any) -> None:
+    gateway = gateway_factory(upstream_factory())
+    request = urllib.request.Request(gateway.url + "/", method="HEAD")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200 and response.read() == b""
 
 
 def test_unreachable_upstream_is_retried_then_reported(gateway_factory: Any, upstream_factory: Any) -> None:
@@ -86,18 +122,20 @@ def test_standalone_command_with_mock_upstream(tmp_path: Path, repo_root: Path) 
         pytest.skip(f"the anchorage console script is not installed beside {sys.executable}")
     env = {**os.environ, "PYTHONPATH": str(repo_root / "operator")}
     process = subprocess.Popen(
-        [str(command), "gateway", "--config", str(config), "--mock",
+        [str(command), "gateway", "--config", str(config), "--mock", "--admin-port", "0",
          "--issue-token", "demo-trial"], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert process.stdout is not None
-        lines = [process.stdout.readline() for _ in range(4)]
+        lines = [process.stdout.readline() for _ in range(5)]
         url = re.search(r"listening on (http://\S+)", lines[0])
-        token = re.search(r"token demo-trial: (\S+)", lines[2])
-        assert url and token, lines
-        assert "usage ledger: in memory only" in lines[3]  # no --ledger-dir: a restart would lose usage
+        admin = re.search(r"admin API.* on (http://\S+)", lines[1])
+        token = re.search(r"token demo-trial: (\S+)", lines[3])
+        assert url and admin and token, lines
+        assert "usage ledger: in memory only" in lines[4]  # no --ledger-dir: a restart would lose usage
         status, body = call(url.group(1) + "/v1/chat/completions", method="POST", token=token.group(1),
                             body={**CHAT, "model": "gpt-5.5"})
         assert status == 200 and body["model"] == "gpt-5.5-mock"
+        assert urllib.request.urlopen(admin.group(1) + "/healthz", timeout=10).status == 200
     finally:
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=15)

@@ -11,7 +11,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from anchorage.gateway.ledger import mint_token
+from anchorage.gateway.estimates import estimate
+from anchorage.gateway.tokens import mint_token
 
 CHAT = "/v1/chat/completions"
 
@@ -160,12 +161,21 @@ async def test_rate_limit_per_trial(gateway_factory: Any, upstream_factory: Any)
 
 
 async def test_budget_per_trial(gateway_factory: Any, upstream_factory: Any) -> None:
+    """A budget of one request's worst case admits that request; the next one (nothing in flight) is refused
+    for good, with the figures and OpenAI's insufficient_quota code (clients stop retrying)."""
     gateway = gateway_factory(upstream_factory())
-    token = gateway.issue_token("trial-a", budget_usd=1e-6)
-    assert (await post(gateway.url, token, chat("x" * 400)))[0] == 200
-    status, _, body = await post(gateway.url, token, chat())
-    assert status == 429 and body["error"]["type"] == "budget_exceeded"
-    assert "budget" in body["error"]["message"]
+    body = {**chat("x" * 400), "max_tokens": 50}
+    worst = estimate(body, len(json.dumps(body)), "chat", "mock-model", ceiling=32768, bytes_per_token=1.0,
+                     snapshot=gateway.snapshot)
+    token = gateway.issue_token("trial-a", budget_usd=worst.usd * 1.01)
+    assert (await post(gateway.url, token, body))[0] == 200
+    status, headers, answer = await post(gateway.url, token, body)
+    error = answer["error"]
+    assert status == 429 and error["type"] == "budget_exceeded" and error["code"] == "insufficient_quota"
+    assert "Retry-After" not in headers and error["in_flight"] == 0 and error["reserved_usd"] == 0
+    assert error["spent_usd"] == pytest.approx(gateway.usage("trial-a").cost_usd, abs=1e-9)
+    assert error["budget_usd"] == pytest.approx(worst.usd * 1.01) and error["request_reserve_usd"] > 0
+    assert "budget" in error["message"]
     assert gateway.usage("trial-a").requests == 1
 
 
@@ -190,15 +200,24 @@ async def test_stream_is_passed_through_unbuffered(gateway_factory: Any, upstrea
     assert gateway.usage("trial-a").requests == 1
 
 
-async def test_client_stream_options_are_kept(gateway_factory: Any, upstream_factory: Any) -> None:
+@pytest.mark.parametrize("options", [None, {"include_usage": False}, {"include_usage": True}],
+                         ids=["left-out", "opted-out", "asked"])
+async def test_usage_is_asked_for_whatever_the_client_said(gateway_factory: Any, upstream_factory: Any,
+                                                           options: dict[str, Any] | None) -> None:
+    """The upstream always gets include_usage: true; the usage chunk reaches only a client that asked for it."""
     upstream = upstream_factory()
     gateway = gateway_factory(upstream)
-    body = {**chat(stream=True), "stream_options": {"include_usage": False}}
+    body = {**chat(stream=True), **({"stream_options": options} if options is not None else {})}
     status, _, raw = await post(gateway.url, gateway.issue_token("trial-a"), body)
-    assert status == 200 and b'"usage"' not in raw
-    assert upstream.mock.seen[-1].body["stream_options"] == {"include_usage": False}
-    status, _, raw = await post(gateway.url, gateway.issue_token("trial-a"), chat(stream=True))
-    assert upstream.mock.seen[-1].body["stream_options"] == {"include_usage": True}
+    assert status == 200 and upstream.mock.seen[-1].body["stream_options"] == {"include_usage": True}
+    events = [json.loads(line[6:]) for line in raw.decode().splitlines()
+              if line.startswith("data: {")]
+    usage_chunks = [e for e in events if e.get("usage") is not None]
+    asked = options is not None and options["include_usage"]
+    assert len(usage_chunks) == (1 if asked else 0) and raw.endswith(b"data: [DONE]\n\n")
+    assert "".join(e["choices"][0]["delta"].get("content", "") for e in events if e["choices"])  # the reply is all there
+    usage = gateway.usage("trial-a")
+    assert usage.requests == 1 and usage.output_tokens > 0 and usage.unmetered_requests == 0
 
 
 # ----- routes ----------------------------------------------------------------------------------------
@@ -237,9 +256,9 @@ async def test_unix_socket_listener(gateway_factory: Any, upstream_factory: Any,
 
 
 async def test_metrics_route_counts_requests(gateway_factory: Any, upstream_factory: Any) -> None:
-    gateway = gateway_factory(upstream_factory())
+    gateway = gateway_factory(upstream_factory(), admin_port=0)
     assert (await post(gateway.url, gateway.issue_token("trial-a"), chat()))[0] == 200
-    async with aiohttp.ClientSession() as session, session.get(gateway.url + "/metrics") as response:
+    async with aiohttp.ClientSession() as session, session.get(gateway.admin_url + "/metrics") as response:
         text = await response.text()
     assert 'anchorage_gateway_requests_total{code="200",endpoint="chat",model="mock-model"}' in text
     assert "trial-a" not in text

@@ -21,8 +21,11 @@ from typing import Any
 
 import pytest
 
+from anchorage.costs import PriceSnapshot
+from anchorage.gateway.estimates import estimate
 from anchorage.gateway.journal import JOURNAL_FILE
-from anchorage.gateway.ledger import Ledger, mint_token
+from anchorage.gateway.ledger import Ledger
+from anchorage.gateway.tokens import mint_token
 
 SECRET = "shared-with-the-operator"
 ADMIN = "admin-token"
@@ -66,7 +69,8 @@ class GatewayProcess:
     def __init__(self, command: Path, config: Path, ledger: Path, log: Path, env: dict[str, str]) -> None:
         self.log = log
         self._log_file = log.open("ab")
-        self.process = subprocess.Popen([str(command), "gateway", "--config", str(config), "--ledger-dir", str(ledger)],
+        self.process = subprocess.Popen([str(command), "gateway", "--config", str(config), "--ledger-dir", str(ledger),
+                                         "--admin-port", "0"],
                                         stdout=subprocess.PIPE, stderr=self._log_file, text=True, env=env)
         assert self.process.stdout is not None
         lines = []
@@ -76,8 +80,9 @@ class GatewayProcess:
                 raise AssertionError(f"the gateway exited at start: {lines}\n{log.read_text()}")
             lines.append(line)
         found = re.search(r"listening on (http://\S+)", lines[0])
-        assert found, lines
-        self.url = found.group(1)
+        admin = re.search(r"admin API.* on (http://\S+)", lines[1])
+        assert found and admin, lines
+        self.url, self.admin = found.group(1), admin.group(1)
 
     def stop(self, sig: int) -> None:
         self.process.send_signal(sig)
@@ -114,15 +119,16 @@ def gateway_process(tmp_path: Path, repo_root: Path, upstream_factory: Any, pric
             process.stop(signal.SIGKILL)
 
 
-def usage_of(url: str, trial: str) -> dict[str, Any]:
-    status, raw = call(f"{url}/admin/v1/usage/{trial}", token=ADMIN)
+def usage_of(gateway: GatewayProcess, trial: str) -> dict[str, Any]:
+    status, raw = call(f"{gateway.admin}/admin/v1/usage/{trial}", token=ADMIN)
     assert status == 200, raw
     return dict(json.loads(raw))
 
 
 @pytest.mark.slow
 def test_usage_and_revocations_survive_a_killed_gateway(gateway_process: Any, gateway_factory: Any,
-                                                        upstream_factory: Any, tmp_path: Path) -> None:
+                                                        upstream_factory: Any, tmp_path: Path,
+                                                        prices_file: Path) -> None:
     reference = gateway_factory(upstream_factory())  # in-process, in memory, never restarted
     tokens = {trial: mint_token(SECRET.encode(), trial) for trial in ("trial-a", "trial-b", "trial-c")}
     steps = campaign()
@@ -138,12 +144,16 @@ def test_usage_and_revocations_survive_a_killed_gateway(gateway_process: Any, ga
         send(gateway.url, step, tokens[step[0]])
     # trial-c makes one request, then the operator revokes its token
     send(gateway.url, ("trial-c", "chat", steps[0][2]), tokens["trial-c"])
-    assert call(f"{gateway.url}/admin/v1/tokens/trial-c", method="DELETE", token=ADMIN)[0] == 200
-    # an admin-issued token carries a budget, which must survive too
-    status, raw = call(f"{gateway.url}/admin/v1/tokens", method="POST", token=ADMIN,
-                       body={"trial_id": "trial-d", "budget_usd": 1e-9, "entry": "entry-d"})
+    assert call(f"{gateway.admin}/admin/v1/tokens/trial-c", method="DELETE", token=ADMIN)[0] == 200
+    # an admin-issued token carries a budget, which must survive too: one request's worst case, so the
+    # request is admitted and what it spent leaves too little for another
+    body = steps[0][2]
+    worst = estimate(body, len(json.dumps(body)), "chat", "mock-model", ceiling=32768, bytes_per_token=1.0,
+                     snapshot=PriceSnapshot.load(prices_file))
+    status, raw = call(f"{gateway.admin}/admin/v1/tokens", method="POST", token=ADMIN,
+                       body={"trial_id": "trial-d", "budget_usd": worst.usd + 1e-12, "entry": "entry-d"})
     assert status == 200
-    send(gateway.url, ("trial-d", "chat", steps[0][2]), json.loads(raw)["token"])  # spends past 1e-9 USD
+    send(gateway.url, ("trial-d", "chat", body), json.loads(raw)["token"])
     gateway.stop(signal.SIGKILL)  # no clean shutdown: nothing is flushed at exit
 
     # a crash in the middle of writing a line leaves it torn
@@ -162,9 +172,9 @@ def test_usage_and_revocations_survive_a_killed_gateway(gateway_process: Any, ga
     for trial in ("trial-a", "trial-b"):
         expected = reference.usage(trial).to_dict()
         assert expected["requests"] == 6 and expected["reasoning_tokens"] > 0
-        assert usage_of(gateway.url, trial) == expected
-    assert usage_of(gateway.url, "trial-c")["requests"] == 1
-    assert usage_of(gateway.url, "trial-d")["requests"] == 1  # the refused request is not a request upstream
+        assert usage_of(gateway, trial) == expected
+    assert usage_of(gateway, "trial-c")["requests"] == 1
+    assert usage_of(gateway, "trial-d")["requests"] == 1  # the refused request is not a request upstream
 
     # a clean restart compacts the journal to one line per trial, with the same usage
     gateway.stop(signal.SIGTERM)
@@ -173,7 +183,7 @@ def test_usage_and_revocations_survive_a_killed_gateway(gateway_process: Any, ga
     assert sorted(r["trial"] for r in records) == ["trial-a", "trial-b", "trial-c", "trial-d"]
     assert {r["op"] for r in records} == {"account"}
     for trial in ("trial-a", "trial-b"):
-        assert usage_of(gateway.url, trial) == reference.usage(trial).to_dict()
+        assert usage_of(gateway, trial) == reference.usage(trial).to_dict()
     assert call(gateway.url + PATHS["chat"], method="POST", token=tokens["trial-c"], body=steps[0][2])[0] == 401
     gateway.stop(signal.SIGTERM)
 
@@ -196,8 +206,8 @@ def test_reissuing_a_revoked_trial_is_journalled_too(tmp_path: Path) -> None:
     ledger.issue("t1", budget_usd=3.0, entry="e")
     ledger.close()  # writes what is queued
     again = Ledger(b"secret", None, journal=Journal(tmp_path, fsync=False))
-    account = again.authenticate(token)
-    assert account is not None and account.budget_usd == 3.0 and account.entry == "e"
+    auth = again.authenticate(token)
+    assert auth is not None and auth[0].budget_usd == 3.0 and auth[0].entry == "e"
     again.close()
 
 
@@ -208,9 +218,9 @@ def test_the_journal_is_compacted_while_running_and_replays_the_same_usage(tmp_p
     ledger = Ledger(b"secret", None, journal=Journal(tmp_path, fsync=False, compact_at=4000))
     accounts = [ledger.authenticate(ledger.issue(f"trial-{i}")) for i in range(3)]
     for index in range(600):  # ~130 kB of "use" lines
-        account = accounts[index % 3]
-        assert account is not None
-        ledger.record(account, f"model-{index % 2}", TokenCounts(input_tokens=index, cached_input_tokens=index // 4,
+        auth = accounts[index % 3]
+        assert auth is not None
+        ledger.record(auth[0], f"model-{index % 2}", TokenCounts(input_tokens=index, cached_input_tokens=index // 4,
                                                                  output_tokens=7, reasoning_tokens=index % 5),
                       retries=index % 2, error=index % 7 == 0)
     ledger.revoke("trial-2")

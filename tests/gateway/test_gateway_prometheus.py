@@ -1,4 +1,5 @@
-"""A real Prometheus server scrapes the gateway's /metrics; its HTTP API returns the request counter."""
+"""A real Prometheus server scrapes the gateway's /metrics (on its admin listener); its HTTP API returns the
+request counter."""
 
 from __future__ import annotations
 
@@ -22,11 +23,11 @@ def chat(url: str, token: str) -> int:
 @pytest.mark.slow
 def test_prometheus_scrapes_gateway_request_counter(gateway_factory: Any, upstream_factory: Any,
                                                     prometheus_factory: Any) -> None:
-    gateway = gateway_factory(upstream_factory())
+    gateway = gateway_factory(upstream_factory(), admin_port=0)
     token = gateway.issue_token("trial-prom", entry="demo-entry")
     assert [chat(gateway.url, token) for _ in range(3)] == [200, 200, 200]
 
-    prometheus = prometheus_factory([urlparse(gateway.url).netloc])
+    prometheus = prometheus_factory([urlparse(gateway.admin_url).netloc])
     expr = 'sum(anchorage_gateway_requests_total{endpoint="chat",model="mock-model",code="200"})'
     result = prometheus.wait_for(expr)
     assert result, f"no data for {expr}; targets: {prometheus.targets_up()}"

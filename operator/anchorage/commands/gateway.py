@@ -24,6 +24,11 @@ def gateway(
     host: str | None = typer.Option(None, help="TCP host (overrides the config)."),
     port: int | None = typer.Option(None, help="TCP port, 0 picks one (overrides the config)."),
     unix_socket: Path | None = typer.Option(None, help="Also listen on this unix socket."),
+    admin_host: str | None = typer.Option(None, help="Host of the admin listener (overrides the config; "
+                                          "default 127.0.0.1)."),
+    admin_port: int | None = typer.Option(
+        None, min=0, max=65535, help="Serve /healthz, /metrics and the /admin/v1 API on this port, a listener of "
+        "its own that agents must not reach (0 picks one; overrides the config; default: no admin listener)."),
     ledger_dir: Path | None = typer.Option(
         None, file_okay=False, help="Journal per-trial usage, limits and revocations in this directory "
         "(ledger.jsonl, replayed at start) so a restart loses none of them (overrides the config's ledger_dir). "
@@ -47,14 +52,17 @@ def gateway(
     from anchorage.errors import InputError
     from anchorage.gateway import BackgroundServer, GatewayConfig, start_gateway
     from anchorage.gateway.mock import MockConfig, MockUpstream
+    from anchorage.gctuning import tune_gc
 
     stop = _stop_on_signal()
+    tune_gc()  # as the operator's: fewer collector passes per request
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if config is None and not mock:
         raise InputError("no upstream: pass --config FILE or --mock", hint="anchorage gateway --mock for a demo")
     data = GatewayConfig.load(config).model_dump() if config else {"upstreams": []}
     data.update({k: v for k, v in {"host": host, "port": port, "unix_socket": unix_socket, "token_secret_env":
-                                    token_secret_env, "admin_token_env": admin_token_env, "ledger_dir": ledger_dir}.items()
+                                    token_secret_env, "admin_token_env": admin_token_env, "ledger_dir": ledger_dir,
+                                    "admin_host": admin_host, "admin_port": admin_port}.items()
                  if v is not None})
     mock_server = None
     if mock:
@@ -65,6 +73,11 @@ def gateway(
                               "models": ["*"]}]
     running = start_gateway(GatewayConfig.model_validate(data))
     typer.echo(f"anchorage gateway listening on {running.url or ''} {running.unix_socket or ''}".rstrip())
+    if running.admin_url is not None:
+        api = ", /admin/v1" if running.config.admin_token_env else "; /admin/v1 off without --admin-token-env"
+        typer.echo(f"admin API (/healthz, /metrics{api}) on {running.admin_url}")
+    else:
+        typer.echo("admin API: off (no --admin-port): no /healthz, /metrics or /admin/v1")
     if mock_server is not None:
         typer.echo(f"mock upstream (labelled x-anchorage-mock: 1) at {mock_server.url}")
     for trial in issue_token:

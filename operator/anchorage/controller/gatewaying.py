@@ -3,17 +3,20 @@
 Called by ``anchorage.controller.trials`` (launch and finish) and ``scoring`` (the ``trial.json``
 record). A model-calling trial (:func:`anchorage.runtime.kubejobs.uses_gateway`) gets a token the
 operator mints itself with the secret it shares with the gateway (``ANCHORAGE_GATEWAY_TOKEN_SECRET``;
-``anchorage.gateway.ledger.mint_token``): the token names exactly this trial (namespace, name and uid,
+``anchorage.gateway.tokens.mint_token``): the token names exactly this trial (namespace, name and uid,
 so a re-created Trial of the same name gets a fresh ledger) and its entry (the gateway's per-entry
-token and cost metrics). It goes into the Secret ``<job>-gateway``,
+token and cost metrics), and expires at the attempt's deadline (the Job's ``activeDeadlineSeconds``
+from now) plus a margin (``EXPIRY_MARGIN_SECONDS``). It goes into the Secret ``<job>-gateway``,
 created right after the Job and owned by it — one API write per model-calling attempt, nothing else.
 
 At the trial's end the operator revokes the token and reads the trial's usage from the gateway's admin
-API (``ANCHORAGE_GATEWAY_ADMIN_TOKEN``, ``OperatorConfig.admin_url()``); tokens and ``costUSD`` (priced
-by the gateway's snapshot) go into the status patch the trial's end writes anyway. Without an admin
-token, or when the gateway cannot be reached, the cost is *unknown*: ``costUSD`` is absent and
-``costUnknownReason`` says why (the token then stays valid until the gateway restarts without it in its
-ledger — it still names one finished trial only). Trials that call no model cost 0.
+API (``ANCHORAGE_GATEWAY_ADMIN_TOKEN``, ``OperatorConfig.admin_url()``: the gateway's admin listener, which
+agents cannot reach); tokens and ``costUSD`` (priced by the gateway's snapshot) go into the status patch the
+trial's end writes anyway. The cost is *unknown* — ``costUSD`` absent, ``costUnknownReason`` saying why —
+without an admin token, when the gateway cannot be reached (the token then stays valid until it expires),
+and when the gateway itself does not know it (requests the upstream answered without usage:
+``usage.unmeteredRequests``; models without a price). Unknown is never recorded as 0. Trials that call no
+model cost 0.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -29,7 +33,7 @@ from typing import Any
 
 from anchorage.controller import kube
 from anchorage.errors import InputError
-from anchorage.gateway.ledger import mint_token
+from anchorage.gateway.tokens import EXPIRY_MARGIN_SECONDS, mint_token
 from anchorage.manifests import TrialSpec
 from anchorage.runtime import kubejobs
 from anchorage.runtime.kubejobs import OperatorConfig, uses_gateway
@@ -41,7 +45,7 @@ COST_SOURCE = "gateway metering × price snapshot"
 #: status.usage key → the gateway's usage key (``anchorage.costs.Usage.to_dict``)
 USAGE_FIELDS = {"requests": "requests", "inputTokens": "input_tokens", "cachedInputTokens": "cached_input_tokens",
                 "outputTokens": "output_tokens", "billedOutputTokens": "billed_output_tokens",
-                "reasoningTokens": "reasoning_tokens"}
+                "reasoningTokens": "reasoning_tokens", "unmeteredRequests": "unmetered_requests"}
 
 
 def trial_id(trial: Mapping[str, Any]) -> str:
@@ -80,7 +84,9 @@ def create_job(job: dict[str, Any], trial: Mapping[str, Any], spec: TrialSpec) -
     assert secret is not None
     uid = kube.create_job_uid(job)
     owned = {**job, "metadata": {**job["metadata"], "uid": uid}}
-    kube.create_secret(kubejobs.gateway_token_secret(owned, mint_token(secret, trial_id(trial), spec.entry)))
+    expires = time.time() + float(job["spec"]["activeDeadlineSeconds"]) + EXPIRY_MARGIN_SECONDS
+    token = mint_token(secret, trial_id(trial), spec.entry, expires_at=expires)
+    kube.create_secret(kubejobs.gateway_token_secret(owned, token))
 
 
 class GatewayUnreachable(Exception):
@@ -122,13 +128,37 @@ def settle(trial: Mapping[str, Any], spec: TrialSpec, cfg: OperatorConfig) -> di
         usage = _admin(cfg, "GET", f"/admin/v1/usage/{path}", admin)
     except GatewayUnreachable as exc:
         return _unknown(f"the gateway's usage of this trial could not be read: {exc}")
-    fields = {"usage": {key: int(usage.get(source) or 0) for key, source in USAGE_FIELDS.items()},
-              "costUSD": round(float(usage.get("cost_usd") or 0.0), 9), "costUnknownReason": None}
-    unpriced = usage.get("unpriced_models") or []
-    if unpriced:
-        fields.update(costUSD=None, costUnknownReason=f"model(s) {', '.join(map(str, unpriced))} have no price in "
-                      "the gateway's price snapshot (add them to prices/ and restart the gateway)")
+    return cost_fields(usage)
+
+
+def cost_fields(usage: Mapping[str, Any]) -> dict[str, Any]:
+    """Status fields from the gateway's usage of a trial (``anchorage.costs.Usage.to_dict``): the cost only
+    when the gateway knows it whole, else None with the gateway's reason — never a partial sum, never 0."""
+    fields: dict[str, Any] = {"usage": {key: int(usage.get(source) or 0) for key, source in USAGE_FIELDS.items()},
+                              "costUSD": None, "costUnknownReason": None}
+    cost, unpriced = usage.get("cost_usd"), [str(m) for m in usage.get("unpriced_models") or []]
+    known = usage.get("cost_known", not unpriced)
+    if known is True and isinstance(cost, int | float) and not isinstance(cost, bool):
+        fields["costUSD"] = round(float(cost), 9)
+    else:
+        fields["costUnknownReason"] = str(usage.get("cost_unknown_reason") or (
+            f"model(s) {', '.join(unpriced)} have no price in the gateway's price snapshot" if unpriced
+            else "the gateway reported no cost for this trial"))
     return fields
+
+
+def read_transcript(trial: Mapping[str, Any], cfg: OperatorConfig) -> bytes:
+    """The trial's transcript at the gateway (JSON lines; empty when none was kept), for its artifact."""
+    admin = os.environ.get(ADMIN_TOKEN_ENV)
+    if not admin:
+        raise GatewayUnreachable(f"the operator has no gateway admin token ({ADMIN_TOKEN_ENV})")
+    url = f"{cfg.admin_url()}/admin/v1/transcripts/{urllib.parse.quote(trial_id(trial), safe='')}"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {admin}"})
+    try:
+        with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_SEC) as response:
+            return bytes(response.read())
+    except (OSError, urllib.error.HTTPError) as exc:
+        raise GatewayUnreachable(f"GET {url} failed: {exc}") from exc
 
 
 def record_fields(status: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,13 +12,13 @@ environment variable ``ANCHORAGE_OPERATOR_CONFIG`` (JSON), which ``anchorage ope
 from __future__ import annotations
 
 import functools
-import gc
 import logging
 import os
 from typing import Any, cast
 
 import kopf
 
+from anchorage.gctuning import tune_gc
 from anchorage.runtime.kubejobs import OperatorConfig
 from anchorage.runtime.kubepod import open_store
 from anchorage.store.base import ArtifactStore
@@ -85,26 +85,7 @@ def apply(settings: kopf.OperatorSettings) -> None:
     settings.execution.max_workers = int(os.environ.get("ANCHORAGE_WORKERS", "8"))
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         logging.getLogger("kopf.objects").addFilter(_quiet_event_handlers)
-    _tune_gc()
-
-
-#: Objects allocated (net) between young-generation collections (Python's default is 700); the environment
-#: variable overrides it.
-GC_THRESHOLD_ENV, GC_THRESHOLD = "ANCHORAGE_GC_THRESHOLD", 50000
-
-
-def _tune_gc() -> None:
-    """Fewer garbage-collector passes: every watch event allocates thousands of short-lived objects (the
-    parsed body, kopf's wrappers), and with the default threshold the collector ran every few events and
-    promoted live ones to the older generations, whose passes walk kopf's per-object memories of every
-    watched object. Objects from startup (imports, settings) are frozen out of the collector's walks."""
-    raw = os.environ.get(GC_THRESHOLD_ENV, str(GC_THRESHOLD))
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"{GC_THRESHOLD_ENV} must be a positive whole number of objects (default {GC_THRESHOLD}), "
-                         f"got {raw!r}: set it so or unset it")
-    gc.freeze()
-    _, older, oldest = gc.get_threshold()
-    gc.set_threshold(int(raw), older, oldest)
+    tune_gc()  # see anchorage.gctuning: every watch event allocates thousands of short-lived objects
 
 
 #: Handlers called on every watch event of every Trial, ScoringRun and their Jobs.

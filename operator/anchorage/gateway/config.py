@@ -1,4 +1,4 @@
-"""The gateway's configuration: where it listens, which upstreams serve which models, retry budget.
+"""The gateway's configuration: where it listens, which upstreams serve which models, retries, limits.
 
 Built in code by the local engine (``GatewayConfig(upstreams=[...])``) or read from YAML by
 ``anchorage gateway --config FILE`` (:meth:`GatewayConfig.load`). Provider keys are read from the
@@ -35,8 +35,12 @@ class UpstreamConfig(BaseModel):
         description="False when the provider bills reasoning tokens outside its completion counter",
     )
     include_stream_usage: bool = Field(
-        default=True, description="add stream_options.include_usage to streamed chat requests"
-    )
+        default=True, description="ask for usage in streamed chat requests (stream_options.include_usage: true, "
+        "whatever the client asked; the usage chunk is taken out of the stream of a client that did not ask for "
+        "it). Off only for a provider that rejects the option: its streams are then unmetered")
+    max_output_tokens: int = Field(
+        default=32768, ge=1, description="output ceiling assumed for a request that sets no max_tokens / "
+        "max_output_tokens (its budget reservation); set it to the models' real ceiling")
     timeout_seconds: float = Field(default=600.0, gt=0)
 
     @field_validator("base_url")
@@ -78,6 +82,22 @@ class RetryConfig(BaseModel):
     retry_statuses: list[int] = Field(default_factory=lambda: [429, 500, 502, 503, 504, 529])
 
 
+class TranscriptConfig(BaseModel):
+    """Transcripts: the request and response bodies of trials whose token asks for them (keys and tokens
+    redacted, size-capped), for ``Gateway.transcript`` and ``GET /admin/v1/transcripts/{trial}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(default=True, description="honour tokens that ask for a transcript (false: never keep "
+                          "bodies, whatever a token asks)")
+    directory: Path | None = Field(default=None, description="where transcripts are kept (default: "
+                                   "<ledger_dir>/transcripts, else a temporary folder removed at stop)")
+    max_bytes_per_trial: int = Field(default=16 * 2**20, ge=1024, description="a trial's transcript stops "
+                                     "growing here (one line then says what was left out)")
+    max_body_bytes: int = Field(default=2**20, ge=256, description="a request or response body longer than this "
+                                "is cut (and marked so) in the transcript")
+
+
 class GatewayConfig(BaseModel):
     """Everything :func:`anchorage.gateway.start_gateway` needs."""
 
@@ -89,8 +109,22 @@ class GatewayConfig(BaseModel):
     upstreams: list[UpstreamConfig] = Field(min_length=1)
     prices: Path | None = Field(default=None, description="price snapshot; default: newest prices/*.yaml")
     retry: RetryConfig = Field(default_factory=RetryConfig)
+    admin_host: str = Field(default="127.0.0.1", description="host of the admin listener")
+    admin_port: int | None = Field(
+        default=None, ge=0, le=65535, description="the admin listener (/healthz, /metrics, /admin/v1): a port of "
+        "its own that agents cannot reach; None: no admin listener (the local engine reads the ledger in-process)")
     default_budget_usd: float | None = Field(default=None, gt=0)
     default_rate_per_min: float | None = Field(default=None, gt=0)
+    reserve_input_bytes_per_token: float = Field(
+        default=1.0, gt=0, description="a request's input estimate for its budget reservation is its body's bytes "
+        "divided by this (1: an upper bound for text, as a token covers at least one byte)")
+    token_ttl_seconds: float | None = Field(
+        default=86400.0, gt=0, description="expiry of a token issued without one (the engine and the operator "
+        "pass the trial's deadline plus a margin); None: such tokens never expire")
+    disconnect_drain_seconds: float = Field(
+        default=30.0, ge=0, description="after a client left mid-stream, keep reading the upstream this long "
+        "for the usage it reports (else the request is unmetered)")
+    disconnect_drain_bytes: int = Field(default=8 * 2**20, ge=0, description="... and at most this many bytes")
     token_secret_env: str | None = Field(
         default=None, description="env var with the HMAC secret for trial tokens (default: random)"
     )
@@ -103,13 +137,19 @@ class GatewayConfig(BaseModel):
     ledger_fsync: bool = Field(
         default=True, description="fdatasync the journal before a response ends (off: survives a crash of the "
         "gateway process, not of the machine)")
-    metrics_path: str | None = Field(default="/metrics", description="None: no /metrics route")
+    metrics_path: str | None = Field(default="/metrics", description="route of the metrics on the admin listener "
+                                     "(None: none)")
     log_bodies: bool = Field(default=False, description="log prompts and replies (off: never logged)")
+    transcripts: TranscriptConfig = Field(default_factory=TranscriptConfig)
 
     @model_validator(mode="after")
     def _listens_somewhere(self) -> GatewayConfig:
         if self.host is None and self.unix_socket is None:
             raise ValueError("set host (TCP) or unix_socket: the gateway must listen somewhere")
+        if self.admin_port is not None and self.admin_port == self.port and self.port != 0 \
+                and self.host is not None:
+            raise ValueError(f"admin_port {self.admin_port} is the model API's port: give the admin listener "
+                             "a port of its own (agents must not reach it)")
         names = [u.name for u in self.upstreams]
         if len(set(names)) != len(names):
             raise ValueError(f"upstream names must be unique, got {names}")

@@ -1,83 +1,56 @@
-"""Per-trial bearer tokens, limits and usage ledger of the gateway (thread-safe; durable with a journal).
+"""Per-trial accounts of the gateway: tokens, limits with reservations, usage (thread-safe; durable with a journal).
 
-Used by the gateway's request handlers (authenticate, admit, record) and by the :class:`Gateway`
-handle the engine holds (issue, usage, revoke) from another thread. Tokens are HMAC-signed trial ids
-(``atk-<trial[#entry], base64url>.<signature>``): a token names exactly one trial (and, minted by the
-operator, its leaderboard entry, for the per-entry metrics) and cannot be forged for another without the
-gateway's secret, so in a cluster the operator can mint tokens with the shared
-secret and a restarted gateway still accepts them. Accounts live in memory; with a
-:class:`~anchorage.gateway.journal.Journal` (``ledger_dir``) every issue, finished request and
-revocation is also journalled and replayed at start-up, so usage and revocations survive a restart.
+Used by the gateway's request handlers (authenticate, admit, record) and by the :class:`Gateway` handle
+the engine holds (issue, usage, revoke) from another thread. Tokens (:mod:`anchorage.gateway.tokens`) are
+HMAC-signed claims naming one trial (its entry, an expiry, transcript capture); the ledger checks the
+signature once per token (then remembers it under a digest of the token, never comparing the token
+itself) and, on every request, its expiry and whether the trial was revoked.
+
+**Reservations.** :meth:`Ledger.admit` reserves a request's worst-case cost (the caller's estimate:
+``max_tokens`` or the model's ceiling at the output price plus its input estimate at the uncached input
+price) against the trial's budget, together with a slot of its rate limit; :meth:`Ledger.record` replaces
+the reservation by the metered cost. A request is refused when the trial's spend, the reservations of
+its requests in flight and its own reservation together pass the budget — so concurrent requests
+cannot overshoot it; what can still pass it is the amount by which requests in flight cost more than
+their reservation (the estimate's error: see docs/design-notes.md, "Gateway", for the bound).
+
+**Unmetered requests.** A request the upstream answered without reporting its usage is recorded as
+*unmetered* with what is known (the input estimate, the chunks seen, why): the trial's cost becomes
+unknown (:attr:`anchorage.costs.Usage.known_cost_usd`), and the budget counts its reservation as spent.
+
+Accounts live in memory; with a :class:`~anchorage.gateway.journal.Journal` (``ledger_dir``) every issue,
+finished request and revocation is also journalled and replayed at start-up, so usage and revocations
+survive a restart (reservations are not journalled: their requests ended with the process).
 """
 
 from __future__ import annotations
 
-import base64
 import copy
 import hashlib
-import hmac
 import threading
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from anchorage.costs import PriceSnapshot, TokenCounts, Usage, cost_usd
 from anchorage.errors import InfrastructureError, InputError
 from anchorage.gateway.journal import Journal
+from anchorage.gateway.tokens import TokenClaims, mint_token, verify_token
 
-TOKEN_PREFIX = "atk-"
-ENTRY_SEP = "#"  # between the trial id and the entry in a token's signed claims
 RATE_WINDOW_SECONDS = 60.0
 VERIFIED_TOKENS_KEPT = 4096  # tokens whose signature was checked, so a request skips the HMAC
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def mint_token(secret: bytes, trial_id: str, entry: str | None = None) -> str:
-    """The bearer token of ``trial_id`` under ``secret`` (deterministic).
-
-    ``entry`` (the trial's leaderboard entry, for the gateway's per-entry metrics) is signed with the
-    trial id: a token minted by the operator carries it, as :meth:`Ledger.issue` records it locally.
-    """
-    if ENTRY_SEP in trial_id:
-        raise InputError(f"trial id {trial_id!r} contains {ENTRY_SEP!r}, which separates a token's trial id and entry",
-                         hint="name trials with letters, digits, '-', '_' and '.'")
-    claims = trial_id if entry is None else f"{trial_id}{ENTRY_SEP}{entry}"
-    signature = hmac.new(secret, claims.encode("utf-8"), hashlib.sha256).digest()[:24]
-    return f"{TOKEN_PREFIX}{_b64(claims.encode('utf-8'))}.{_b64(signature)}"
-
-
-def token_claims(secret: bytes, token: str) -> tuple[str, str | None] | None:
-    """(trial id, entry or None) a token was minted for, or None when it is malformed or its signature is wrong."""
-    if not token.startswith(TOKEN_PREFIX) or "." not in token:
-        return None
-    encoded, _, _sig = token[len(TOKEN_PREFIX):].partition(".")
-    try:
-        claims = _unb64(encoded).decode("utf-8")
-    except (ValueError, UnicodeDecodeError):
-        return None
-    trial_id, sep, entry = claims.partition(ENTRY_SEP)
-    if not hmac.compare_digest(mint_token(secret, trial_id, entry if sep else None), token):
-        return None
-    return trial_id, (entry if sep else None)
-
-
-def trial_of_token(secret: bytes, token: str) -> str | None:
-    """The trial a token was minted for, or None when it is malformed or its signature is wrong."""
-    claims = token_claims(secret, token)
-    return claims[0] if claims is not None else None
+def _digest(token: str) -> bytes:
+    """The key of a verified token in the cache (a lookup never compares the token itself)."""
+    return hashlib.blake2b(token.encode("utf-8"), digest_size=16).digest()
 
 
 @dataclass
 class TrialAccount:
-    """One trial's limits, usage and recent request times."""
+    """One trial's limits, usage, reservations in flight and recent request times."""
 
     trial_id: str
     entry: str | None = None
@@ -85,15 +58,33 @@ class TrialAccount:
     rate_per_min: float | None = None
     usage: Usage = field(default_factory=Usage)
     recent: deque[float] = field(default_factory=deque)
+    reserved_usd: float = 0.0  # worst-case cost of the requests in flight
+    in_flight: int = 0
+
+    @property
+    def charged_usd(self) -> float:
+        """What the budget counts as spent: metered cost plus the reservations of unmetered requests."""
+        return self.usage.cost_usd + self.usage.unmetered_reserved_usd
 
 
 @dataclass(frozen=True)
 class Refusal:
-    """Why a request was not forwarded (rate or budget), with a retry hint in seconds."""
+    """Why a request was not forwarded (rate or budget), with a retry hint in seconds and the figures."""
 
     kind: str
     message: str
     retry_after: float | None = None
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Unmetered:
+    """A request answered without usage: why, and what is known of it."""
+
+    why: str
+    input_tokens: int = 0  # the gateway's estimate of its input
+    chunks: int = 0  # stream chunks relayed before it ended
+    reserved_usd: float = 0.0  # its reservation, which the budget counts as spent
 
 
 class Ledger:
@@ -101,14 +92,15 @@ class Ledger:
 
     def __init__(self, secret: bytes, snapshot: PriceSnapshot | None, *,
                  default_budget_usd: float | None = None, default_rate_per_min: float | None = None,
-                 journal: Journal | None = None) -> None:
+                 journal: Journal | None = None, token_ttl_seconds: float | None = None) -> None:
         self._secret = secret
         self._snapshot = snapshot
         self._defaults = (default_budget_usd, default_rate_per_min)
+        self._token_ttl = token_ttl_seconds
         self._lock = threading.Lock()
         self._accounts: dict[str, TrialAccount] = {}
         self._revoked: set[str] = set()
-        self._verified: dict[str, tuple[str, str | None]] = {}  # token -> claims, only tokens whose signature matched
+        self._verified: dict[bytes, TokenClaims] = {}  # digest of a token -> its claims (signature checked)
         self._journal = journal
         self._last_seq = 0  # sequence number of the newest journal record
         if journal is not None:
@@ -145,15 +137,21 @@ class Ledger:
     def snapshot(self) -> PriceSnapshot | None:
         return self._snapshot
 
+    # ----- tokens ---------------------------------------------------------------------------------
+
     def issue(self, trial_id: str, *, budget_usd: float | None = None, rate_per_min: float | None = None,
-              entry: str | None = None) -> str:
+              entry: str | None = None, expires_at: float | None = None, transcript: bool = False) -> str:
+        """A token for ``trial_id`` with these limits. ``expires_at`` (Unix seconds): when the token stops
+        working; None: ``token_ttl_seconds`` from now (never, without one)."""
         if not trial_id:
             raise InputError("trial_id is empty", hint="pass the trial's name")
+        if expires_at is None and self._token_ttl is not None:
+            expires_at = time.time() + self._token_ttl
         with self._lock:
             account = self._issue(trial_id, budget_usd, rate_per_min, entry)
             self._log({"op": "issue", "trial": trial_id, "entry": account.entry,
                        "budget_usd": account.budget_usd, "rate_per_min": account.rate_per_min})
-        return mint_token(self._secret, trial_id)
+        return mint_token(self._secret, trial_id, entry, expires_at=expires_at, transcript=transcript)
 
     def _issue(self, trial_id: str, budget_usd: float | None, rate_per_min: float | None,
                entry: str | None) -> TrialAccount:
@@ -169,35 +167,60 @@ class Ledger:
             self._revoked.add(trial_id)
             self._log({"op": "revoke", "trial": trial_id})
 
-    def authenticate(self, token: str) -> TrialAccount | None:
-        """The account a valid, unrevoked token belongs to (created with the defaults if new)."""
-        claims = self._verified.get(token)
+    def _claims(self, token: str) -> TokenClaims | None:
+        key = _digest(token)
+        claims = self._verified.get(key)
         if claims is None:
-            claims = token_claims(self._secret, token)
+            claims = verify_token(self._secret, token)
             if claims is None:
                 return None
             if len(self._verified) >= VERIFIED_TOKENS_KEPT:
                 self._verified.clear()
-            self._verified[token] = claims
-        trial_id, entry = claims
-        with self._lock:
-            if trial_id in self._revoked:
-                return None
-            account = self._accounts.get(trial_id)
-            if account is None:
-                account = self._accounts[trial_id] = TrialAccount(trial_id, entry, *self._defaults)
-            elif account.entry is None and entry is not None:
-                account.entry = entry  # e.g. an account replayed from the journal
-            return account
+            self._verified[key] = claims
+        return claims
 
-    def admit(self, account: TrialAccount, now: float | None = None) -> Refusal | None:
-        """Count the request against the rate window, or say why it is refused."""
+    def authenticate(self, token: str, now: float | None = None) -> tuple[TrialAccount, TokenClaims] | None:
+        """The account (created with the defaults if new) and claims of a valid, unexpired, unrevoked token."""
+        claims = self._claims(token)
+        if claims is None or claims.expired(time.time() if now is None else now):
+            return None
+        with self._lock:
+            if claims.trial_id in self._revoked:
+                return None
+            account = self._accounts.get(claims.trial_id)
+            if account is None:
+                account = self._accounts[claims.trial_id] = TrialAccount(claims.trial_id, claims.entry,
+                                                                         *self._defaults)
+            elif account.entry is None and claims.entry is not None:
+                account.entry = claims.entry  # e.g. an account replayed from the journal
+            return account, claims
+
+    def why_refused(self, token: str, now: float | None = None) -> str:
+        """Why :meth:`authenticate` refuses ``token``, in words (for the 401 answer; slow path only)."""
+        claims = self._claims(token) if token else None
+        if claims is None:
+            return "the token is missing, malformed or not signed by this gateway"
+        if claims.expired(time.time() if now is None else now):
+            assert claims.expires_at is not None
+            when = datetime.fromtimestamp(claims.expires_at, UTC).isoformat(timespec="seconds")
+            return f"the token of trial {claims.trial_id} expired at {when}"
+        with self._lock:
+            if claims.trial_id in self._revoked:
+                return f"the token of trial {claims.trial_id} was revoked (the trial ended)"
+        return "the token is valid"
+
+    # ----- limits ---------------------------------------------------------------------------------
+
+    def admit(self, account: TrialAccount, reserve_usd: float = 0.0, now: float | None = None) -> Refusal | None:
+        """Reserve ``reserve_usd`` of the budget and a slot of the rate window, or say why not.
+
+        Every admitted request must be settled by exactly one :meth:`record` with the same ``reserved_usd``.
+        """
         now = time.monotonic() if now is None else now
         with self._lock:
             budget = account.budget_usd
-            if budget is not None and account.usage.cost_usd >= budget:
-                return Refusal("budget_exceeded", f"trial {account.trial_id} spent "
-                               f"${account.usage.cost_usd:.4f} of its ${budget:.4f} budget")
+            if budget is not None and account.charged_usd + account.reserved_usd + reserve_usd > budget:
+                return self._over_budget(account, budget, reserve_usd)
             while account.recent and now - account.recent[0] >= RATE_WINDOW_SECONDS:
                 account.recent.popleft()
             rate = account.rate_per_min
@@ -206,26 +229,49 @@ class Ledger:
                 return Refusal("rate_limited", f"trial {account.trial_id} reached its limit of "
                                f"{rate:g} requests per minute", retry_after=max(wait, 0.0))
             account.recent.append(now)
+            account.reserved_usd += reserve_usd
+            account.in_flight += 1
         return None
 
+    @staticmethod
+    def _over_budget(account: TrialAccount, budget: float, reserve_usd: float) -> Refusal:
+        spent, reserved = account.charged_usd, account.reserved_usd
+        figures = {"budget_usd": round(budget, 9), "spent_usd": round(spent, 9), "reserved_usd": round(reserved, 9),
+                   "in_flight": account.in_flight, "request_reserve_usd": round(reserve_usd, 9)}
+        message = (f"trial {account.trial_id}: this request may cost up to ${reserve_usd:.6f}, which does not fit "
+                   f"its ${budget:.6f} budget (spent ${spent:.6f}, reserved ${reserved:.6f} by "
+                   f"{account.in_flight} request(s) in flight)")
+        if account.in_flight:  # the reservations in flight may settle for less: worth a retry soon
+            return Refusal("budget_exceeded", message + "; retry when they finished", 1.0, figures)
+        hint = "; a smaller max_tokens (max_output_tokens) lowers what a request reserves" \
+            if spent + reserve_usd > budget >= spent else ""
+        return Refusal("budget_exceeded", message + hint, None, figures)
+
     def record(self, account: TrialAccount, model: str, counts: TokenCounts | None, *,
-               retries: int = 0, error: bool = False) -> float | None:
-        """Add one request's outcome; returns its cost (None when the model is unpriced).
+               retries: int = 0, error: bool = False, reserved_usd: float = 0.0,
+               unmetered: Unmetered | None = None) -> float | None:
+        """Settle one admitted request: release its reservation, add its outcome; returns its cost (None
+        when the model is unpriced or nothing was metered).
 
         With a journal, await :meth:`synced` before the response ends.
         """
         cost = self._cost(model, counts)
         with self._lock:
-            self._add(account, model, counts, cost, retries, error)
+            account.in_flight = max(account.in_flight - 1, 0)
+            account.reserved_usd = account.reserved_usd - reserved_usd if account.in_flight else 0.0
+            self._add(account, model, counts, cost, retries, error, unmetered)
             if self._journal is not None:
-                self._log({"op": "use", "trial": account.trial_id, "model": model,
-                           "counts": None if counts is None else asdict(counts), "cost": cost,
-                           "retries": retries, "error": error})
+                record: dict[str, Any] = {"op": "use", "trial": account.trial_id, "model": model,
+                                          "counts": None if counts is None else asdict(counts), "cost": cost,
+                                          "retries": retries, "error": error}
+                if unmetered is not None:
+                    record["unmetered"] = asdict(unmetered)
+                self._log(record)
         return cost
 
     @staticmethod
     def _add(account: TrialAccount, model: str, counts: TokenCounts | None, cost: float | None,
-             retries: int, error: bool) -> None:
+             retries: int, error: bool, unmetered: Unmetered | None = None) -> None:
         per_model = account.usage.by_model.setdefault(model, Usage())
         for usage in (account.usage, per_model):
             usage.requests += 1
@@ -235,6 +281,10 @@ class Ledger:
                 usage.add_tokens(counts, cost)
             if counts is not None and cost is None and model not in usage.unpriced_models:
                 usage.unpriced_models.append(model)
+            if unmetered is not None:
+                usage.unmetered_requests += 1
+                usage.unmetered_input_tokens += unmetered.input_tokens
+                usage.unmetered_reserved_usd += unmetered.reserved_usd
 
     # ----- the journal: replay and compaction ----------------------------------------------------
 
@@ -262,8 +312,9 @@ class Ledger:
             account = self._accounts.get(trial_id) or self._accounts.setdefault(
                 trial_id, TrialAccount(trial_id, None, *self._defaults))
             counts = None if record["counts"] is None else TokenCounts(**record["counts"])
+            unmetered = record.get("unmetered")
             self._add(account, str(record["model"]), counts, record["cost"], int(record["retries"]),
-                      bool(record["error"]))
+                      bool(record["error"]), None if unmetered is None else Unmetered(**unmetered))
         elif op == "revoke":
             self._revoked.add(trial_id)
         else:

@@ -24,7 +24,13 @@ Usage is deterministic too: tokens = ⌈UTF-8 bytes / 4⌉ of the prompt and of 
 = ⌊input × ``cached_ratio``⌋; reasoning tokens from the reasoning effort (``none`` 0, ``minimal`` 16,
 ``low`` 64, ``medium`` 256, ``high`` 1024, ``xhigh`` 2048; ``default_reasoning_tokens`` without
 one). With ``reasoning_billed_separately`` the completion counter excludes reasoning (the SPEC §3
-provider quirk the cost adjustment exists for); otherwise it includes it, as OpenAI does.
+provider quirk the cost adjustment exists for); otherwise it includes it, as OpenAI does. A request's
+output cap (chat ``max_completion_tokens`` / ``max_tokens``, responses ``max_output_tokens``, messages
+``max_tokens``) is honoured like a provider does: reasoning, then the reply, are cut to fit it (finish
+reason ``length``). Chat streams report usage only when ``stream_options.include_usage`` is set — then,
+as OpenAI's do, every chunk carries ``"usage": null`` and a last chunk with ``choices: []`` the figures.
+``report_usage: false`` makes an upstream that never reports usage (no ``usage`` anywhere). Anthropic's
+``POST /v1/messages/count_tokens`` answers the prompt's ``input_tokens``.
 
 :meth:`MockUpstream.cut_streams` drops the connection of the next streams after their first chunk.
 A prompt containing ``[[hold:NAME]]`` makes a stream pause after its first chunk until
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import json
 import math
 import random
@@ -78,7 +85,11 @@ class MockConfig(BaseModel):
     reasoning_billed_separately: bool = False
     stream_chunk_chars: int = Field(default=24, ge=1)
     chunk_delay_seconds: float = Field(default=0.0, ge=0)
+    reply_delay_seconds: float = Field(default=0.0, ge=0, description="wait this long before answering (a model "
+                                       "thinking: keeps requests in flight together)")
     expected_api_key: str | None = Field(default=None, description="401 unless requests carry this key")
+    report_usage: bool = Field(default=True, description="false: never report token usage (a provider that "
+                               "does not; the gateway then records its requests as unmetered)")
 
     @classmethod
     def load(cls, path: str | Path) -> MockConfig:
@@ -107,10 +118,23 @@ class Seen:
     authorization: str | None
     api_key: str | None
     body: dict[str, Any]
+    query: str = ""
 
 
 def count_tokens(text: str) -> int:
     return math.ceil(len(text.encode("utf-8")) / 4)
+
+
+OUTPUT_CAP_KEYS = ("max_completion_tokens", "max_output_tokens", "max_tokens")
+
+
+def output_cap(body: dict[str, Any]) -> int | None:
+    """The request's output cap (the first of :data:`OUTPUT_CAP_KEYS` it sets), or None."""
+    for key in OUTPUT_CAP_KEYS:
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def _text_of(content: Any) -> str:
@@ -263,6 +287,7 @@ class Answer:
     text_tokens: int
     reasoning_tokens: int
     ident: str
+    cut: bool = False  # the output cap cut the reply (finish reason "length")
 
 
 class MockUpstream:
@@ -324,8 +349,15 @@ class MockUpstream:
         reasoning = EFFORT_TOKENS.get(effort, 0) if effort else self.config.default_reasoning_tokens
         input_tokens = count_tokens(prompt)
         ident = hashlib.sha256(f"{model}\x00{seed}\x00{prompt}".encode()).hexdigest()[:24]
+        cap, cut = output_cap(body), False
+        if cap is not None:
+            if not self.config.reasoning_billed_separately:
+                reasoning = min(reasoning, cap)
+            room = cap - (0 if self.config.reasoning_billed_separately else reasoning)
+            if count_tokens(text) > room:
+                text, cut = text.encode("utf-8")[:4 * room].decode("utf-8", "ignore"), True
         return Answer(model + MODEL_SUFFIX, text, input_tokens, int(input_tokens * self.config.cached_ratio),
-                      count_tokens(text), reasoning, ident)
+                      count_tokens(text), reasoning, ident, cut)
 
     def completion_tokens(self, answer: Answer) -> int:
         return answer.text_tokens + (0 if self.config.reasoning_billed_separately else answer.reasoning_tokens)
@@ -353,6 +385,7 @@ class MockUpstream:
         app.router.add_post("/v1/chat/completions", self._route(self._chat))
         app.router.add_post("/v1/responses", self._route(self._responses))
         app.router.add_post("/v1/messages", self._route(self._messages))
+        app.router.add_post("/v1/messages/count_tokens", self._route(self._count_tokens))
         app.router.add_get("/v1/models", self._models)
         return app
 
@@ -365,11 +398,13 @@ class MockUpstream:
             if not isinstance(body, dict):
                 return self._error(400, "invalid_request_error", "mock: body is not a JSON object")
             self.seen.append(Seen(request.path, request.headers.get("Authorization"),
-                                  request.headers.get("x-api-key"), body))
+                                  request.headers.get("x-api-key"), body, request.raw_path.partition("?")[2]))
             refusal = self._refusal(request)
             if refusal is not None:
                 return refusal
             answer = self.answer(body)
+            if self.config.reply_delay_seconds:
+                await asyncio.sleep(self.config.reply_delay_seconds)
             result: web.StreamResponse = await handler(request, body, answer)
             return result
 
@@ -377,8 +412,8 @@ class MockUpstream:
 
     def _refusal(self, request: web.Request) -> web.Response | None:
         expected = self.config.expected_api_key
-        if expected is not None and expected not in (request.headers.get("x-api-key"),
-                                                     request.headers.get("Authorization", "")[7:]):
+        given = request.headers.get("x-api-key") or request.headers.get("Authorization", "")[7:]
+        if expected is not None and not hmac.compare_digest(given.encode(), expected.encode()):
             return self._error(401, "invalid_api_key", "mock: wrong or missing provider key")
         failure = self._next_failure()
         if failure is None:
@@ -400,21 +435,30 @@ class MockUpstream:
 
     # endpoints
 
+    def _usage(self, data: dict[str, Any], usage: dict[str, Any] | None) -> dict[str, Any]:
+        """``data`` with its usage, unless this mock reports none."""
+        return {**data, "usage": usage} if self.config.report_usage else data
+
+    async def _count_tokens(self, request: web.Request, body: dict[str, Any], a: Answer) -> web.StreamResponse:
+        return web.json_response({"input_tokens": a.input_tokens}, headers={MOCK_HEADER: "1"})
+
     async def _chat(self, request: web.Request, body: dict[str, Any], a: Answer) -> web.StreamResponse:
+        finish = "length" if a.cut else "stop"
         if not body.get("stream"):
-            return web.json_response({
+            return web.json_response(self._usage({
                 "id": f"chatcmpl-mock-{a.ident}", "object": "chat.completion", "created": CREATED,
-                "model": a.model, "choices": [{"index": 0, "finish_reason": "stop",
-                                               "message": {"role": "assistant", "content": a.text}}],
-                "usage": self.chat_usage(a)}, headers={MOCK_HEADER: "1"})
-        base = {"id": f"chatcmpl-mock-{a.ident}", "object": "chat.completion.chunk", "created": CREATED,
-                "model": a.model}
+                "model": a.model, "choices": [{"index": 0, "finish_reason": finish,
+                                               "message": {"role": "assistant", "content": a.text}}]},
+                self.chat_usage(a)), headers={MOCK_HEADER: "1"})
+        options = body.get("stream_options")
+        with_usage = isinstance(options, dict) and options.get("include_usage") is True and self.config.report_usage
+        base: dict[str, Any] = {"id": f"chatcmpl-mock-{a.ident}", "object": "chat.completion.chunk",
+                                "created": CREATED, "model": a.model, **({"usage": None} if with_usage else {})}
         events = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}]
         events += [{**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
                    for piece in self._pieces(a.text)]
-        events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-        options = body.get("stream_options")
-        if isinstance(options, dict) and options.get("include_usage"):
+        events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        if with_usage:
             events.append({**base, "choices": [], "usage": self.chat_usage(a)})
         frames = [f"data: {json.dumps(e)}\n\n" for e in events] + ["data: [DONE]\n\n"]
         return await self._stream(request, body, frames)
@@ -424,35 +468,38 @@ class MockUpstream:
                     "model": a.model, "status": "completed",
                     "output": [{"type": "message", "id": f"msg_mock_{a.ident}", "role": "assistant",
                                 "status": "completed",
-                                "content": [{"type": "output_text", "text": a.text, "annotations": []}]}],
-                    "usage": self.responses_usage(a)}
+                                "content": [{"type": "output_text", "text": a.text, "annotations": []}]}]}
+        response = self._usage(response, self.responses_usage(a))
+        if a.cut:
+            response |= {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}
         if not body.get("stream"):
             return web.json_response(response, headers={MOCK_HEADER: "1"})
-        created = {**response, "status": "in_progress", "output": [], "usage": None}
+        created = self._usage({**response, "status": "in_progress", "output": []}, None)
         events: list[tuple[str, dict[str, Any]]] = [("response.created", {"response": created})]
         events += [("response.output_text.delta", {"output_index": 0, "content_index": 0, "delta": piece})
                    for piece in self._pieces(a.text)]
         events.append(("response.output_text.done", {"output_index": 0, "content_index": 0, "text": a.text}))
-        events.append(("response.completed", {"response": response}))
+        events.append(("response.incomplete" if a.cut else "response.completed", {"response": response}))
         frames = [f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n" for name, data in events]
         return await self._stream(request, body, frames)
 
     async def _messages(self, request: web.Request, body: dict[str, Any], a: Answer) -> web.StreamResponse:
         usage = self.anthropic_usage(a)
-        message = {"id": f"msg_mock_{a.ident}", "type": "message", "role": "assistant", "model": a.model,
-                   "content": [{"type": "text", "text": a.text}], "stop_reason": "end_turn",
-                   "stop_sequence": None, "usage": usage}
+        stop = "max_tokens" if a.cut else "end_turn"
+        message = self._usage({"id": f"msg_mock_{a.ident}", "type": "message", "role": "assistant", "model": a.model,
+                               "content": [{"type": "text", "text": a.text}], "stop_reason": stop,
+                               "stop_sequence": None}, usage)
         if not body.get("stream"):
             return web.json_response(message, headers={MOCK_HEADER: "1"})
-        start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+        start = self._usage({**message, "content": [], "stop_reason": None}, {**usage, "output_tokens": 1})
         events: list[tuple[str, dict[str, Any]]] = [("message_start", {"message": start}),
                                                    ("content_block_start", {"index": 0, "content_block":
                                                                             {"type": "text", "text": ""}})]
         events += [("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": piece}})
                    for piece in self._pieces(a.text)]
         events += [("content_block_stop", {"index": 0}),
-                   ("message_delta", {"delta": {"stop_reason": "end_turn"},
-                                      "usage": {"output_tokens": usage["output_tokens"]}}),
+                   ("message_delta", self._usage({"delta": {"stop_reason": stop}},
+                                                 {"output_tokens": usage["output_tokens"]})),
                    ("message_stop", {})]
         frames = [f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n" for name, data in events]
         return await self._stream(request, body, frames)

@@ -72,13 +72,14 @@ class ClientGone(ConnectionResetError):
 class PushRelay(asyncio.Protocol):
     """Relays one upstream body to ``client`` (a transport) as its bytes arrive; see the module docstring.
 
-    ``feed`` sees every relayed chunk (the usage scan). ``chunked``: frame each write as an HTTP/1.1
+    ``feed`` sees every relayed chunk (the usage scan) and returns what to write of it (all of it, but
+    for a usage chunk the client did not ask for). ``chunked``: frame each write as an HTTP/1.1
     chunk (the client's response uses chunked transfer encoding). Use :meth:`usable` first: the relay
     needs the upstream's transport and a plain (not buffered) protocol.
     """
 
     def __init__(self, upstream: aiohttp.ClientResponse, client: asyncio.Transport, *, chunked: bool,
-                 feed: Callable[[bytes], None], timeout: float) -> None:
+                 feed: Callable[[bytes], bytes], timeout: float) -> None:
         connection = upstream.connection
         assert connection is not None and connection.transport is not None and connection.protocol is not None
         self._upstream = upstream
@@ -152,10 +153,11 @@ class PushRelay(asyncio.Protocol):
         except Exception as exc:  # the reader's stored exception: upstream cut, timeout, bad framing
             return self._end(exc)
         if data:
+            out = self._feed(data)  # also when the client left: the usage scan must see every byte
             if self._client.is_closing():
                 return self._end(ClientGone("the client closed the connection mid-stream"))
-            self._feed(data)
-            self._client.write(b"%x\r\n%b\r\n" % (len(data), data) if self._chunked else data)
+            if out:  # (an empty chunk would end a chunked body)
+                self._client.write(b"%x\r\n%b\r\n" % (len(out), out) if self._chunked else out)
         if content.at_eof():
             return self._end(None)
         if not self._paused and self._client.get_write_buffer_size() > HIGH_WATER:

@@ -1,9 +1,11 @@
-"""Run an aiohttp application in a background thread with its own event loop; the Gateway handle.
+"""Run aiohttp applications in a background thread with their own event loop; the Gateway handle.
 
 :func:`start_gateway` is what the local engine calls: it returns a :class:`Gateway` whose methods
-(``issue_token``, ``usage``, ``revoke``, ``stop``) are safe to call from the engine's thread.
-:class:`BackgroundServer` is shared with the mock upstream (``anchorage.gateway.mock``), tests and
-the benchmark and ``anchorage gateway`` (which waits in the foreground for a signal).
+(``issue_token``, ``usage``, ``transcript``, ``revoke``, ``stop``) are safe to call from the engine's
+thread. :class:`BackgroundServer` is shared with the mock upstream (``anchorage.gateway.mock``), tests,
+the benchmark and ``anchorage gateway`` (which waits in the foreground for a signal). The gateway serves
+two applications on one loop: the model API (TCP and/or unix socket) and, with ``admin_port``, the
+admin API on a listener of its own.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ import logging
 import os
 import secrets
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -26,6 +31,7 @@ from anchorage.gateway.config import GatewayConfig
 from anchorage.gateway.journal import Journal
 from anchorage.gateway.ledger import Ledger
 from anchorage.gateway.server import GatewayApp
+from anchorage.gateway.transcripts import Transcripts
 
 log = logging.getLogger("anchorage.gateway")
 
@@ -44,19 +50,24 @@ def new_event_loop(*, prefer_uvloop: bool = True) -> asyncio.AbstractEventLoop:
 
 
 class BackgroundServer:
-    """One aiohttp app served on TCP and/or a unix socket from a daemon thread.
+    """One aiohttp app served on TCP and/or a unix socket from a daemon thread (plus, optionally, more apps
+    on TCP listeners of their own: ``more`` = ``[(app, host, port)]``, their bound ports in ``more_ports``).
 
-    ``uvloop``: run it on uvloop when importable (the gateway does; mocks and test servers keep asyncio's loop).
+    ``uvloop``: run it on uvloop when importable (the gateway does; mocks and other test servers keep asyncio's loop).
     """
 
     def __init__(self, app: web.Application, *, host: str | None = "127.0.0.1", port: int = 0,
-                 unix_socket: Path | None = None, name: str = "aiohttp", uvloop: bool = False) -> None:
+                 unix_socket: Path | None = None, name: str = "aiohttp", uvloop: bool = False,
+                 more: Sequence[tuple[web.Application, str, int]] = ()) -> None:
         self._app = app
         self._host, self._port, self._unix_socket = host, port, unix_socket
         self._loop = new_event_loop(prefer_uvloop=uvloop)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._more = [(web.AppRunner(extra, access_log=None, handle_signals=False), extra_host, extra_port)
+                      for extra, extra_host, extra_port in more]
         self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
         self.port: int | None = None
+        self.more_ports: list[int] = []
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -88,6 +99,10 @@ class BackgroundServer:
             if self._unix_socket.is_socket():
                 self._unix_socket.unlink()
             await web.UnixSite(self._runner, str(self._unix_socket)).start()
+        for runner, host, port in self._more:
+            await runner.setup()
+            await web.TCPSite(runner, host, port).start()
+            self.more_ports.append(int(runner.addresses[0][1]))
 
     @property
     def url(self) -> str | None:
@@ -103,6 +118,8 @@ class BackgroundServer:
         if not self._thread.is_alive():
             return
         try:
+            for runner, _host, _port in self._more:
+                asyncio.run_coroutine_threadsafe(runner.cleanup(), self._loop).result(timeout)
             asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout)
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -116,10 +133,12 @@ class BackgroundServer:
 class Gateway:
     """Handle on a running gateway: tokens, usage ledger, addresses, stop."""
 
-    def __init__(self, config: GatewayConfig, ledger: Ledger, server: BackgroundServer) -> None:
+    def __init__(self, config: GatewayConfig, ledger: Ledger, server: BackgroundServer,
+                 transcripts: Transcripts | None = None) -> None:
         self.config = config
         self._ledger = ledger
         self._server = server
+        self._transcripts = transcripts
 
     @property
     def url(self) -> str | None:
@@ -131,18 +150,35 @@ class Gateway:
         return self.config.unix_socket
 
     @property
+    def admin_url(self) -> str | None:
+        """``http://admin_host:port`` of the admin listener (None without ``admin_port``)."""
+        if self.config.admin_port is None or not self._server.more_ports:
+            return None
+        host = self.config.admin_host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self._server.more_ports[0]}"
+
+    @property
     def snapshot(self) -> PriceSnapshot | None:
         return self._ledger.snapshot
 
     def issue_token(self, trial_id: str, *, budget_usd: float | None = None, rate_per_min: float | None = None,
-                    entry: str | None = None) -> str:
+                    entry: str | None = None, expires_at: float | None = None, transcript: bool = False) -> str:
         """A bearer token for ``trial_id``; every request made with it is billed to that trial.
 
-        ``entry`` (optional) labels the trial's tokens and cost in the Prometheus metrics.
+        ``entry`` (optional) labels the trial's tokens and cost in the Prometheus metrics. ``expires_at``
+        (Unix seconds): the token stops working then — pass the trial's deadline plus a margin
+        (``anchorage.gateway.tokens.EXPIRY_MARGIN_SECONDS``); None: ``token_ttl_seconds`` from now.
+        ``transcript``: keep the trial's request and response bodies (:meth:`transcript`), when the
+        config's ``transcripts.enabled`` allows it.
         """
-        token = self._ledger.issue(trial_id, budget_usd=budget_usd, rate_per_min=rate_per_min, entry=entry)
+        token = self._ledger.issue(trial_id, budget_usd=budget_usd, rate_per_min=rate_per_min, entry=entry,
+                                   expires_at=expires_at, transcript=transcript)
         self.wait_durable()
         return token
+
+    def transcript(self, trial_id: str) -> list[dict[str, Any]]:
+        """The trial's transcript records (one per request, redacted; empty when none was kept)."""
+        return self._transcripts.read(trial_id) if self._transcripts is not None else []
 
     def usage(self, trial_id: str) -> Usage:
         """A copy of the trial's usage so far (``.to_dict()`` for the trial record)."""
@@ -160,6 +196,8 @@ class Gateway:
     def stop(self) -> None:
         self._server.stop()
         self._ledger.close()
+        if self._transcripts is not None:
+            self._transcripts.close()
 
     def __enter__(self) -> Gateway:
         return self
@@ -188,30 +226,61 @@ def _admin_token(config: GatewayConfig) -> str | None:
     return value
 
 
-def build_app(config: GatewayConfig) -> tuple[web.Application, Ledger]:
-    """The gateway's aiohttp application and its ledger (keys are checked here, before listening)."""
-    for upstream in config.upstreams:
-        upstream.key()
+@dataclass
+class Built:
+    """What :func:`build` made: the model API, the admin API, the ledger, the transcripts."""
+
+    app: web.Application
+    admin: web.Application
+    ledger: Ledger
+    transcripts: Transcripts | None
+
+
+def _transcripts(config: GatewayConfig, secrets: list[str]) -> Transcripts | None:
+    settings = config.transcripts
+    if not settings.enabled:
+        return None
+    directory = settings.directory or (config.ledger_dir / "transcripts" if config.ledger_dir is not None else None)
+    return Transcripts(directory, max_bytes_per_trial=settings.max_bytes_per_trial,
+                       max_body_bytes=settings.max_body_bytes, secrets=secrets)
+
+
+def build(config: GatewayConfig) -> Built:
+    """The gateway's aiohttp applications and its ledger (keys are checked here, before listening)."""
+    keys = [key for upstream in config.upstreams if (key := upstream.key()) is not None]
     snapshot = PriceSnapshot.load(config.prices or default_snapshot_path())
     metrics.allow_models([*snapshot.models, *snapshot.aliases])
     metrics.allow_models(m for u in config.upstreams for m in u.models if not any(c in m for c in "*?["))
     journal = Journal(config.ledger_dir, fsync=config.ledger_fsync) if config.ledger_dir is not None else None
     ledger = Ledger(_secret(config), snapshot, default_budget_usd=config.default_budget_usd,
-                    default_rate_per_min=config.default_rate_per_min, journal=journal)
+                    default_rate_per_min=config.default_rate_per_min, journal=journal,
+                    token_ttl_seconds=config.token_ttl_seconds)
     if journal is None:
         log.info("no ledger_dir: per-trial usage and revocations are kept in memory only (a restart loses them)")
     else:
         log.info("usage ledger: %s (replayed and compacted: %d trial(s))", journal.path, ledger.trials())
-    return GatewayApp(config, ledger, _admin_token(config)).build(), ledger
+    admin_token = _admin_token(config)
+    transcripts = _transcripts(config, [*keys, *([admin_token] if admin_token else [])])
+    handlers = GatewayApp(config, ledger, admin_token, transcripts)
+    return Built(handlers.build(), handlers.build_admin(), ledger, transcripts)
+
+
+def build_app(config: GatewayConfig) -> tuple[web.Application, Ledger]:
+    """The model API and the ledger only (the benchmark serves just that)."""
+    built = build(config)
+    return built.app, built.ledger
 
 
 def start_gateway(config: GatewayConfig) -> Gateway:
     """Start the gateway in a background thread and return its handle (``stop()`` it when done)."""
-    app, ledger = build_app(config)
+    built = build(config)
+    more = [(built.admin, config.admin_host, config.admin_port)] if config.admin_port is not None else []
     try:
-        server = BackgroundServer(app, host=config.host, port=config.port, unix_socket=config.unix_socket,
-                                  name="anchorage-gateway", uvloop=True).start()
+        server = BackgroundServer(built.app, host=config.host, port=config.port, unix_socket=config.unix_socket,
+                                  name="anchorage-gateway", uvloop=True, more=more).start()
     except BaseException:
-        ledger.close()
+        built.ledger.close()
+        if built.transcripts is not None:
+            built.transcripts.close()
         raise
-    return Gateway(config, ledger, server)
+    return Gateway(config, built.ledger, server, built.transcripts)

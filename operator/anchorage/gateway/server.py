@@ -1,28 +1,46 @@
-"""The gateway's aiohttp application: authenticate, limit, forward with retries, count, stream.
+"""The gateway's aiohttp applications: the model API agents call, and the admin API they cannot reach.
 
-Built by :func:`anchorage.gateway.running.start_gateway` (and ``anchorage gateway``). One request:
+Built by :func:`anchorage.gateway.running.build_app` (and ``anchorage gateway``). The **model API**
+(:meth:`GatewayApp.build`, on the TCP port and/or the unix socket agents use) serves the model routes
+only, and every route wants a valid trial token — unknown paths and ``/metrics`` included (401 without
+one, 404 with one); ``HEAD /`` alone answers 200 with no body (clients probe the base URL). The **admin
+API** (:meth:`GatewayApp.build_admin`, on ``admin_port``: a listener of its own, which the trials'
+network policy does not let agents reach) serves ``/healthz``, ``/metrics`` and ``/admin/v1`` (behind the
+admin token). One model request:
 
-1. the bearer token (``Authorization: Bearer`` or Anthropic's ``x-api-key``) names a trial, else 401;
-2. the trial's rate and budget limits are checked, else 429 with a message saying which limit;
-3. the model picks an upstream; the provider key is added (the client's token is never forwarded);
-4. 429/5xx and connection errors are retried within the budget of :class:`RetryConfig`, honouring
-   ``Retry-After`` and ``reset_seconds``; when it runs out the client gets a 502 JSON error saying
-   how many attempts failed with what;
-5. the response is passed back — streams chunk by chunk as they arrive — while its usage is read;
-6. usage and cost go into the trial's ledger and the Prometheus collectors.
+1. the bearer token (``Authorization: Bearer`` or Anthropic's ``x-api-key``) names a trial and has not
+   expired or been revoked, else 401 (it never reaches an upstream);
+2. the model picks an upstream (404 if none); the request's worst-case cost
+   (:mod:`anchorage.gateway.estimates`) is *reserved* against the trial's budget with a slot of its rate
+   limit, else 429 ``budget_exceeded`` (with the figures) or ``rate_limited``;
+3. the provider key replaces the client's credentials; chat streams always ask for usage; the path and
+   query string are kept;
+4. 429/5xx and connection errors are retried within :class:`RetryConfig`, honouring ``Retry-After`` and
+   ``reset_seconds``; when it runs out the client gets a 502 JSON error saying what failed how often;
+5. the response is passed back — streams chunk by chunk as they arrive — while its usage is read; a
+   usage chunk the client did not ask for is left out of its stream; when the client leaves mid-stream
+   the upstream is still read (bounded in time and bytes) until its usage arrives;
+6. the reservation is replaced by the metered cost in the trial's ledger (or the request is recorded as
+   *unmetered*, with what is known, when no usage came), and the Prometheus collectors are updated;
+   with a transcript asked for, the bodies are kept (:mod:`anchorage.gateway.transcripts`).
 
-Prompts, replies and keys are never logged unless ``log_bodies`` is set (then only bodies, not keys).
+Also answered: Anthropic ``POST /v1/messages/count_tokens`` (forwarded, or estimated when the upstream
+has no such route; never billed), and WebSocket upgrades of ``/v1/responses`` get 426 (clients such as
+codex then use HTTP at once). Prompts, replies and keys are never logged unless ``log_bodies`` is set
+(then only bodies, not keys).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -32,10 +50,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from anchorage import metrics
 from anchorage.costs import TokenCounts
 from anchorage.gateway.config import GatewayConfig, UpstreamConfig
-from anchorage.gateway.ledger import Ledger, TrialAccount
+from anchorage.gateway.estimates import Estimate, estimate
+from anchorage.gateway.ledger import Ledger, TrialAccount, Unmetered
 from anchorage.gateway.relay import IdleWatch, PushRelay
 from anchorage.gateway.retrying import retry_delay
-from anchorage.gateway.usage import StreamUsage, counts_from_body
+from anchorage.gateway.tokens import TokenClaims, same_secret
+from anchorage.gateway.transcripts import Transcripts, body_for_transcript
+from anchorage.gateway.usage import StreamUsage, UsageStripper, counts_from_body
 
 log = logging.getLogger("anchorage.gateway")
 
@@ -45,6 +66,8 @@ DROPPED_RESPONSE_HEADERS = frozenset(
 )
 LARGE_BODY = 512 * 1024
 SESSION_KEY: web.AppKey[aiohttp.ClientSession] = web.AppKey("session", aiohttp.ClientSession)
+#: Upstream answers to count_tokens that mean "no such route here": the gateway estimates instead.
+NO_COUNT_ROUTE = frozenset({404, 405, 501})
 
 
 def error_response(status: int, kind: str, message: str, **extra: Any) -> web.Response:
@@ -58,17 +81,27 @@ def error_response(status: int, kind: str, message: str, **extra: Any) -> web.Re
 
 @dataclass
 class Call:
-    """What the handler knows about one request while it is forwarded."""
+    """What the handler knows about one admitted request while it is forwarded."""
 
     endpoint: str
     api: str
     account: TrialAccount
+    claims: TokenClaims
     model: str
     upstream: UpstreamConfig
+    payload: dict[str, Any]
+    raw: bytes
     body: bytes
     stream: bool
+    strip_usage: bool
+    estimate: Estimate
     started: float
+    token: str
+    keep: bool  # keep a transcript: the token asks and the config allows
     retries: int = 0
+    status: int | None = None  # the upstream's answer, once there is one
+    settled: bool = False
+    transcript: dict[str, Any] = field(default_factory=dict)
 
 
 class Exhausted(Exception):
@@ -82,18 +115,33 @@ class Exhausted(Exception):
 class GatewayApp:
     """Request handlers bound to one config and one ledger."""
 
-    def __init__(self, config: GatewayConfig, ledger: Ledger, admin_token: str | None = None) -> None:
+    def __init__(self, config: GatewayConfig, ledger: Ledger, admin_token: str | None = None,
+                 transcripts: Transcripts | None = None) -> None:
         self.config = config
         self.ledger = ledger
         self.admin_token = admin_token
+        self.transcripts = transcripts
         self._timeouts: dict[tuple[str, float], aiohttp.ClientTimeout] = {}
 
+    # ----- the two applications -----------------------------------------------------------------
+
     def build(self) -> web.Application:
+        """The model API (what agents reach)."""
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handler("chat", "openai"))
         app.router.add_post("/v1/responses", self._handler("responses", "openai"))
+        app.router.add_get("/v1/responses", self.websocket_refused, allow_head=False)
+        app.router.add_post("/v1/messages/count_tokens", self.count_tokens)
         app.router.add_post("/v1/messages", self._handler("messages", "anthropic"))
         app.router.add_get("/v1/models", self.models)
+        app.router.add_route("HEAD", "/", self.probe)
+        app.router.add_route("*", "/{tail:.*}", self.not_a_model_route)
+        app.cleanup_ctx.append(self._session)
+        return app
+
+    def build_admin(self) -> web.Application:
+        """The admin API: health, metrics, tokens, usage, transcripts (a listener agents cannot reach)."""
+        app = web.Application()
         app.router.add_get("/healthz", self.health)
         if self.config.metrics_path:
             app.router.add_get(self.config.metrics_path, self.metrics)
@@ -101,7 +149,7 @@ class GatewayApp:
             app.router.add_post("/admin/v1/tokens", self.admin_issue)
             app.router.add_get("/admin/v1/usage/{trial}", self.admin_usage)
             app.router.add_delete("/admin/v1/tokens/{trial}", self.admin_revoke)
-        app.cleanup_ctx.append(self._session)
+            app.router.add_get("/admin/v1/transcripts/{trial}", self.admin_transcript)
         return app
 
     async def _session(self, app: web.Application) -> Any:
@@ -120,9 +168,28 @@ class GatewayApp:
         response.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return response
 
+    async def probe(self, request: web.Request) -> web.Response:
+        """``HEAD /``: clients check the base URL answers; nothing is said but that it does."""
+        return web.Response(status=200)
+
+    async def not_a_model_route(self, request: web.Request) -> web.Response:
+        if self._auth(request) is None:
+            return self._unauthorized(request)
+        return error_response(404, "not_found", f"{request.method} {request.path} is not a model API route of "
+                              "this gateway", hint="POST /v1/chat/completions, /v1/responses or /v1/messages")
+
+    async def websocket_refused(self, request: web.Request) -> web.Response:
+        """A WebSocket upgrade (or GET) of /v1/responses: 426, so clients use HTTP POST at once."""
+        if self._auth(request) is None:
+            return self._unauthorized(request)
+        response = error_response(426, "websocket_unsupported", "this gateway serves the Responses API over HTTP "
+                                  "only: POST /v1/responses", hint="codex: supports_websockets = false")
+        response.force_close()
+        return response
+
     async def models(self, request: web.Request) -> web.Response:
-        if self._account(request) is None:
-            return self._unauthorized()
+        if self._auth(request) is None:
+            return self._unauthorized(request)
         names = sorted({m for u in self.config.upstreams for m in u.models if not any(c in m for c in "*?[")})
         snapshot = self.ledger.snapshot
         if snapshot is not None:
@@ -134,18 +201,22 @@ class GatewayApp:
     # ----- admin API (cluster mode: the operator issues tokens and reads usage) -----------------
 
     def _is_admin(self, request: web.Request) -> bool:
-        return request.headers.get("Authorization", "") == f"Bearer {self.admin_token}"
+        assert self.admin_token is not None
+        return same_secret(request.headers.get("Authorization", ""), f"Bearer {self.admin_token}")
 
     async def admin_issue(self, request: web.Request) -> web.Response:
         if not self._is_admin(request):
             return error_response(401, "unauthorized", "admin token required")
         try:
             body = await request.json()
+            expires = body.get("expires_at")
             token = self.ledger.issue(str(body["trial_id"]), budget_usd=body.get("budget_usd"),
-                                      rate_per_min=body.get("rate_per_min"), entry=body.get("entry"))
-        except (ValueError, KeyError, TypeError) as exc:
-            return error_response(400, "invalid_request", f"expected {{trial_id, budget_usd?, "
-                                  f"rate_per_min?, entry?}}: {exc}")
+                                      rate_per_min=body.get("rate_per_min"), entry=body.get("entry"),
+                                      expires_at=None if expires is None else float(expires),
+                                      transcript=bool(body.get("transcript", False)))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return error_response(400, "invalid_request", f"expected {{trial_id, budget_usd?, rate_per_min?, "
+                                  f"entry?, expires_at?, transcript?}}: {exc}")
         await self._durable()
         return web.json_response({"token": token})
 
@@ -161,18 +232,31 @@ class GatewayApp:
         await self._durable()
         return web.json_response({"revoked": request.match_info["trial"]})
 
-    # ----- forwarding ---------------------------------------------------------------------------
+    async def admin_transcript(self, request: web.Request) -> web.Response:
+        """The trial's transcript as JSON lines (empty when none was kept)."""
+        if not self._is_admin(request):
+            return error_response(401, "unauthorized", "admin token required")
+        records = self.transcripts.read(request.match_info["trial"]) if self.transcripts is not None else []
+        text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+        return web.Response(text=text, content_type="application/x-ndjson")
 
-    def _account(self, request: web.Request) -> TrialAccount | None:
-        auth = request.headers.get("Authorization", "")
-        token = auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("x-api-key", "")
-        return self.ledger.authenticate(token) if token else None
+    # ----- authentication -------------------------------------------------------------------------
 
     @staticmethod
-    def _unauthorized() -> web.Response:
+    def _token(request: web.Request) -> str:
+        auth = request.headers.get("Authorization", "")
+        return auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("x-api-key", "")
+
+    def _auth(self, request: web.Request) -> tuple[TrialAccount, TokenClaims] | None:
+        token = self._token(request)
+        return self.ledger.authenticate(token) if token else None
+
+    def _unauthorized(self, request: web.Request) -> web.Response:
         metrics.GATEWAY_REFUSALS.labels("unauthorized").inc()
-        return error_response(401, "invalid_api_key", "unknown or revoked trial token",
+        return error_response(401, "invalid_api_key", f"trial token refused: {self.ledger.why_refused(self._token(request))}",
                               hint="use the token the engine issued for this trial")
+
+    # ----- forwarding ---------------------------------------------------------------------------
 
     def _handler(self, endpoint: str, api: str) -> Any:
         async def handle(request: web.Request) -> web.StreamResponse:
@@ -180,44 +264,69 @@ class GatewayApp:
 
         return handle
 
-    async def forward(self, request: web.Request, endpoint: str, api: str) -> web.StreamResponse:
-        started = time.perf_counter()
-        account = self._account(request)
-        if account is None:
-            return self._unauthorized()
-        raw = await request.read()
+    @staticmethod
+    def _model_of(raw: bytes) -> tuple[dict[str, Any], str] | None:
         try:
             payload = json.loads(raw)
-            model = payload.get("model") if isinstance(payload, dict) else None
-            if not isinstance(model, str):
-                raise TypeError
-        except (ValueError, TypeError):
+        except ValueError:
+            return None
+        model = payload.get("model") if isinstance(payload, dict) else None
+        return (payload, model) if isinstance(model, str) else None
+
+    async def forward(self, request: web.Request, endpoint: str, api: str) -> web.StreamResponse:
+        started = time.perf_counter()
+        token = self._token(request)
+        auth = self.ledger.authenticate(token) if token else None
+        if auth is None:
+            return self._unauthorized(request)
+        account, claims = auth
+        raw = await request.read()
+        parsed = self._model_of(raw)
+        if parsed is None:
             return error_response(400, "invalid_request", "the body must be a JSON object with a string 'model'")
+        payload, model = parsed
         upstream = self.config.upstream_for(model, api)
         if upstream is None:
             return error_response(404, "model_not_found", f"model {model!r} is not served by this gateway "
                                   f"on /{endpoint}", hint="check the gateway config's upstreams[].models")
-        refusal = self.ledger.admit(account)
+        worst = estimate(payload, len(raw), endpoint, model, ceiling=upstream.max_output_tokens,
+                         bytes_per_token=self.config.reserve_input_bytes_per_token, snapshot=self.ledger.snapshot)
+        refusal = self.ledger.admit(account, worst.usd)
         if refusal is not None:
             metrics.GATEWAY_REFUSALS.labels(refusal.kind).inc()
-            return error_response(429, refusal.kind, refusal.message, retry_after=refusal.retry_after)
+            code = {"code": "insufficient_quota"} if refusal.kind == "budget_exceeded" and \
+                refusal.retry_after is None else {}
+            return error_response(429, refusal.kind, refusal.message, retry_after=refusal.retry_after,
+                                  **refusal.figures, **code)
         if self.config.log_bodies:
             log.debug("trial %s %s body: %s", account.trial_id, endpoint, raw.decode("utf-8", "replace"))
         stream = bool(payload.get("stream"))
-        call = Call(endpoint, api, account, model, upstream, self._body(payload, raw, endpoint, upstream),
-                    stream, started)
-        return await self._answer(request, call)
+        body, strip = self._body(payload, raw, endpoint, upstream)
+        call = Call(endpoint, api, account, claims, model, upstream, payload, raw, body, stream, strip, worst,
+                    started, token, claims.transcript and self.transcripts is not None)
+        try:
+            return await self._answer(request, call)
+        finally:
+            if not call.settled:  # cancelled (the gateway is stopping): settle what is known
+                self._finish(call, None, 499, error=True, unmetered=None if call.status is None else
+                             self._unmetered(call, "the gateway stopped while relaying the answer"))
 
     @staticmethod
-    def _body(payload: dict[str, Any], raw: bytes, endpoint: str, upstream: UpstreamConfig) -> bytes:
-        """The body to forward: chat streams ask for usage in their last chunk (unless told not to)."""
+    def _body(payload: dict[str, Any], raw: bytes, endpoint: str, upstream: UpstreamConfig) -> tuple[bytes, bool]:
+        """The body to forward, and whether to strip the usage chunk from the client's stream.
+
+        A chat stream always asks for usage (``stream_options.include_usage: true``): a client that left it
+        out or set it false would otherwise make its request unmetered. Its usage chunk is then taken out of
+        what that client sees.
+        """
         if endpoint != "chat" or not payload.get("stream") or not upstream.include_stream_usage:
-            return raw
-        options = payload.get("stream_options") or {}
-        if isinstance(options, dict) and "include_usage" not in options:
-            payload["stream_options"] = {**options, "include_usage": True}
-            return json.dumps(payload).encode("utf-8")
-        return raw
+            return raw, False
+        options = payload.get("stream_options")
+        options = options if isinstance(options, dict) else {}
+        if options.get("include_usage") is True:
+            return raw, False
+        forced = {**payload, "stream_options": {**options, "include_usage": True}}
+        return json.dumps(forced).encode("utf-8"), True
 
     async def _answer(self, request: web.Request, call: Call) -> web.StreamResponse:
         try:
@@ -227,6 +336,7 @@ class GatewayApp:
             await self._durable()
             return error_response(502, "upstream_retries_exhausted", exc.message,
                                   attempts=exc.attempts, last_status=exc.last_status)
+        call.status = upstream_response.status
         async with upstream_response:
             if "text/event-stream" in upstream_response.headers.get("Content-Type", ""):
                 return await self._relay_stream(request, call, upstream_response)
@@ -249,7 +359,7 @@ class GatewayApp:
                                  call: Call) -> aiohttp.ClientResponse:
         """The first acceptable upstream response, or :class:`Exhausted`."""
         retry = self.config.retry
-        url = call.upstream.base_url.rstrip("/") + request.path
+        url = call.upstream.base_url + request.raw_path  # the path and query string as the client sent them
         headers = self._upstream_headers(request, call.upstream)
         timeout = self._timeout(call.upstream)
         deadline = time.monotonic() + retry.max_total_seconds
@@ -302,17 +412,21 @@ class GatewayApp:
 
     async def _relay_body(self, call: Call, upstream_response: aiohttp.ClientResponse) -> web.Response:
         body = await upstream_response.read()
+        status = upstream_response.status
         counts = None
-        if upstream_response.status < 400:
+        if status < 400:
             try:
                 counts = counts_from_body(json.loads(body), api=call.api,
                                           reasoning_in_output=call.upstream.reasoning_in_output)
             except ValueError:
                 counts = None
-        self._finish(call, counts, upstream_response.status, error=upstream_response.status >= 400)
+        unmetered = self._unmetered(call, "the upstream's answer reported no usage") \
+            if status < 400 and counts is None else None
+        if call.keep:
+            call.transcript["response"] = self._kept(body)
+        self._finish(call, counts, status, error=status >= 400, unmetered=unmetered)
         await self._durable()
-        return web.Response(body=body, status=upstream_response.status,
-                            headers=self._response_headers(upstream_response, call))
+        return web.Response(body=body, status=status, headers=self._response_headers(upstream_response, call))
 
     async def _relay_stream(self, request: web.Request, call: Call,
                             upstream_response: aiohttp.ClientResponse) -> web.StreamResponse:
@@ -322,50 +436,94 @@ class GatewayApp:
             response.enable_chunked_encoding()  # so the relay knows how to frame what it writes
         else:
             response.force_close()  # HTTP/1.0 has no chunks: the end of the stream is the end of the connection
-        await response.prepare(request)
         reader = StreamUsage(api=call.api, reasoning_in_output=call.upstream.reasoning_in_output)
-        error = upstream_response.status >= 400
+        stripper = UsageStripper(reader) if call.strip_usage else None
+        feed = stripper.feed if stripper is not None else reader.feed
+        tap = self._tap(call, feed)
+        error, gone, why = upstream_response.status >= 400, False, "the upstream's stream ended without its usage"
         try:
+            await response.prepare(request)
             # The first chunk goes through aiohttp (its sock_read timer covers the wait; the headers
             # go out with it), the rest through the push relay, or this loop when it cannot be used.
             first = await upstream_response.content.readany()
-            reader.feed(first)
-            await response.write(first)
+            await response.write(tap(first))
             if first and PushRelay.usable(upstream_response, request.transport):
                 assert request.transport is not None
-                await PushRelay(upstream_response, request.transport,
-                                chunked=response.chunked, feed=reader.feed,
+                await PushRelay(upstream_response, request.transport, chunked=response.chunked, feed=tap,
                                 timeout=call.upstream.timeout_seconds).run()
             elif first:
-                await self._relay_loop(upstream_response, response, reader.feed, call.upstream.timeout_seconds)
+                await self._relay_loop(upstream_response, response, tap, call.upstream.timeout_seconds)
+            if stripper is not None:
+                await response.write(tap(stripper.finish()))
+        except ConnectionResetError:  # the relay's ClientGone, aiohttp's ClientConnectionResetError: the client left
+            gone = True
         except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-            error = True
+            error, why = True, f"the upstream's stream broke ({type(exc).__name__}) before its usage"
             log.warning("trial %s: stream ended early (%s)", call.account.trial_id, type(exc).__name__)
             upstream_response.close()
             if request.transport is not None:
                 request.transport.abort()  # the client must see a broken stream, not a short complete one
-        except ConnectionResetError:
-            error = True
-            upstream_response.close()
-            log.info("trial %s: client went away mid-stream", call.account.trial_id)
+        if gone:
+            why = await self._drain(call, upstream_response, reader, feed)
+        counts = reader.finish()
+        unmetered = self._unmetered(call, why, reader.chunks) \
+            if upstream_response.status < 400 and not reader.complete else None
         # The ledger is updated (and journalled) before the client sees the end of the stream, so a
         # caller that reads usage after its stream ended always sees this request, even after a restart.
-        self._finish(call, reader.finish(), upstream_response.status, error=error)
+        self._finish(call, counts, upstream_response.status, error=error, unmetered=unmetered)
         await self._durable()
-        if not error:
-            await response.write_eof()
+        if not error and not gone:
+            with contextlib.suppress(ConnectionResetError):  # the client closed after the last event: normal
+                await response.write_eof()
         return response
+
+    def _tap(self, call: Call, feed: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
+        """What each relayed chunk goes through: the usage reader (and stripper), and the transcript if kept."""
+        if not call.keep or self.transcripts is None:
+            return feed
+        kept = bytearray()
+        limit = self.transcripts.max_body_bytes
+        call.transcript["response_sse"] = kept
+
+        def tap(chunk: bytes) -> bytes:
+            out = feed(chunk)
+            if len(kept) <= limit:
+                kept.extend(out[:limit + 1 - len(kept)])
+            return out
+
+        return tap
+
+    async def _drain(self, call: Call, upstream_response: aiohttp.ClientResponse, reader: StreamUsage,
+                     feed: Callable[[bytes], bytes]) -> str:
+        """The client left mid-stream: read on (bounded) until the upstream reports usage. Returns why the
+        request is unmetered if it still is."""
+        log.info("trial %s: client went away mid-stream; reading the upstream on for its usage", call.account.trial_id)
+        seconds, limit = self.config.disconnect_drain_seconds, self.config.disconnect_drain_bytes
+        read = 0
+        try:
+            async with asyncio.timeout(seconds):
+                while not reader.complete and read <= limit:
+                    chunk = await upstream_response.content.readany()
+                    if not chunk:
+                        break
+                    read += len(chunk)
+                    feed(chunk)  # (what it returns was for the client)
+        except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError):
+            pass
+        if not upstream_response.content.is_eof():
+            upstream_response.close()
+        return (f"the client left mid-stream and the upstream reported no usage within {seconds:g} s / "
+                f"{limit} bytes of reading on")
 
     @staticmethod
     async def _relay_loop(upstream_response: aiohttp.ClientResponse, response: web.StreamResponse,
-                          feed: Callable[[bytes], None], timeout: float) -> None:
+                          feed: Callable[[bytes], bytes], timeout: float) -> None:
         """The plain relay (one read, one usage scan, one write per chunk), when the push relay cannot run."""
         read, write = upstream_response.content.readany, response.write
         watch = IdleWatch(upstream_response, timeout)
         try:
             while chunk := await read():
-                feed(chunk)
-                await write(chunk)
+                await write(feed(chunk))
         finally:
             watch.cancel()
 
@@ -373,8 +531,19 @@ class GatewayApp:
         """Wait until the ledger's journal has what was recorded so far (no-op without a journal)."""
         await self.ledger.synced()  # a failed write was logged by the journal; the usage is still in memory
 
-    def _finish(self, call: Call, counts: TokenCounts | None, status: int, *, error: bool) -> None:
-        cost = self.ledger.record(call.account, call.model, counts, retries=call.retries, error=error)
+    @staticmethod
+    def _unmetered(call: Call, why: str, chunks: int = 0) -> Unmetered:
+        return Unmetered(why, call.estimate.input_tokens, chunks, call.estimate.usd)
+
+    def _kept(self, body: bytes) -> Any:
+        assert self.transcripts is not None
+        return body_for_transcript(body, self.transcripts.max_body_bytes)
+
+    def _finish(self, call: Call, counts: TokenCounts | None, status: int, *, error: bool,
+                unmetered: Unmetered | None = None) -> None:
+        call.settled = True
+        cost = self.ledger.record(call.account, call.model, counts, retries=call.retries, error=error,
+                                  reserved_usd=call.estimate.usd, unmetered=unmetered)
         model = metrics.model_label(call.model)
         metrics.GATEWAY_REQUESTS.labels(call.endpoint, model, str(status)).inc()
         metrics.GATEWAY_LATENCY.labels(call.endpoint, model).observe(time.perf_counter() - call.started)
@@ -383,5 +552,61 @@ class GatewayApp:
                                   cached_input_tokens=counts.cached_input_tokens,
                                   output_tokens=counts.billed_output_tokens,
                                   reasoning_tokens=counts.reasoning_tokens, cost_usd=cost)
+        if unmetered is not None:
+            metrics.UNMETERED.labels(call.account.entry or "unknown", model).inc()
+            log.warning("trial %s: request to %s unmetered: %s", call.account.trial_id, call.model, unmetered.why)
+        if call.keep:
+            self._keep_transcript(call, counts, status, unmetered)
         log.debug("trial %s %s model=%s status=%s retries=%d cost=%s", call.account.trial_id, call.endpoint,
                   call.model, status, call.retries, cost)
+
+    def _keep_transcript(self, call: Call, counts: TokenCounts | None, status: int,
+                         unmetered: Unmetered | None) -> None:
+        assert self.transcripts is not None
+        record: dict[str, Any] = {"endpoint": call.endpoint, "model": call.model, "status": status,
+                                  "stream": call.stream, "request": self._kept(call.raw)}
+        sse = call.transcript.get("response_sse")
+        if isinstance(sse, bytearray):
+            record["response_sse"] = self._kept(bytes(sse)) if len(sse) > self.transcripts.max_body_bytes \
+                else sse.decode("utf-8", "replace")
+        elif "response" in call.transcript:
+            record["response"] = call.transcript["response"]
+        record["usage"] = None if counts is None else {
+            "input_tokens": counts.input_tokens, "cached_input_tokens": counts.cached_input_tokens,
+            "output_tokens": counts.output_tokens, "reasoning_tokens": counts.reasoning_tokens}
+        record["unmetered"] = None if unmetered is None else unmetered.why
+        try:
+            self.transcripts.add(call.account.trial_id, record, token=call.token)
+        except OSError as exc:  # bookkeeping: the request itself succeeded
+            log.warning("trial %s: transcript not written: %s", call.account.trial_id, exc)
+
+    # ----- count_tokens (Anthropic): forwarded, or estimated; never billed -------------------------
+
+    async def count_tokens(self, request: web.Request) -> web.Response:
+        auth = self._auth(request)
+        if auth is None:
+            return self._unauthorized(request)
+        raw = await request.read()
+        parsed = self._model_of(raw)
+        if parsed is None:
+            return error_response(400, "invalid_request", "the body must be a JSON object with a string 'model'")
+        upstream = self.config.upstream_for(parsed[1], "anthropic")
+        if upstream is not None:
+            try:
+                async with request.app[SESSION_KEY].post(
+                        upstream.base_url + request.raw_path, data=raw, headers=self._upstream_headers(request, upstream),
+                        timeout=self._timeout(upstream)) as answer:
+                    if answer.status not in NO_COUNT_ROUTE:
+                        metrics.GATEWAY_REQUESTS.labels("count_tokens", metrics.model_label(parsed[1]),
+                                                        str(answer.status)).inc()
+                        return web.Response(body=await answer.read(), status=answer.status,
+                                            headers=self._passed(answer))
+            except (TimeoutError, aiohttp.ClientConnectionError):
+                pass
+        metrics.GATEWAY_REQUESTS.labels("count_tokens", metrics.model_label(parsed[1]), "200").inc()
+        estimated = math.ceil(len(raw) / 4)  # the common ~4 bytes per token of text: an estimate, said so
+        return web.json_response({"input_tokens": estimated}, headers={"x-anchorage-estimated": "1"})
+
+    @staticmethod
+    def _passed(answer: aiohttp.ClientResponse) -> dict[str, str]:
+        return {k: v for k, v in answer.headers.items() if k.lower() not in DROPPED_RESPONSE_HEADERS}

@@ -57,6 +57,8 @@ class Usage(_Status):
     billed_output_tokens: int = Field(
         default=0, ge=0, description="Output tokens billed: completion plus reasoning counted outside it.")
     reasoning_tokens: int = Field(default=0, ge=0, description="Reasoning tokens reported by the provider.")
+    unmetered_requests: int = Field(default=0, ge=0, description="Requests the provider answered without "
+                                    "reporting usage: their tokens are not counted, and costUSD is then unknown.")
 
 
 class TrialStatus(_Status):
@@ -81,7 +83,8 @@ class TrialStatus(_Status):
                                    "price snapshot); absent when unknown (see costUnknownReason).")
     usage: Usage | None = Field(default=None, description="Tokens counted by the gateway.")
     cost_unknown_reason: str | None = Field(
-        default=None, description="Why costUSD is unknown (no gateway admin token, gateway unreachable, unpriced model).")
+        default=None, description="Why costUSD is unknown (no gateway admin token, gateway unreachable, unmetered "
+                           "requests, unpriced model).")
     observed_generation: int | None = Field(default=None, description="metadata.generation last acted on.")
     conditions: list[Condition] = Field(default_factory=list, description="Ready and Scored conditions.")
 
