@@ -222,7 +222,12 @@ def test_operator_flags_point_at_this_releases_gateway(render: Render, release: 
     url = urlparse(config.gateway_url)
     port = service["spec"]["ports"][0]["port"]
     assert (url.hostname, url.port, url.path) == (f"{prefix}-gateway.{namespace}.svc", port, "/v1")
-    assert urlparse(config.admin_url()).netloc == url.netloc
+    # the admin API is the same Service on its admin port: the gateway's admin listener, not its model port
+    admin = urlparse(config.admin_url())
+    ports = {p["name"]: p for p in service["spec"]["ports"]}
+    assert (admin.hostname, admin.port) == (url.hostname, ports["admin"]["port"]) and admin.port != url.port
+    gateway_ports = {p["name"]: p["containerPort"] for p in container(rendered, f"{prefix}-gateway")["ports"]}
+    assert ports["admin"]["targetPort"] == "admin" and gateway_ports["admin"] != gateway_ports["http"]
     pods = rendered.one("Deployment", f"{prefix}-gateway")["spec"]["template"]["metadata"]["labels"]
     assert config.gateway_selector.items() <= pods.items() and config.gateway_selector == service["spec"]["selector"]
     assert config.gateway_selector["app.kubernetes.io/instance"] == release
@@ -232,6 +237,8 @@ def test_operator_flags_point_at_this_releases_gateway(render: Render, release: 
     peer = policy["spec"]["egress"][1]["to"][0]
     assert peer["podSelector"]["matchLabels"] == config.gateway_selector
     assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": namespace}
+    # ... on their model API port only (never the admin listener's /metrics and /admin/v1)
+    assert policy["spec"]["egress"][1]["ports"] == [{"protocol": "TCP", "port": "http"}]
     # the fetch/upload containers run the chart's own image
     assert config.operator_image == container(rendered, f"{prefix}-gateway")["image"]
 
@@ -425,5 +432,6 @@ def test_helm_test_hook_checks_the_gateway(render: Render) -> None:
     hooks = [p for p in render({}).of_kind("Pod") if (p["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test"]
     assert len(hooks) == 1
     script = hooks[0]["spec"]["containers"][0]["args"][0]
-    assert "anchorage-gateway.anchorage.svc:8080" in script and "/healthz" in script and "/metrics" in script
+    assert "anchorage-gateway.anchorage.svc" in script and ":9090" in script and ":8080" in script
+    assert "/healthz" in script and "/metrics" in script and "401" in script
     compile(script, "helm-test", "exec")  # the probe is valid Python

@@ -20,8 +20,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from anchorage.gateway import Gateway, GatewayConfig, start_gateway
-from anchorage.gateway.ledger import TOKEN_PREFIX, trial_of_token
 from anchorage.gateway.mock import MockConfig, RunningMock, start_mock
+from anchorage.gateway.tokens import TOKEN_PREFIX, trial_of_token
 
 from .conftest import Env
 
@@ -63,7 +63,8 @@ def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gateway
     mock: RunningMock = start_mock(MockConfig(expected_api_key=PROVIDER_KEY))
     config = GatewayConfig.model_validate({
         "upstreams": [{"name": "mock", "base_url": mock.url, "models": ["mock-*"], "api_key_env": "TEST_GW_PROVIDER_KEY"}],
-        "prices": str(prices), "token_secret_env": "TEST_GW_TOKEN_SECRET", "admin_token_env": "TEST_GW_ADMIN_TOKEN"})
+        "prices": str(prices), "token_secret_env": "TEST_GW_TOKEN_SECRET", "admin_token_env": "TEST_GW_ADMIN_TOKEN",
+        "admin_port": 0})
     running = start_gateway(config)
     try:
         yield running
@@ -79,7 +80,7 @@ def _operator(env: Env, gateway: Gateway, *, token_secret: bool = True, admin_to
         env.env["ANCHORAGE_GATEWAY_TOKEN_SECRET"] = TOKEN_SECRET
     if admin_token:
         env.env["ANCHORAGE_GATEWAY_ADMIN_TOKEN"] = ADMIN_TOKEN
-    env.start_operator(f"--gateway-url={gateway.url}/v1")
+    env.start_operator(f"--gateway-url={gateway.url}/v1", f"--gateway-admin-url={gateway.admin_url}")
 
 
 def _expected(replies: list[dict[str, Any]]) -> tuple[dict[str, int], float]:
@@ -88,7 +89,7 @@ def _expected(replies: list[dict[str, Any]]) -> tuple[dict[str, int], float]:
     cached = sum(r["usage"]["prompt_tokens_details"]["cached_tokens"] for r in replies)
     output = sum(r["usage"]["completion_tokens"] for r in replies)
     tokens = {"requests": len(replies), "inputTokens": inputs, "cachedInputTokens": cached, "outputTokens": output,
-              "billedOutputTokens": output, "reasoningTokens": 0}
+              "billedOutputTokens": output, "reasoningTokens": 0, "unmeteredRequests": 0}
     return tokens, ((inputs - cached) * 1.0 + cached * 0.5 + output * 4.0) / 1e6
 
 
@@ -152,7 +153,7 @@ def test_campaign_of_model_calling_trials_records_exact_tokens_and_cost(kube_env
     secret_calls = {k: n for k, n in kube_env.cluster.api.counts.items() if k.split()[1].startswith("secrets")}
     assert secret_calls == {"POST secrets": 2}, secret_calls
     # the token names the trial's entry too, so the gateway's spend metrics carry it (not "unknown")
-    with urllib.request.urlopen(f"{gateway.url}/metrics", timeout=10) as response:
+    with urllib.request.urlopen(f"{gateway.admin_url}/metrics", timeout=10) as response:
         families = {f.name: f for f in text_string_to_metric_families(response.read().decode())}
     spent = {s.labels["entry"]: s.value for s in families["anchorage_cost_usd"].samples if s.name.endswith("_total")}
     assert spent.get("caller") == pytest.approx(sum(costs), rel=1e-9), spent  # (other tests may count "unknown")

@@ -15,8 +15,8 @@ import pytest
 from anchorage.controller import gatewaying
 from anchorage.errors import InputError
 from anchorage.gateway import Gateway, GatewayConfig, start_gateway
-from anchorage.gateway.ledger import mint_token
-from anchorage.gateway.mock import RunningMock, start_mock
+from anchorage.gateway.mock import MockConfig, RunningMock, start_mock
+from anchorage.gateway.tokens import mint_token
 from anchorage.manifests import TrialSpec
 from anchorage.runtime.kubejobs import OperatorConfig
 
@@ -39,7 +39,7 @@ def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gateway
     mock: RunningMock = start_mock()
     running = start_gateway(GatewayConfig.model_validate({
         "upstreams": [{"name": "mock", "base_url": mock.url}], "prices": str(prices),
-        "token_secret_env": "UNIT_GW_SECRET", "admin_token_env": "UNIT_GW_ADMIN"}))
+        "token_secret_env": "UNIT_GW_SECRET", "admin_token_env": "UNIT_GW_ADMIN", "admin_port": 0}))
     try:
         yield running
     finally:
@@ -60,7 +60,7 @@ def chat(gateway: Gateway, token: str, model: str = "mock-model") -> tuple[int, 
 
 
 def config(gateway: Gateway) -> OperatorConfig:
-    return OperatorConfig(gateway_url=f"{gateway.url}/v1")
+    return OperatorConfig(gateway_url=f"{gateway.url}/v1", gateway_admin_url=gateway.admin_url)
 
 
 def test_settle_reads_exact_usage_and_revokes_the_token(gateway: Gateway) -> None:
@@ -75,7 +75,8 @@ def test_settle_reads_exact_usage_and_revokes_the_token(gateway: Gateway) -> Non
     assert fields["costUSD"] == pytest.approx(expected, rel=1e-9) and fields["costUnknownReason"] is None
     assert fields["usage"] == {"requests": 1, "inputTokens": usage["prompt_tokens"], "cachedInputTokens": cached,
                                "outputTokens": usage["completion_tokens"],
-                               "billedOutputTokens": usage["completion_tokens"], "reasoningTokens": 0}
+                               "billedOutputTokens": usage["completion_tokens"], "reasoningTokens": 0,
+                               "unmeteredRequests": 0}
     assert chat(gateway, token)[0] == 401, "the token is revoked at the trial's end"
     other = {"metadata": {**TRIAL["metadata"], "uid": "ffff"}}  # the same name re-created: a fresh ledger
     assert chat(gateway, mint_token(SECRET.encode(), gatewaying.trial_id(other)))[0] == 200
@@ -87,7 +88,8 @@ def test_cost_is_unknown_when_the_gateway_cannot_be_reached(gateway: Gateway) ->
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
-    fields = gatewaying.settle(TRIAL, MODEL, OperatorConfig(gateway_url=f"http://127.0.0.1:{port}/v1"))
+    fields = gatewaying.settle(TRIAL, MODEL, OperatorConfig(gateway_url=f"http://127.0.0.1:{port}/v1",
+                                                            gateway_admin_url=f"http://127.0.0.1:{port}"))
     assert fields["costUSD"] is None and fields["usage"] is None
     assert "could not be read" in fields["costUnknownReason"] and f"127.0.0.1:{port}" in fields["costUnknownReason"]
     record = gatewaying.record_fields({k: v for k, v in fields.items() if v is not None})
@@ -100,6 +102,27 @@ def test_cost_is_unknown_for_an_unpriced_model(gateway: Gateway) -> None:
     fields = gatewaying.settle(TRIAL, MODEL, config(gateway))
     assert fields["costUSD"] is None and "mystery-model" in fields["costUnknownReason"]
     assert fields["usage"]["requests"] == 1, "the tokens are still recorded"
+
+
+def test_cost_is_unknown_when_the_upstream_reported_no_usage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests the upstream answered without usage: the Trial's cost is unknown (not the 0 of ``cost_usd or 0.0``),
+    the reason says how many, and usage.unmeteredRequests counts them."""
+    monkeypatch.setenv("UNIT_GW_SECRET", SECRET)
+    monkeypatch.setenv("UNIT_GW_ADMIN", ADMIN)
+    monkeypatch.setenv(gatewaying.ADMIN_TOKEN_ENV, ADMIN)
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(PRICES)
+    with start_mock(MockConfig(report_usage=False)) as mock, start_gateway(GatewayConfig.model_validate({
+            "upstreams": [{"name": "mock", "base_url": mock.url}], "prices": str(prices), "admin_port": 0,
+            "token_secret_env": "UNIT_GW_SECRET", "admin_token_env": "UNIT_GW_ADMIN"})) as running:
+        token = mint_token(SECRET.encode(), gatewaying.trial_id(TRIAL))
+        assert chat(running, token)[0] == 200 and chat(running, token)[0] == 200
+        fields = gatewaying.settle(TRIAL, MODEL, config(running))
+    assert fields["costUSD"] is None and "2 request(s) unmetered" in fields["costUnknownReason"]
+    assert fields["usage"]["unmeteredRequests"] == 2 and fields["usage"]["requests"] == 2
+    record = gatewaying.record_fields({k: v for k, v in fields.items() if v is not None})
+    assert record["cost_usd"] is None and "unmetered" in record["cost_unknown"]
+    assert record["usage"]["unmetered_requests"] == 2
 
 
 def test_cost_is_unknown_without_an_admin_token(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,7 +148,7 @@ def test_operator_flags_become_the_gateway_config() -> None:
 
     cfg = operator_config(store="file:///runs", gateway_selector=["app=gw", "tier=models"],
                           gateway_url="http://gw.ns.svc:9000/v1", gateway_namespace="ns", agent_image="a:1")
-    assert cfg.gateway_selector == {"app": "gw", "tier": "models"} and cfg.admin_url() == "http://gw.ns.svc:9000"
+    assert cfg.gateway_selector == {"app": "gw", "tier": "models"} and cfg.admin_url() == "http://gw.ns.svc:9090"
     assert (cfg.gateway_namespace, cfg.agent_image, cfg.verifier_image) == ("ns", "a:1", OperatorConfig().verifier_image)
     with pytest.raises(typer.BadParameter, match="not KEY=VALUE"):
         operator_config(store="file:///runs", gateway_selector=["app"])

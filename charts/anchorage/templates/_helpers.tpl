@@ -27,6 +27,13 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- .Values.operator.gateway.url | default $service -}}
 {{- end -}}
 
+{{/* The gateway's admin listener (/admin/v1, /metrics, /healthz): operator.gateway.adminUrl, else this release's
+gateway Service on its admin port (9090, which the trials' NetworkPolicy does not open to agents). */}}
+{{- define "anchorage.gatewayAdminUrl" -}}
+{{- $service := printf "http://%s-gateway.%s.svc:9090" (include "anchorage.fullname" .) .Release.Namespace -}}
+{{- .Values.operator.gateway.adminUrl | default $service -}}
+{{- end -}}
+
 {{- define "anchorage.image" -}}
 {{- if .Values.image.digest -}}
 {{ .Values.image.repository }}@{{ .Values.image.digest }}

@@ -33,7 +33,8 @@ def run_operator(
                                     help="Gateway URL for agents, ending in /v1 (default: "
                                          "http://anchorage-gateway.anchorage.svc:8080/v1)."),
     gateway_admin_url: str = typer.Option("", "--gateway-admin-url",
-                                          help="Gateway admin API base URL (default: --gateway-url without /v1)."),
+                                          help="Base URL of the gateway's admin listener, /admin/v1 (default: "
+                                               "--gateway-url's host on port 9090)."),
     gateway_namespace: str = typer.Option("", "--gateway-namespace",
                                           help="Namespace of the gateway pods (NetworkPolicy peer; default: the "
                                                "trials namespace)."),

@@ -23,6 +23,7 @@ by it; the kubelet holds the agent container until the Secret exists.
 from __future__ import annotations
 
 import base64
+import urllib.parse
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,6 +46,12 @@ TOKEN_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")  # the gateway takes Bearer 
 SCRATCH_IN = "/scratch/in"  # where the verifier pod's init container puts the artifacts it scores
 
 
+#: Port of the gateway's admin listener (/healthz, /metrics, /admin/v1) in the Helm chart.
+GATEWAY_ADMIN_PORT = 9090
+#: Name of the gateway container's model API port: the only one trial pods may reach (not the admin port).
+GATEWAY_MODEL_PORT = "http"
+
+
 class OperatorConfig(BaseModel):
     """How the operator builds pods (from the Helm values / ``anchorage operator`` flags)."""
 
@@ -59,8 +66,8 @@ class OperatorConfig(BaseModel):
     gateway_url: str = Field(default="http://anchorage-gateway.anchorage.svc:8080/v1",
                              description="Gateway URL the agents use (OPENAI_BASE_URL, ends in /v1).")
     gateway_admin_url: str | None = Field(
-        default=None, description="Base URL of the gateway's /admin/v1 API (usage, revocation); default: "
-        "gateway_url without /v1. Used only when ANCHORAGE_GATEWAY_ADMIN_TOKEN is set.")
+        default=None, description="Base URL of the gateway's admin listener (/admin/v1: usage, revocation); default: "
+        f"gateway_url's host on port {GATEWAY_ADMIN_PORT}. Used only when ANCHORAGE_GATEWAY_ADMIN_TOKEN is set.")
     gateway_selector: dict[str, str] = Field(default_factory=lambda: {"app.kubernetes.io/name": "anchorage-gateway"},
                                              description="Labels of the gateway pods (NetworkPolicy egress).")
     gateway_namespace: str | None = Field(default=None, description="Namespace of the gateway pods.")
@@ -70,8 +77,13 @@ class OperatorConfig(BaseModel):
     task_source: str | None = Field(default=None, description="ANCHORAGE_TASKS inside the operator image.")
 
     def admin_url(self) -> str:
-        """Base URL of the gateway's admin API (``gateway_admin_url``, else ``gateway_url`` minus ``/v1``)."""
-        return (self.gateway_admin_url or self.gateway_url.rstrip("/").removesuffix("/v1")).rstrip("/")
+        """Base URL of the gateway's admin API: ``gateway_admin_url``, else ``gateway_url``'s scheme and host on
+        :data:`GATEWAY_ADMIN_PORT` (the admin listener is a port of its own, which agents cannot reach)."""
+        if self.gateway_admin_url:
+            return self.gateway_admin_url.rstrip("/")
+        parts = urllib.parse.urlsplit(self.gateway_url)
+        host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname
+        return f"{parts.scheme}://{host}:{GATEWAY_ADMIN_PORT}"
 
 
 def uses_gateway(agent: AgentSpec) -> bool:
@@ -305,7 +317,7 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
 
 
 def network_policies(namespace: str, config: OperatorConfig) -> list[Manifest]:
-    """Default-deny egress for trial pods except DNS and the gateway; verifier pods get nothing.
+    """Default-deny egress for trial pods except DNS and the gateway's model API port; verifier pods get nothing.
 
     The upload sidecar shares the pod's network: in clusters whose store is in-cluster (MinIO),
     add its pods to the allowed egress with an extra policy; S3 outside the cluster needs an
@@ -326,7 +338,7 @@ def network_policies(namespace: str, config: OperatorConfig) -> list[Manifest]:
          "metadata": {"name": "anchorage-trials-dns-and-gateway", **meta},
          "spec": {"podSelector": trial, "policyTypes": ["Egress"], "egress": [
              {"to": [dns_peer], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
-             {"to": [gateway_peer]}]}},
+             {"to": [gateway_peer], "ports": [{"protocol": "TCP", "port": GATEWAY_MODEL_PORT}]}]}},
         {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
          "metadata": {"name": "anchorage-verifiers-deny-all", **meta},
          "spec": {"podSelector": {"matchLabels": {**MANAGED_BY, LABEL_ROLE: "verifier"}},
