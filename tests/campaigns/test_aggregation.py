@@ -87,3 +87,22 @@ def test_unknown_costs_are_counted_not_taken_for_zero() -> None:
     [row] = leaderboard(results, baseline=None).rows
     assert row.costs_unknown == 1
     assert row.cost_per_seed_usd == pytest.approx(0.002)  # (0.004 + 0 + 0.002) / 3: a lower bound, flagged above
+
+
+def test_unmetered_requests_make_the_cost_a_lower_bound_on_the_leaderboard() -> None:
+    from anchorage.report.tables import to_csv, to_markdown, to_text
+
+    base = {"entry": "m", "task": "t1", "phase": "Succeeded", "score": {"gradable": True, "raw": 1.0, "oracle_raw": 1.0,
+                                                                          "o_eval": 1.0}}
+    records = [{**base, "seed": 0, "cost_usd": 0.004, "usage": {"cost_usd": 0.004, "unmetered_requests": 0}},
+               {**base, "seed": 1, "cost_usd": None, "cost_unknown": "3 request(s) unmetered",
+                "usage": {"cost_usd": 0.002, "unmetered_requests": 3}}]
+    board = leaderboard([TrialResult.from_record(r) for r in records], baseline=None)
+    [row] = board.rows
+    assert (row.costs_unknown, row.unmetered_requests) == (1, 3)
+    assert row.cost_per_seed_usd == pytest.approx(0.003)  # the metered part of the unknown one counts: a lower bound
+    for text in (to_csv(board), to_markdown(board)):
+        assert "≥ 0.0030, 3 request(s) unmetered" in text
+    assert to_text(board)[0][4] == "≥ $0.0030, 3 request(s) unmetered"
+    known = leaderboard([TrialResult.from_record(records[0])], baseline=None)
+    assert "≥" not in to_markdown(known) and to_text(known)[0][4] == "$0.0040"

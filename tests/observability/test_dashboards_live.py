@@ -93,12 +93,13 @@ def read_lines(stream: Any, lines: queue.Queue[str]) -> None:
         lines.put(line)
 
 
-def start_gateway(port: int, upstream_url: str, workdir: Path) -> tuple[subprocess.Popen[str], str]:
-    """``anchorage gateway --config`` on ``port`` in front of ``upstream_url``; returns the process and a
-    trial token it printed. Two attempts per request, tiny backoff: scripted failures show up quickly."""
+def start_gateway(port: int, admin_port: int, upstream_url: str, workdir: Path) -> tuple[subprocess.Popen[str], str]:
+    """``anchorage gateway --config`` on ``port`` (its metrics on ``admin_port``) in front of ``upstream_url``;
+    returns the process and a trial token it printed. Two attempts per request, tiny backoff: scripted failures
+    show up quickly."""
     config = workdir / "gateway.yaml"
     config.write_text(json.dumps({  # JSON is YAML
-        "host": "127.0.0.1", "port": port,
+        "host": "127.0.0.1", "port": port, "admin_port": admin_port,
         "upstreams": [{"name": "scripted-mock", "base_url": upstream_url, "models": ["mock*"]}],
         "retry": {"max_attempts": 2, "base_delay_seconds": 0.01, "max_delay_seconds": 0.05, "max_total_seconds": 5},
     }))
@@ -197,10 +198,11 @@ def observed(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         pytest.skip("prometheus is not installed (apt-get install prometheus)")
     upstream = MockUpstream()  # bound first: its port 0 must not take a port picked below
     upstream_server = BackgroundServer(upstream.app(), name="scripted-mock").start()
-    gateway_port, engine_port = free_port(), free_port()
+    gateway_port, gateway_admin_port, engine_port = free_port(), free_port(), free_port()
     assert upstream_server.url is not None
-    gateway, token = start_gateway(gateway_port, upstream_server.url, tmp_path_factory.mktemp("gateway"))
-    targets = [f"127.0.0.1:{gateway_port}", f"127.0.0.1:{engine_port}"]
+    gateway, token = start_gateway(gateway_port, gateway_admin_port, upstream_server.url,
+                                   tmp_path_factory.mktemp("gateway"))
+    targets = [f"127.0.0.1:{gateway_admin_port}", f"127.0.0.1:{engine_port}"]  # the gateway's metrics: its admin port
     prometheus = Prometheus(tmp_path_factory.mktemp("prometheus"), targets)
     try:
         wait_for_targets(prometheus, targets)

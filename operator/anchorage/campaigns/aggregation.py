@@ -15,9 +15,10 @@ Decisions (also in docs/design-notes.md, "Local engine"):
 * Per entry and seed, O-Eval and BO-Eval are averaged over the tasks; the leaderboard shows their
   mean ± **sample** standard deviation (ddof = 1) over seeds (0 with a single seed).
 * ``Art.`` is the mean over seeds of the number of tasks with a gradable artifact; cost is the mean
-  over seeds of the summed trial costs. A record whose ``cost_usd`` is null (the operator could not read
-  the trial's usage at the gateway) adds nothing to the sum and is counted in ``costs_unknown``: such a
-  row's cost is a lower bound.
+  over seeds of the summed trial costs. A record whose ``cost_usd`` is null (its usage could not be read,
+  a model had no price, or the gateway relayed requests it could not meter) adds only its metered part
+  (``usage.cost_usd``, often 0) to the sum and is counted in ``costs_unknown``, its unmetered requests in
+  ``unmetered_requests``: such a row's cost is a lower bound ("≥ $X, N requests unmetered").
 * ``InfrastructureFailed`` trials are never scored: they are counted apart per entry, and an entry
   with such a hole is flagged ``incomplete`` (its means are over the cells that exist).
 * ``verification.panel``: per entry, the scored trials the panel judged and how many of their submitted
@@ -60,6 +61,7 @@ class TrialResult:
     panel_outcome: str | None = None   # verification.panel: confirmed | refuted | abstained | undecided | missing
     cbu_utility: float | None = None   # verification.cbu: the solution's consequence-based utility
     cost_known: bool = True            # False when the record's cost_usd is null (usage not readable)
+    unmetered_requests: int = 0        # requests the gateway relayed without usage (then cost_known is False)
 
     @property
     def scored(self) -> bool:
@@ -75,11 +77,20 @@ class TrialResult:
             oracle_raw=float(score.get("oracle_raw") or 0.0),
             config_baseline_raw=float(score.get("baseline_raw") or 0.0),
             o_eval=float(score.get("o_eval") or 0.0), hard_gate_failed=bool(score.get("hard_gate_failed", False)),
-            cost_usd=float(record.get("cost_usd") or 0.0),
+            cost_usd=_known_part(record),
             panel_outcome=(record.get("panel") or {}).get("outcome"),
             cbu_utility=_number((record.get("cbu") or {}).get("utility")),
             cost_known=not ("cost_usd" in record and record["cost_usd"] is None),
+            unmetered_requests=int((record.get("usage") or {}).get("unmetered_requests") or 0),
         )
+
+
+def _known_part(record: dict[str, Any]) -> float:
+    """A record's cost, or for an unknown one the part the gateway metered (a lower bound; 0 when none)."""
+    if record.get("cost_usd") is not None:
+        return float(record["cost_usd"])
+    metered = (record.get("usage") or {}).get("cost_usd")
+    return float(metered) if isinstance(metered, int | float) and not isinstance(metered, bool) else 0.0
 
 
 @dataclass(frozen=True)
@@ -112,6 +123,7 @@ class Row:
     panel_confirmed: int = 0   # ... whose submitted solution the panel confirmed
     cbu_mean: float | None = None   # mean consequence-based utility over the trials that have one
     costs_unknown: int = 0          # scored trials whose cost could not be read (cost_per_seed_usd: a lower bound)
+    unmetered_requests: int = 0     # requests of its scored trials that the gateway could not meter
 
 
 @dataclass(frozen=True)
@@ -219,6 +231,7 @@ def _row(entry: str, mine: list[TrialResult], bo: dict[int, float], n_tasks: int
         panel_confirmed=sum(1 for r in scored if r.panel_outcome == "confirmed"),
         cbu_mean=statistics.fmean(utilities) if utilities else None,
         costs_unknown=sum(1 for r in scored if not r.cost_known),
+        unmetered_requests=sum(r.unmetered_requests for r in scored),
     )
 
 

@@ -37,6 +37,7 @@ from anchorage.gateway.tokens import EXPIRY_MARGIN_SECONDS, mint_token
 from anchorage.manifests import TrialSpec
 from anchorage.runtime import kubejobs
 from anchorage.runtime.kubejobs import OperatorConfig, uses_gateway
+from anchorage.trials.costing import trial_cost
 
 TOKEN_SECRET_ENV = "ANCHORAGE_GATEWAY_TOKEN_SECRET"
 ADMIN_TOKEN_ENV = "ANCHORAGE_GATEWAY_ADMIN_TOKEN"
@@ -133,18 +134,11 @@ def settle(trial: Mapping[str, Any], spec: TrialSpec, cfg: OperatorConfig) -> di
 
 def cost_fields(usage: Mapping[str, Any]) -> dict[str, Any]:
     """Status fields from the gateway's usage of a trial (``anchorage.costs.Usage.to_dict``): the cost only
-    when the gateway knows it whole, else None with the gateway's reason — never a partial sum, never 0."""
-    fields: dict[str, Any] = {"usage": {key: int(usage.get(source) or 0) for key, source in USAGE_FIELDS.items()},
-                              "costUSD": None, "costUnknownReason": None}
-    cost, unpriced = usage.get("cost_usd"), [str(m) for m in usage.get("unpriced_models") or []]
-    known = usage.get("cost_known", not unpriced)
-    if known is True and isinstance(cost, int | float) and not isinstance(cost, bool):
-        fields["costUSD"] = round(float(cost), 9)
-    else:
-        fields["costUnknownReason"] = str(usage.get("cost_unknown_reason") or (
-            f"model(s) {', '.join(unpriced)} have no price in the gateway's price snapshot" if unpriced
-            else "the gateway reported no cost for this trial"))
-    return fields
+    when the gateway knows it whole (:func:`anchorage.trials.costing.trial_cost`), else None with the reason —
+    never a partial sum, never 0."""
+    cost = trial_cost(usage, calls_models=True)
+    return {"usage": {key: int(usage.get(source) or 0) for key, source in USAGE_FIELDS.items()},
+            "costUSD": cost.usd, "costUnknownReason": cost.unknown_reason}
 
 
 def read_transcript(trial: Mapping[str, Any], cfg: OperatorConfig) -> bytes:

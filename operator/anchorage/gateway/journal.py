@@ -10,7 +10,8 @@ Lines (``ledger.jsonl`` in the ledger directory)::
 
     {"op": "account", "trial": ..., "entry": ..., "budget_usd": ..., "rate_per_min": ..., "revoked": ..., "usage": {...}}
     {"op": "issue", "trial": ..., "entry": ..., "budget_usd": ..., "rate_per_min": ...}
-    {"op": "use", "trial": ..., "model": ..., "counts": {...} | null, "cost": ... | null, "retries": ..., "error": ...}
+    {"op": "use", "trial": ..., "model": ..., "counts": {...} | null, "cost": ... | null, "retries": ..., "error": ...,
+     "unmetered": {"why": ..., "input_tokens": ..., "chunks": ..., "reserved_usd": ...}}   (unmetered: only when so)
     {"op": "revoke", "trial": ...}
 
 Durability: lines are written by one writer thread, in batches (group commit: one ``write`` and one

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 
-from anchorage.campaigns.aggregation import Leaderboard
+from anchorage.campaigns.aggregation import Leaderboard, Row
 
 HEADER = ["rank", "entry", "Art.", "O-Eval", "O-Eval std", "BO-Eval", "BO-Eval std", "cost/seed USD", "seeds", "infra failed"]
 CONFIRMED = "confirmed"   # extra column when some trial ran verification.panel: confirmed/judged
@@ -25,6 +25,16 @@ def header(board: Leaderboard) -> list[str]:
     return [*HEADER, *extra_header(board)]
 
 
+def cost_text(row: Row, currency: str = "") -> str:
+    """The row's cost per seed; a lower bound when some cost is unknown: "≥ 0.0123, 3 requests unmetered"."""
+    value = f"{currency}{row.cost_per_seed_usd:.4f}"
+    if not row.costs_unknown:
+        return value
+    if row.unmetered_requests:
+        return f"≥ {value}, {row.unmetered_requests} request(s) unmetered"
+    return f"≥ {value}, {row.costs_unknown} trial cost(s) unknown"
+
+
 def rows(board: Leaderboard) -> list[list[str]]:
     out: list[list[str]] = []
     for rank, row in enumerate(board.rows, 1):
@@ -32,7 +42,7 @@ def rows(board: Leaderboard) -> list[list[str]]:
         cells = [
             str(rank), row.entry + flag, f"{row.artifacts_mean:.1f}/{row.tasks}",
             f"{row.o_eval_mean:.4f}", f"{row.o_eval_std:.4f}", f"{row.bo_eval_mean:+.4f}", f"{row.bo_eval_std:.4f}",
-            f"{row.cost_per_seed_usd:.4f}", str(row.seeds), str(row.infrastructure_failed),
+            cost_text(row), str(row.seeds), str(row.infrastructure_failed),
         ]
         if board.has_panel:
             cells.append(f"{row.panel_confirmed}/{row.panel_trials}")
@@ -88,4 +98,5 @@ def _column_mean(board: Leaderboard, entry: str, metric: str) -> float:
 
 def to_text(board: Leaderboard) -> list[list[str]]:
     """Rows for a terminal table: entry, Art., O-Eval ± std, BO-Eval ± std, cost (+ panel confirmed, CBU)."""
-    return [[r[1], r[2], f"{r[3]} ± {r[4]}", f"{r[5]} ± {r[6]}", f"${r[7]}", *r[10:]] for r in rows(board)]
+    return [[r[1], r[2], f"{r[3]} ± {r[4]}", f"{r[5]} ± {r[6]}", cost_text(row, "$"), *r[10:]]
+            for r, row in zip(rows(board), board.rows, strict=True)]
