@@ -122,7 +122,7 @@ def test_cost_is_unknown_when_the_upstream_reported_no_usage(tmp_path: Path, mon
     assert "metered" in fields["costUnknownReason"]
     assert fields["usage"]["unmeteredRequests"] == 2 and fields["usage"]["requests"] == 2
     record = gatewaying.record_fields({k: v for k, v in fields.items() if v is not None})
-    assert record["cost_usd"] is None and "metered" in record["cost_unknown"]
+    assert record["cost_usd"] is None and "metered" in record["cost_unknown_reason"]
     assert record["usage"]["unmetered_requests"] == 2
 
 
