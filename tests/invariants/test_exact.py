@@ -32,10 +32,16 @@ def test_decimal_text_is_read_exactly(text: str, expected: Scaled) -> None:
     assert to_scaled(float(text)) == expected
 
 
-@pytest.mark.parametrize("value", [float("nan"), float("inf"), Decimal("NaN"), True, False, "1.0", None, [1]],
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), Decimal("NaN"), True, False, "1.0 mm", "nan", None, [1],
+                                   Decimal("1E+999999999"), "1E+999999999", Decimal("1" * 101), 10**500],
                          ids=repr)
 def test_non_numbers_are_not_numbers(value: object) -> None:
     assert to_scaled(value) is None
+
+
+def test_quoted_decimals_are_numbers_as_for_the_scorer() -> None:
+    """anchorage.numbers is the one value rule: a quoted plain decimal is the same number."""
+    assert to_scaled("1.0") == Scaled(1, 0) and to_scaled(" -0.37 ") == Scaled(-37, 2)
 
 
 def test_json_text_keeps_digits_that_a_float_would_lose() -> None:

@@ -140,10 +140,11 @@ def test_value_text_is_the_scaled_integer_text() -> None:
     from anchorage.invariants.gates import _text
 
     rng = random.Random(6)
-    texts = ["0", "-0", "0.000", "1E+2", "1.500", "-1.5e-7", "1e400", "-1e-400", "100.00",
+    texts = ["0", "-0", "0.000", "1E+2", "1.500", "-1.5e-7", "1e300", "-1e-400", "100.00",
              "123456789012345678901234567890.1234567890"]
     texts += [format(Decimal(rng.randint(-10**30, 10**30)).scaleb(rng.randint(-40, 40)), "E") for _ in range(500)]
     for text in texts:
         assert _text(Decimal(text)) == str(to_scaled(Decimal(text))), text
+    assert to_scaled(Decimal("1e400")) is None  # past the bounds of anchorage.numbers: no number at all
     for number in (0, -7, 10**40, 0.1, -2.5e-9, 1e22):
         assert _text(number) == str(to_scaled(number))

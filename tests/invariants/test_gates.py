@@ -100,10 +100,12 @@ def test_synthetic_violations_are_rejected_for_the_right_reason(
 
 def test_warning_severity_never_hard_fails_and_missing_is_a_warning(tmp_path: Path) -> None:
     task = _task(tmp_path, SYNTHETIC)
-    results = {r.name: r for r in check(task, {**GOOD, "soft": -1, "thickness": "3.79"})}
+    results = {r.name: r for r in check(task, {**GOOD, "soft": -1, "thickness": "3.79 mm"})}
     assert results["soft_sign"].status == "failed" and not results["soft_sign"].hard_error
     assert results["thick_sign"].status == "missing" and results["thick_sign"].severity == "warning"
     assert "not a finite number" in results["thick_sign"].message
+    quoted = {r.name: r for r in check(task, {**GOOD, "thickness": "-3.79"})}  # quoted: a number, checked
+    assert quoted["thick_sign"].status == "failed"
 
 
 def test_empty_scenario_is_missing_evidence(tmp_path: Path) -> None:

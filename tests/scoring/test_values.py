@@ -59,7 +59,7 @@ def test_numbers_and_numeric_strings(value: Any, number: float) -> None:
     [(float("nan"), "not finite"), (float("inf"), "not finite"), (float("-inf"), "not finite"),
      (True, "boolean"), (False, "boolean"), ("nan", "not a plain decimal"), ("Infinity", "not a plain decimal"),
      ("1,000", "not a plain decimal"), ("12%", "not a plain decimal"), ("0x10", "not a plain decimal"),
-     ("", "not a plain decimal"), ("1e999", "overflows"), ([1.0], "array"), ({"v": 1}, "object"),
+     ("", "not a plain decimal"), ("1e999", "beyond ±400"), ("1e350", "overflows"), ([1.0], "array"), ({"v": 1}, "object"),
      (10**400, "too large")],
 )
 def test_non_numeric_values(value: Any, why_part: str) -> None:

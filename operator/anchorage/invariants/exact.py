@@ -13,7 +13,6 @@ with ordinary floats is still read exactly as the float's shortest decimal repre
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -21,6 +20,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from anchorage import numbers
 from anchorage.errors import InputError
 
 
@@ -107,42 +107,33 @@ def _scaled_from_ratio(value: Decimal) -> Scaled | None:
 
 
 def to_scaled(value: Any) -> Scaled | None:
-    """The exact value of a JSON number, or None for anything that is not a finite number.
+    """The exact value of a JSON number, or None for anything that is not one.
 
-    Booleans are not numbers here (JSON ``true`` is not 1).
+    Artifact leaves are read by :func:`anchorage.numbers.read`, the rule the scorer uses too (quoted
+    decimals are numbers; booleans, NaN and numbers past the digit/exponent bounds are not), bounded
+    before any arithmetic here.
     """
-    kind = type(value)
-    if kind is Decimal:
-        return _scaled_from_ratio(value)
-    if kind is int:
-        return Scaled(value, 0)
-    if kind is float:
-        if not math.isfinite(value):
-            return None
-        text = repr(value)
-        return scaled_from_text(text) or scaled_from_decimal(Decimal(text))
-    if isinstance(value, bool):
-        return None
     if isinstance(value, Scaled):
         return value
-    if isinstance(value, int):
-        return Scaled(int(value), 0)
-    if isinstance(value, Decimal):
-        return _scaled_from_ratio(value)
-    return None
+    number = numbers.exact(value)
+    if number is None:
+        return None
+    if type(number) is int:
+        return Scaled(number, 0)
+    return _scaled_from_ratio(number)  # type: ignore[arg-type]
 
 
 def to_fraction(value: Any) -> Fraction | None:
-    """The exact value of a JSON number as a Fraction (None when not a finite number)."""
-    if type(value) is Decimal:  # the common leaf (exact parse): its own ratio, no Scaled detour
-        return Fraction(*value.as_integer_ratio()) if value.is_finite() else None
-    scaled = to_scaled(value)
-    return None if scaled is None else scaled.to_fraction()
+    """The exact value of a JSON number as a Fraction (None when :func:`to_scaled` says it is not one)."""
+    number = numbers.exact(value)
+    if number is None:
+        return None
+    return Fraction(number) if type(number) is int else Fraction(*number.as_integer_ratio())
 
 
 def loads_exact(text: str | bytes | bytearray) -> Any:
-    """Parse JSON text keeping every decimal exactly (``Decimal``); NaN/Infinity stay floats."""
-    return json.loads(text, parse_float=Decimal)
+    """Parse JSON text keeping every decimal exactly (``Decimal``; see :func:`anchorage.numbers.parse_decimal`)."""
+    return json.loads(text, parse_float=numbers.parse_decimal, parse_int=numbers.parse_int)
 
 
 def load_exact(path: Path) -> Any:

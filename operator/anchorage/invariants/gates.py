@@ -41,6 +41,7 @@ from decimal import (
 from pathlib import Path
 from typing import Any
 
+from anchorage import numbers
 from anchorage.invariants import replays
 from anchorage.invariants.compiler import Expander, compile_expansion, exact_obligation, obligations
 from anchorage.invariants.compiler import _get as get_segments
@@ -273,18 +274,24 @@ def _lazy(name: str, form: str, paths: tuple[str, ...], status: GateStatus, seve
 
 
 def _number(raw: Any) -> Any:
-    """An exactly comparable number (``Decimal``/``int``) for a JSON number, else None (→ reference path).
+    """An exactly comparable number (``Decimal``/``int``) for a leaf, else None (→ reference path).
 
-    Floats are read through their shortest ``repr``, as the reference evaluation reads them.
+    The value rule is :func:`anchorage.numbers.read`'s (the scorer's): quoted decimals are numbers,
+    numbers past the digit/exponent bounds are not. Floats are read through their shortest ``repr``.
     """
     kind = type(raw)
-    if kind is Decimal:
-        return raw if raw.is_finite() else None
-    if kind is int:
+    if kind is int and -_SMALL < raw < _SMALL:
         return raw
     if kind is float:
         return Decimal(repr(raw)) if raw - raw == 0.0 else None
-    return None  # strings, booleans, null, containers, MISSING, subclasses: the reference path decides
+    return numbers.exact(raw)  # Decimals (bounded first), strings, booleans, null, containers, MISSING
+
+
+_SMALL = 10**18
+
+
+_inside = numbers.in_range
+"""The bounds of :mod:`anchorage.numbers` for a finite ``Decimal`` leaf (an exact parse also bounds its digits)."""
 
 
 def _length(raw: Any) -> Any:
@@ -471,7 +478,7 @@ def _plain_check(inv: Invariant, patterns: list[Pattern], verdict: Verdict, conv
         def run_one(data: Any, out: list[GateResult], new: Callable[[type[LazyGate]], LazyGate] = object.__new__,
                     cls: type[LazyGate] = LazyGate, decimal: type[Decimal] = Decimal) -> None:
             raw = get_first(data)
-            x = raw if numeric and type(raw) is decimal and raw.is_finite() else convert(raw)
+            x = raw if numeric and type(raw) is decimal and raw.is_finite() and _inside(raw) else convert(raw)
             if x is None:
                 out.append(to_gate_result(exact_obligation(inv, name, paths, [raw])))
             else:
@@ -526,7 +533,7 @@ def _list_check(inv: Invariant, pattern: Pattern, verdict: Verdict, convert: Cal
                 raw = element.get(key, MISSING)
             else:
                 raw = get_segments(element, tail) if tail else element
-            x = raw if numeric and type(raw) is decimal and raw.is_finite() else convert(raw)
+            x = raw if numeric and type(raw) is decimal and raw.is_finite() and _inside(raw) else convert(raw)
             if x is None:
                 append(to_gate_result(exact_obligation(inv, name, paths, [raw])))
             else:

@@ -30,7 +30,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from anchorage import confined
+from anchorage import confined, numbers
 from anchorage.errors import AnchorageError, InfrastructureError, InputError
 from anchorage.invariants.results import GateResult
 from anchorage.scoring.config import Metric, ScoreConfig, parse_score_config
@@ -94,8 +94,9 @@ def _unreadable(path: Path, exc: confined.ConfinedError) -> str:
     return f"cannot read {path}: {exc.message}"
 
 
-_EXACT_DECODER = json.JSONDecoder(parse_float=Decimal)
-"""What ``json.loads(text, parse_float=Decimal)`` builds on every call, built once (it keeps no state)."""
+_EXACT_DECODER = json.JSONDecoder(parse_float=numbers.parse_decimal, parse_int=numbers.parse_int)
+"""The exact decoder (decimals as ``Decimal``; a number written with hundreds of characters kept as its text,
+``numbers.Unreadable``, so no huge number is ever built), built once (it keeps no state)."""
 
 
 def parse_json_bytes(blob: bytes, *, exact: bool = False) -> Any:
@@ -106,7 +107,9 @@ def parse_json_bytes(blob: bytes, *, exact: bool = False) -> Any:
     try:
         if exact and not text.startswith("\ufeff"):  # json.loads refuses a (second) BOM itself: let it say so
             return _EXACT_DECODER.decode(text)
-        return json.loads(text, parse_float=Decimal) if exact else json.loads(text)
+        if exact:
+            return json.loads(text, parse_float=numbers.parse_decimal, parse_int=numbers.parse_int)
+        return json.loads(text, parse_int=numbers.parse_int)
     except RecursionError as exc:
         raise ArtifactError("artifact JSON is nested too deeply to parse (more than ~1000 levels)") from exc
     except ValueError as exc:  # JSONDecodeError, and int strings longer than Python's digit limit
@@ -182,14 +185,15 @@ def as_task(task: Task | str | os.PathLike[str]) -> Task:
 
 def score_metric(metric: Metric, data: Any) -> MetricResult:
     """Read and score one metric of a parsed artifact (see values.py for the value rule)."""
-    value, missing = lookup(data, metric.tokens)
-    if type(value) is Decimal:  # exact parse: the metric reads the float json.loads would have given
-        value = float(value)
+    raw, missing = lookup(data, metric.tokens)
+    # the record shows an exact parse's Decimal as the float json.loads would have given; the value rule
+    # (anchorage.numbers, shared with the gates) reads the Decimal itself, bounds first
+    value = float(raw) if type(raw) is Decimal else raw
     if metric.excluded_reason is not None:
         return _result(metric, summarise(value), None, None, "excluded", metric.excluded_reason)
     if missing is not None:
         return _result(metric, None, None, 0.0, "missing", missing)
-    number, why_not, note = to_number(value)
+    number, why_not, note = to_number(raw)
     if number is None:
         return _result(metric, summarise(value), None, 0.0, "non_numeric", why_not or "")
     violation = domain_violation(metric.domain, number)

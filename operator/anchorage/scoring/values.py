@@ -1,29 +1,20 @@
-"""Reading a metric's value out of an artifact: the path walk and the value rule.
+"""Reading a metric's value out of an artifact: the path walk, and the value rule applied for the scorer.
 
 Called by :mod:`anchorage.scoring.scorer` for every metric of every artifact (and of the oracle's
-expected result). The walk is iterative, so depth never matters here. The value rule (documented in
-docs/design-notes.md "Scoring"):
-
-* a JSON number (int or float, not a boolean) that is finite → that number;
-* a string holding a plain decimal number (optional sign, digits, optional fraction and exponent,
-  surrounding whitespace ignored, e.g. ``" 1.25e3 "``) → that number, with a note that it was coerced;
-  any other string (``"nan"``, ``"inf"``, ``"1,000"``, ``"12%"``, ``"0x10"``) → non-numeric;
-* NaN, ``Infinity`` and ``-Infinity`` (Python's json accepts those tokens) → non-numeric ("not finite");
-* ``true`` / ``false`` → non-numeric (a boolean is a decision, not a measurement);
-* ``null`` or an absent key/index → missing;
-* an object or array where a number belongs → non-numeric;
-* an integer too large for a float → non-numeric.
-
-Missing and non-numeric values get r = 0 (SPEC §4).
+expected result). The walk is iterative, so depth never matters here. The value rule itself — which
+leaves are numbers, including quoted decimals, and the bounds on digits and exponents — lives in
+:mod:`anchorage.numbers`, shared with the gates (docs/design-notes.md "Scoring", *Value rule*): what
+the scorer scores as a number, the gates check as one. Missing and non-numeric values get r = 0
+(SPEC §4).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
-_DECIMAL = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?\s*")
+from anchorage import numbers
+
 _MISSING = object()
 
 
@@ -63,29 +54,11 @@ def _join(tokens: tuple[str | int, ...]) -> str:
 
 
 def to_number(value: Any) -> tuple[float | None, str | None, str | None]:
-    """Apply the value rule: (number, None, note) or (None, reason it is not a number, None)."""
-    if isinstance(value, bool):
-        return None, f"boolean {str(value).lower()} where a number belongs", None
-    if isinstance(value, float):
-        return (value, None, None) if math.isfinite(value) else (None, f"{value} is not finite", None)
-    if isinstance(value, int):
-        try:
-            return float(value), None, None
-        except OverflowError:
-            return None, "integer too large for a float", None
-    if isinstance(value, str):
-        return _from_string(value)
-    return None, f"{type_name(value)} where a number belongs", None
-
-
-def _from_string(text: str) -> tuple[float | None, str | None, str | None]:
-    shown = text if len(text) <= 40 else text[:37] + "..."
-    if len(text) > 400 or not _DECIMAL.fullmatch(text):
-        return None, f"string {shown!r} is not a plain decimal number", None
-    number = float(text)
-    if not math.isfinite(number):
-        return None, f"string {shown!r} overflows a float", None
-    return number, None, f"coerced from the string {shown!r}"
+    """Apply the value rule (:func:`anchorage.numbers.read`): (number, None, note) or (None, why not, None)."""
+    reading = numbers.read(value)
+    if reading.number is None:
+        return None, reading.reason, None
+    return reading.number, None, reading.note
 
 
 def type_name(value: Any) -> str:
