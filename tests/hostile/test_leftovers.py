@@ -1,0 +1,73 @@
+"""A run killed with -9 leaves cgroups, quota mounts and a gateway socket folder; the next run removes them.
+
+The agents here are ordinary sleepers: the "attack" is on the host's hygiene (an engine that dies at
+the worst moment), and the honest outcome is a second run that cleans up what the first one owned —
+and only that — then finishes the campaign.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from anchorage.runtime.local import cgroups, leftovers, quotas
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
+ANCHORAGE = str(Path(sys.prefix) / "bin" / "anchorage")
+MANIFEST = """\
+apiVersion: anchorage.dev/v1alpha1
+kind: VerificationCampaign
+metadata: {name: killed}
+spec:
+  tasks: [smoke-inventory]
+  seeds: 4
+  parallelism: 2
+  entries:
+    - name: sleeper
+      agent: {kind: command, model: mock, command: ["/bin/sh", "-c", "sleep 2; echo '{}' > /root/results/x.json"]}
+"""
+
+
+def _owned_by(pid: int) -> dict[str, list[str]]:
+    """The cgroups, quota mounts and gateway folders tagged with the process ``pid``."""
+    prefix = f"{pid}."
+    groups = [str(d) for d in Path(cgroups.ROOT).glob("*/**/anchorage-*") if d.name.removeprefix("anchorage-")
+              .startswith(prefix)] if os.geteuid() == 0 else []
+    mounts = [target for source, target in quotas._mounts()
+              if source.startswith(quotas.SOURCE_PREFIX + prefix)]
+    folders = [str(f) for f in Path(tempfile.gettempdir()).glob(f"{leftovers.GATEWAY_PREFIX}{prefix}*")]
+    return {"cgroups": groups, "mounts": mounts, "gateway_folders": folders}
+
+
+def test_a_killed_run_is_cleaned_up_by_the_next(mechanism: str, tmp_path: Path) -> None:
+    manifest = tmp_path / "c.yaml"
+    manifest.write_text(MANIFEST)
+    runs = tmp_path / "runs"
+    command = [ANCHORAGE, "run", str(manifest), "--runs-dir", str(runs), "--no-plots"]
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    owned: dict[str, list[str]] = {}
+    while time.monotonic() < deadline:  # wait until trials are in flight (their mounts exist)
+        owned = _owned_by(first.pid)
+        if owned["mounts"] and owned["gateway_folders"]:
+            break
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    assert owned["mounts"] and owned["gateway_folders"], owned
+    assert _owned_by(first.pid)["mounts"], "the kill should have left quota mounts behind"
+
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert _owned_by(first.pid) == {"cgroups": [], "mounts": [], "gateway_folders": []}
+    assert _owned_by(os.getpid())["mounts"] == []
+    finished = list((runs / "killed").glob("*/trial.json"))
+    assert len(finished) == 4
