@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 SYSTEM_PACKAGES := bubblewrap prometheus poppler-utils iproute2
 
-.PHONY: demo test lint unit system venv clean
+.PHONY: demo test lint unit system venv agents clean
 
 ## demo: run the demo campaign on the embedded default and print the leaderboard
 demo: venv system
@@ -25,8 +25,18 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-unit: venv system
+unit: venv system agents
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## agents: the pinned agent CLIs (codex, claude-code, opencode) from npm into the cache, once (reused after)
+agents: venv
+	@command -v npm >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing system packages: nodejs npm"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null; \
+	  else echo "note: npm is missing (the real agent CLI tests say so and skip)"; fi; }
+	@if command -v npm >/dev/null; then $(BIN)/anchorage agents install all \
+	  || echo "agents install failed: the real agent CLI tests will fail with the reason"; fi
 
 venv: $(STAMP)
 

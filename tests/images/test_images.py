@@ -46,9 +46,10 @@ def test_dockerfile_is_lint_clean(dockerfile: Path) -> None:
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
 def test_base_images_are_pinned_to_exact_versions(dockerfile: Path) -> None:
+    defaults = dict(re.findall(r"^ARG (\w+)=(\S+)", dockerfile.read_text(), flags=re.M))
     for line in dockerfile.read_text().splitlines():
         if line.startswith("FROM "):
-            image = line.split()[1]
+            image = re.sub(r"\$\{(\w+)\}", lambda m: defaults.get(m.group(1), m.group(0)), line.split()[1])
             assert ":" in image and not image.endswith(":latest"), f"{dockerfile}: {line}"
             assert re.search(r":\d", image) or "bookworm-2" in image, f"{dockerfile}: tag is not a version: {line}"
 

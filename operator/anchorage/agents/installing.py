@@ -106,6 +106,16 @@ def install(root: Path, pin: Pin, *, npm: str = "npm", say: object = print) -> t
     return target, True
 
 
+def link_bin(root: Path, pin: Pin) -> Path:
+    """``<root>/bin/<command>`` → the installed command (a stable PATH entry for an image's shell users)."""
+    link = root / "bin" / pin.command
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(Path("..") / pin.folder_name / "bin" / pin.command)
+    return link
+
+
 def _say(say: object, text: str) -> None:
     if callable(say):
         say(text)
@@ -156,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, required=True, help="folder of the <cli>@<version> folders")
     parser.add_argument("--versions", type=Path, default=VERSIONS_FILE, help="the pinned versions (JSON)")
     parser.add_argument("--npm", default="npm")
+    parser.add_argument("--link-bin", action="store_true",
+                        help="also link each command into <root>/bin (the agent image's PATH entry)")
     parser.add_argument("names", nargs="*", help="CLIs to install (default: all pinned)")
     args = parser.parse_args(argv)
     pins = load_pins(args.versions)
@@ -167,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.names or list(pins):
             path, done = install(args.root, pins[name], npm=args.npm)
             print(f"{pins[name].spec}: {'installed' if done else 'already installed'} in {path}")
+            if args.link_bin:
+                link_bin(args.root, pins[name])
     except InstallError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

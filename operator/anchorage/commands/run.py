@@ -35,6 +35,12 @@ def run(
     mock_replies: Path | None = typer.Option(
         None, "--mock-replies", help="Scripted replies of the mock model (YAML: replies[{marker, reply}]), e.g. for "
         "verification.panel demos; every reply stays labelled a mock."),
+    scripted_model: bool = typer.Option(
+        False, "--scripted-model", help="Serve every model with the scripted MOCK model (offline, labelled): it plays "
+        "each task's reproduction as tool calls the agent CLI really runs (see --scripts)."),
+    scripts: Path | None = typer.Option(
+        None, "--scripts", help="Folder of scripted-model scripts (<task>.yaml); implies --scripted-model. Tasks "
+        "without one get the default script: their solution/ played through the shell tool."),
 ) -> None:
     """Run every trial of FILE in the local sandbox, score it, and print the leaderboard.
 
@@ -57,7 +63,17 @@ def run(
     mechanism = sandbox.detect_mechanism(unsandboxed=unsandboxed)
     if metrics_port is not None:
         _serve_metrics(metrics_port)
-    gateway = _gateway_if_needed([d.resource for d in runnable], gateway_config, mock_replies)
+    book = _script_book(runnable, scripts) if scripted_model or scripts is not None else None
+    if book is not None and gateway_config is not None:
+        from anchorage.errors import InputError
+
+        raise InputError("--scripted-model serves every model, so --gateway-config would never be used",
+                         hint="drop one of them: the scripted mock model for offline runs, the gateway config for "
+                         "real providers")
+    if book is not None:
+        typer.secho("models are served by the scripted MOCK model (offline): scores and costs are not a real "
+                    "model's", fg="yellow", err=True)
+    gateway = _gateway_if_needed([d.resource for d in runnable], gateway_config, mock_replies, book)
     try:
         for document in runnable:
             _run_document(document.resource, runs_dir, mechanism, gateway, file.parent, not no_plots,
@@ -128,12 +144,29 @@ def _needs_model(resource: Any) -> bool:
     return any(needs_gateway(a) for a in agents)
 
 
-def _gateway_if_needed(resources: list[Any], config: Path | None, mock_replies: Path | None = None) -> Any:
+def _gateway_if_needed(resources: list[Any], config: Path | None, mock_replies: Path | None = None,
+                       scripts: Any = None) -> Any:
     if not any(_needs_model(r) for r in resources):
         return None
     from anchorage.runtime.local.gatewaying import start_local_gateway
 
-    return start_local_gateway(config, mock_replies=mock_replies)
+    return start_local_gateway(config, mock_replies=mock_replies, scripts=scripts)
+
+
+def _script_book(documents: list[Any], scripts: Path | None) -> Any:
+    """The scripted model's scripts for the tasks of ``documents`` (files in ``scripts`` win)."""
+    from anchorage.gateway.scripts import ScriptBook
+    from anchorage.manifests import Trial
+    from anchorage.runtime.local.engine import resolve_tasks
+    from anchorage.tasks import load_task, resolve_task
+
+    tasks: dict[str, Path] = {}
+    for document in documents:
+        resource = document.resource
+        found = [load_task(resolve_task(resource.spec.task))] if isinstance(resource, Trial) \
+            else resolve_tasks(resource.spec)
+        tasks.update({task.slug: task.root for task in found})
+    return ScriptBook(tasks, scripts)
 
 
 def _run_document(

@@ -152,7 +152,8 @@ def _calls(body: dict[str, Any], api: str) -> tuple[list[tuple[str, str | None]]
     outputs: dict[str, str] = {}
     answered = False
     if api == "responses":
-        items = body.get("input") if isinstance(body.get("input"), list) else []
+        raw_items = body.get("input")
+        items: list[Any] = raw_items if isinstance(raw_items, list) else []
         for item in items:
             if not isinstance(item, dict):
                 continue

@@ -21,14 +21,18 @@ class LocalGateway:
     gateway: Any
     mock_server: Any
     folder: Path
+    scripted: Any = None
 
     def stop(self) -> None:
         self.gateway.stop()
         self.mock_server.stop()
+        if self.scripted is not None:
+            self.scripted.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def start_local_gateway(config_path: Path | None = None, *, mock_replies: Path | None = None) -> LocalGateway:
+def start_local_gateway(config_path: Path | None = None, *, mock_replies: Path | None = None,
+                        scripts: Any = None) -> LocalGateway:
     """Mock upstream + gateway on a fresh unix socket; ``stop()`` both when done.
 
     ``mock_replies`` is a :class:`~anchorage.gateway.mock.MockConfig` YAML (``replies[{marker, reply}]``):
@@ -47,11 +51,19 @@ def start_local_gateway(config_path: Path | None = None, *, mock_replies: Path |
         data["upstreams"] = [dict(u, api_key=u["api_key"].get_secret_value() if u.get("api_key") else None)
                              for u in data["upstreams"]]
     data["upstreams"] = [{"name": "anchorage-mock", "base_url": mock_server.url, "models": ["mock*"]}, *data["upstreams"]]
+    scripted = None
+    if scripts is not None:
+        from anchorage.gateway.scripted import start_scripted
+
+        scripted = start_scripted(scripts)
+        data["upstreams"] += scripted.upstreams()
     data.update(host=None, port=0, unix_socket=folder / "gateway.sock")
     try:
         gateway = start_gateway(GatewayConfig.model_validate(data))
     except Exception:
         mock_server.stop()
+        if scripted is not None:
+            scripted.stop()
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    return LocalGateway(gateway, mock_server, folder)
+    return LocalGateway(gateway, mock_server, folder, scripted)

@@ -38,6 +38,7 @@ evidence. Every outcome is returned as data; this module raises only when no san
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import shutil
@@ -55,6 +56,7 @@ from anchorage import confined
 from anchorage.errors import InfrastructureError
 from anchorage.runtime.local import cgroups, identity, quotas
 from anchorage.runtime.local.identity import Identity
+from anchorage.trials.agents.templating import expand_references
 
 Mechanism = Literal["bwrap", "unshare", "none"]
 Outcome = Literal["exited", "timeout", "oom", "sandbox_error"]
@@ -105,6 +107,9 @@ class SandboxSpec:
     env: dict[str, str] = field(default_factory=dict)
     gateway_socket: Path | None = None
     cwd: str = "/root"
+    expand_references: bool = False
+    """Expand Kubernetes-style ``$(NAME)`` references in ``argv`` against the agent's environment, as the
+    kubelet does in a pod (agent plans: :func:`anchorage.trials.agents.templating.expand_references`)."""
 
 
 @dataclass
@@ -453,6 +458,8 @@ def run(spec: SandboxSpec, *, mechanism: Mechanism, trial_id: str | None = None)
         scratch.mkdir(parents=True, exist_ok=True)
     host_port = _free_port() if mechanism == "none" and spec.gateway_socket is not None else None
     env = sandbox_env(spec, mechanism, host_port or GATEWAY_PORT)
+    if spec.expand_references:
+        spec = dataclasses.replace(spec, argv=[expand_references(part, env) for part in spec.argv])
     if mechanism == "unshare":
         env["CHDIR"] = spec.cwd
     mounts = _open_quotas(spec, mechanism, who)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from anchorage import confined
+from anchorage import agents, confined
 from anchorage.errors import InputError
 from anchorage.manifests import Limits, TrialSpec
 from anchorage.runtime.local import sandbox
@@ -196,11 +196,16 @@ def _attempt(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: Loc
     if plan.replay is not None:
         return _replay(job, plan, dirs, runtime, record)
     argv = list(plan.argv)
+    env = dict(plan.env)
+    binds = {mount: job.task.root / folder for mount, folder in plan.binds.items()}
     if plan.builtin is not None:
         argv = [sandbox.sandbox_python(), "-I", f"{sandbox.INSIDE_MOUNT}/{plan.builtin}.py", *argv]
-    elif plan.cli and shutil.which(argv[0], path=sandbox.sandbox_path()) is None:
-        return AttemptEnd(agent_problem=f"the {plan.kind} CLI ({argv[0]!r}) is not installed on the sandbox's PATH "
-                                        f"({sandbox.sandbox_path()}); install it on the host (agents cannot download tools)")
+    elif plan.cli is not None:
+        missing = agents.missing(plan.cli)
+        if missing is not None:  # the platform lacks the tool: never the model's failure
+            return AttemptEnd(launcher_failure=missing)
+        binds.update(agents.sandbox_binds(plan.cli))
+        env["PATH"] = f"{agents.bin_dir(plan.cli)}:{sandbox.sandbox_path()}"
     token_env: dict[str, str] = {}
     socket: Path | None = None
     if plan.needs_gateway:
@@ -216,8 +221,7 @@ def _attempt(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: Loc
     spec = sandbox.SandboxSpec(
         argv=argv, results_dir=dirs["artifacts"], logs_dir=dirs["agent"], limits=limits,
         data_dir=job.task.data_dir if job.task.data_dir.is_dir() else None,
-        ro_binds={mount: job.task.root / folder for mount, folder in plan.binds.items()},
-        env={**plan.env, **token_env}, gateway_socket=socket,
+        ro_binds=binds, env={**env, **token_env}, gateway_socket=socket, expand_references=True,
     )
     result = sandbox.run(spec, mechanism=runtime.mechanism, trial_id=f"{job.name[-30:]}-{uuid.uuid4().hex[:8]}")
     return _evidence(record, result, limits)

@@ -6,12 +6,13 @@ from __future__ import annotations
 from anchorage.manifests import AgentSpec
 from anchorage.tasks import Task
 from anchorage.trials.agents.plans import LOCAL, AgentKind, AgentPlan, base_env
+from anchorage.trials.agents.templating import escape_references
 
 
 def plan(spec: AgentSpec, task: Task, seed: int) -> AgentPlan:
     env = base_env(spec, task, seed, ANCHORAGE_ARTIFACT=f"/root/results/{task.artifact_name}",
                    ANCHORAGE_MODEL=spec.model or "mock")
-    return AgentPlan("mock", "mock (built-in agent, deterministic mock model)", (task.instruction,), env,
+    return AgentPlan("mock", "mock (built-in agent, deterministic mock model)", (escape_references(task.instruction),), env,
                      builtin="mock_agent")
 
 

@@ -14,6 +14,7 @@ from typing import Literal
 
 from anchorage.manifests import AgentSpec
 from anchorage.tasks import Task
+from anchorage.trials.agents.templating import escape_references
 
 LOCAL = "local"
 OPERATOR = "operator"
@@ -37,8 +38,10 @@ class AgentPlan:
     """How one agent runs. ``problem`` set means it cannot run (the reason is the trial's message).
 
     ``builtin`` names a program of Anchorage's own (``runtime/local/inside/<builtin>.py``) that the
-    driver starts with its interpreter before ``argv``; ``cli`` says ``argv[0]`` is an agent CLI that
-    must be installed where the agent runs (the driver checks, agents cannot download tools);
+    driver starts with its interpreter before ``argv``; ``cli`` names the pinned agent CLI that
+    ``argv[0]`` is (a key of ``anchorage/agents/versions.json``): the driver puts its folder on ``PATH``
+    (:func:`anchorage.agents.bin_dir`, the same path in the sandbox and the agent image) and checks it is
+    installed before anything runs — a missing CLI is the platform's failure, agents cannot download tools;
     ``binds`` maps a mount point to a folder of the task bound read-only there. ``needs_gateway`` is
     set by :func:`anchorage.trials.agents.plan_agent` from the kind's ``gateway``.
     """
@@ -50,7 +53,7 @@ class AgentPlan:
     needs_gateway: bool = False
     binds: Mapping[str, str] = field(default_factory=dict)
     builtin: str | None = None
-    cli: bool = False
+    cli: str | None = None
     replay: Replay | None = None
     problem: str | None = None
 
@@ -88,5 +91,7 @@ def base_env(spec: AgentSpec, task: Task, seed: int, **extra: str) -> dict[str, 
 
 
 def values(spec: AgentSpec, task: Task, seed: int) -> dict[str, str]:
-    """The placeholder values of a trial (see :mod:`.templating`)."""
-    return {"instruction": task.instruction, "task": task.slug, "seed": str(seed), "model": spec.model or ""}
+    """The placeholder values of a trial (see :mod:`.templating`); the instruction is escaped, so the
+    ``$(NAME)`` expansion of both drivers leaves it as written."""
+    return {"instruction": escape_references(task.instruction), "task": task.slug, "seed": str(seed),
+            "model": spec.model or ""}
