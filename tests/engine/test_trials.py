@@ -28,7 +28,9 @@ def _run(path: Path, runs: Path, mechanism: sandbox.Mechanism, gateway: object =
     return {r["entry"]: r for r in outcome.records}
 
 
-def test_outcomes_are_recorded_states(mechanism: sandbox.Mechanism, write_manifest, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_outcomes_are_recorded_states(mechanism: sandbox.Mechanism, write_manifest, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANCHORAGE_CACHE", str(tmp_path / "no-clis"))  # codex is not installed there
     entries = """\
     - name: crash
       agent: {kind: command, command: ["/bin/sh", "-c", "echo boom >&2; exit 3"]}
@@ -49,13 +51,14 @@ def test_outcomes_are_recorded_states(mechanism: sandbox.Mechanism, write_manife
     got = {entry: (r["phase"], r["reason"]) for entry, r in records.items()}
     assert got == {
         "crash": ("Failed", "agent_error"), "silent": ("Failed", "no_artifact"), "sleeper": ("Failed", "timeout"),
-        "hog": ("Failed", "oom"), "bulky": ("Failed", "oversized_result"), "codex": ("Failed", "agent_error"),
+        "hog": ("Failed", "oom"), "bulky": ("Failed", "oversized_result"), "codex": ("InfrastructureFailed", "sandbox_error"),
         "nogw": ("InfrastructureFailed", "gateway_error"),
     }
-    assert "not installed" in records["codex"]["message"]
-    for entry in ("crash", "silent", "sleeper", "hog", "bulky", "codex"):
+    assert "not installed" in records["codex"]["message"]  # the platform's, with the install command
+    assert "anchorage agents install codex" in records["codex"]["message"]
+    for entry in ("crash", "silent", "sleeper", "hog", "bulky"):
         assert records[entry]["score"]["bo_eval"] == -1.0, entry
-    assert records["nogw"]["score"] is None  # infrastructure failures are never scored
+    assert records["nogw"]["score"] is None and records["codex"]["score"] is None  # never scored
     folder = tmp_path / "runs" / "states" / records["crash"]["name"]
     assert (folder / "agent" / "stderr.log").read_text().strip() == "boom"
     delivered = (folder / "agent" / "prompt.txt").read_text()
