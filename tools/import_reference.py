@@ -18,7 +18,9 @@ and once for the suite: ``tasks/LICENSE`` (the reference's Apache-2.0 text) and 
 
 For tasks whose anchor is ``reproduced`` the committed ``tests/expected_result.json`` belongs to the
 reproduction: an existing one is kept (unless ``--refresh-anchors``) and the oracle values of
-``score_config.json`` are synced from it.
+``score_config.json`` are synced from it. It is the ``paper`` profile's anchor — the published one unless the
+seed corrects it (SPEC §6) — and where the reproduction disagrees, the task's ``tests/profiles.yaml`` declares
+the erratum (docs/design-notes.md "Scoring profiles").
 """
 
 from __future__ import annotations
@@ -344,7 +346,8 @@ TEST_SH = """\
 # Where the task is: our sandbox and operator mount the whole task, so the task root is the parent of tests/.
 # Harbor uploads only this tests/ directory (to /tests); then a minimal task root is made around it, since
 # tests/ holds everything scoring needs (score_config.json, expected_result.json, invariants.yaml).
-# ANCHORAGE_TASK_DIR, ANCHORAGE_RESULTS_DIR and ANCHORAGE_VERIFIER_LOGS override the three locations.
+# ANCHORAGE_TASK_DIR, ANCHORAGE_RESULTS_DIR and ANCHORAGE_VERIFIER_LOGS override the three locations;
+# ANCHORAGE_SCORING_PROFILE picks the scoring profile (default paper; see docs/design-notes.md).
 set -euo pipefail
 
 tests_dir="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
@@ -363,7 +366,7 @@ if [ ! -f "$task_dir/task.toml" ]; then
 fi
 
 anchorage score --task "$task_dir" "$results_dir" --reward-file "$logs_dir/reward.json" --json \\
-  > "$logs_dir/score.json"
+  --profile "${{ANCHORAGE_SCORING_PROFILE:-paper}}" > "$logs_dir/score.json"
 """
 
 
@@ -576,7 +579,7 @@ def import_task(reference: Path, dest_root: Path, slug: str, overrides: dict[str
     write_text(dst / "task.toml", build_task_toml((src / "task.toml").read_text(encoding="utf-8"), slug, meta, summary))
     if meta["anchor"] == "imported":
         write_text(dst / "solution" / "README.md", solution_readme(slug, meta))
-    elif not (dst / "solution" / "README.md").exists():
+    elif meta["anchor"] == "reproduced" and not (dst / "solution" / "README.md").exists():
         write_text(dst / "solution" / "README.md", f"# Oracle of {slug}\n\nanchor: reproduced\n\n"
                    "The reproduction (`solve.sh` and its script) lives in this directory.\n")
     write_text(dst / "README.md", task_readme(slug, config, meta, notes, missing_files(reference, slug), unavailable))

@@ -16,6 +16,7 @@ from anchorage.invariants.gates import check, hard_errors
 from anchorage.invariants.replays import replay_check
 from anchorage.invariants.results import GateResult
 from anchorage.invariants.spec import load_invariants
+from anchorage.tasks.profiles import load_profiles
 
 from .anchors import SLUGS, TASKS, anchor, anchor_path
 
@@ -28,7 +29,12 @@ def test_coverage_every_task_has_invariants(slug: str) -> None:
 
 
 # Warnings an anchor is known to trip, each a documented caveat of the task (never a hard error).
-KNOWN_ANCHOR_WARNINGS: set[tuple[str, str]] = set()
+KNOWN_ANCHOR_WARNINGS: set[tuple[str, str]] = {
+    ("cumcm-2025-a-smoke-screen", "smoke_q5_shielding_replay"),  # the published FY3 clouds replay short (erratum)
+}
+# Project gates (hard under the strict and errata profiles only) that a published anchor fails: each is the
+# reason of an erratum in the task's tests/profiles.yaml (the paper profile reports them as warnings).
+KNOWN_STRICT_DIFFERENCES: set[tuple[str, str]] = {("cumcm-2025-a-smoke-screen", "smoke_q5_one_heading")}
 
 
 @pytest.mark.parametrize("slug", SLUGS)
@@ -37,9 +43,14 @@ def test_every_anchor_passes_its_own_checks(slug: str) -> None:
         pytest.skip(f"no anchor for {slug} (neither tasks/ nor the reference pack)")
     results = check(TASKS / slug, anchor(slug))
     assert results, slug
-    hard = [f"{r.name}: {r.message}" for r in hard_errors(results)]
-    assert not hard, hard
-    warned = {(slug, r.name) for r in results if r.status == "failed"}
+    declared = load_profiles(TASKS / slug)
+    seed_class = [f"{r.name}: {r.message}" for r in hard_errors(results) if declared.paper_gate(r.name)]
+    assert not seed_class, seed_class
+    project = {(slug, r.name) for r in hard_errors(results) if not declared.paper_gate(r.name)}
+    assert project <= KNOWN_STRICT_DIFFERENCES, project - KNOWN_STRICT_DIFFERENCES
+    for _, name in project:
+        assert name in (declared.anchors.errata[0].check if declared.anchors.errata else ""), name
+    warned = {(slug, r.name) for r in results if r.status == "failed" and r.severity == "warning"}
     assert warned <= KNOWN_ANCHOR_WARNINGS, warned - KNOWN_ANCHOR_WARNINGS
     assert sum(r.status == "passed" for r in results) >= len(results) // 2
 

@@ -91,12 +91,34 @@ def _fake_gates(results: list[GateResult]) -> Callable[[], Callable[[Path, Any],
 def test_hard_gate_penalty(task: Path, write_json: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> None:
     hard = GateResult(name="speed_pos", form="sign", paths=("v",), status="failed", message="v > 0 violated")
     monkeypatch.setattr(scorer, "_gate_checker", _fake_gates([hard]))
-    record = score_artifact(task, write_json(EXPECTED))
+    record = score_artifact(task, write_json(EXPECTED), profile="strict")
     assert (record.raw, record.raw_before_gates, record.o_eval, record.bo_eval) == (0.0, 1.0, 0.0, -1.0)
-    assert record.hard_gate_failed and "speed_pos" in record.penalty
+    assert record.hard_gate_failed and "speed_pos" in record.penalty and record.profile == "strict"
     assert record.to_dict()["gates"][0]["hard_error"] is True
-    skipped = score_artifact(task, write_json(EXPECTED), gates=False)
+    skipped = score_artifact(task, write_json(EXPECTED), gates=False, profile="strict")
     assert skipped.raw == 1.0 and skipped.gates == []
+
+
+def test_project_gate_is_a_reported_warning_under_paper(task: Path, write_json: Callable[..., Path],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hard gate outside the seed's classes (no gates.paper entry) does not penalise under paper."""
+    hard = GateResult(name="speed_pos", form="sign", paths=("v",), status="failed", message="v > 0 violated")
+    monkeypatch.setattr(scorer, "_gate_checker", _fake_gates([hard]))
+    record = score_artifact(task, write_json(EXPECTED))
+    assert record.profile == "paper" and record.raw == 1.0 and not record.hard_gate_failed
+    [gate] = record.gates
+    assert gate.status == "failed" and gate.severity == "warning" and "hard gate under strict" in gate.message
+
+
+def test_seed_class_gate_penalises_under_paper(task: Path, write_json: Callable[..., Path],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    (task / "tests" / "profiles.yaml").write_text(
+        "anchors: {paper: {source: published, evidence: test}}\n"
+        "gates: {paper: [{gate: 'speed_*', class: heliostat_infeasibility, reason: test}]}\n")
+    hard = GateResult(name="speed_pos", form="sign", paths=("v",), status="failed", message="v > 0 violated")
+    monkeypatch.setattr(scorer, "_gate_checker", _fake_gates([hard]))
+    record = score_artifact(task, write_json(EXPECTED))
+    assert record.hard_gate_failed and record.o_eval == 0.0 and record.bo_eval == -1.0
 
 
 @pytest.mark.parametrize(
@@ -129,7 +151,7 @@ def test_real_gate_module_is_used(make_task: TaskFactory, write_json: Callable[.
     root = make_task(METRICS, EXPECTED, invariants=invariants)
     good = score_artifact(root, write_json(EXPECTED))
     assert not good.hard_gate_failed and [g.name.startswith("v_pos") for g in good.gates] == [True]
-    bad = score_artifact(root, write_json({"v": -1.0, "w": 1.0}))
+    bad = score_artifact(root, write_json({"v": -1.0, "w": 1.0}), profile="strict")
     assert bad.hard_gate_failed and bad.raw == 0.0 and bad.bo_eval == -1.0
     empty = score_artifact(root, write_json({}))
     assert not empty.hard_gate_failed   # missing evidence is a warning, never a hard error
@@ -206,11 +228,12 @@ def test_record_round_trips_through_json(task: Path, write_json: Callable[..., P
 
     gate = GateResult(name="g", form="range", paths=("w",), status="failed", values={"w": 1.0})
     monkeypatch.setattr(scorer, "_gate_checker", _fake_gates([gate]))
-    record = score_artifact(task, write_json({"v": 8.8, "w": "1.12"}))
+    record = score_artifact(task, write_json({"v": 8.8, "w": "1.12"}), profile="strict")
     text = json.dumps(record.to_dict(), allow_nan=False)
     again = ScoreRecord.from_dict(json.loads(text))
     assert again.to_dict() == record.to_dict()
     assert again.gates[0].hard_error and again.metrics[1].reason.startswith("coerced")
+    assert again.profile == "strict" and again.profile_ref == "strict@1"
 
 
 def test_gate_entries_match_gate_result_to_dict(task: Path, write_json: Callable[..., Path],
@@ -218,7 +241,7 @@ def test_gate_entries_match_gate_result_to_dict(task: Path, write_json: Callable
     gate = GateResult(name="g", form="identity", paths=("v", "w"), status="passed", message="ok",
                       values={"v": "10", "w": 1.0})
     monkeypatch.setattr(scorer, "_gate_checker", _fake_gates([gate]))
-    assert score_artifact(task, write_json(EXPECTED)).to_dict()["gates"] == [gate.to_dict()]
+    assert score_artifact(task, write_json(EXPECTED), profile="strict").to_dict()["gates"] == [gate.to_dict()]
 
 
 def test_oracle_falls_back_to_the_outstanding_endpoint(make_task: TaskFactory, write_json: Callable[..., Path]) -> None:

@@ -66,7 +66,7 @@ def test_without_lean_the_record_has_no_obligations(dragon_anchor: Path) -> None
 
 
 def test_failed_hard_obligations_are_the_hard_gates(tmp_path: Path, dragon_anchor: Path, no_lake: None) -> None:
-    record = score_artifact(TASKS / DRAGON, _mutant(tmp_path / "mutant.json"), lean=True)
+    record = score_artifact(TASKS / DRAGON, _mutant(tmp_path / "mutant.json"), lean=True, profile="strict")
     ob = record.obligations
     hard_invariants = sorted(g.name for g in record.gates if g.hard_error and g.form != "replay")
     assert "q5_head_ratio_identity" in ob["failed_hard"]
@@ -85,13 +85,13 @@ def test_the_scorer_hands_exact_decimals_to_gates_and_obligations(
         make_task: TaskFactory, write_json: Callable[..., Path], no_lake: None) -> None:
     """1.0000000000000000001 reads as the float 1.0 (the metric is scored with it) but exceeds 1 exactly."""
     root = make_task(METRICS, {"x": 1.0, "y": 1}, invariants=INVARIANTS)
-    record = score_artifact(root, write_json('{"x": 1.0000000000000000001, "y": 0.5}'), lean=True)
+    record = score_artifact(root, write_json('{"x": 1.0000000000000000001, "y": 0.5}'), lean=True, profile="strict")
     assert record.metrics[0].number == 1.0 and record.raw_before_gates == 1.0
     gate = {g.name: g for g in record.gates}["x_le_one_range"]
     assert gate.hard_error and gate.values == {"x": "1.0000000000000000001"}
     assert record.hard_gate_failed and record.obligations["failed_hard"] == ["x_le_one_range"]
     assert record.obligations["agrees_with_gates"] and record.obligations["proved"] == 1
-    on_bound = score_artifact(root, write_json('{"x": 1.0000000000000000000, "y": 0.5}'), lean=True)
+    on_bound = score_artifact(root, write_json('{"x": 1.0000000000000000000, "y": 0.5}'), lean=True, profile="strict")
     assert not on_bound.hard_gate_failed and on_bound.obligations["failed"] == 0
 
 

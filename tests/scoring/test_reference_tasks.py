@@ -76,15 +76,22 @@ def test_wordle_constant_endpoint_is_excluded(reference_dir: Path) -> None:
                         "target_comparison.lightgbm_like_accuracy.actual": "scored"}
 
 
-def test_stair_wear_baseline_values_score_zero(reference_dir: Path, tmp_path: Path) -> None:
-    """The v5 baseline artifact sits at the min-max zero point: R(baseline) = normalized_panel_score = 0."""
+def test_stair_wear_baseline_values_are_widened_off_zero(reference_dir: Path, tmp_path: Path) -> None:
+    """The v5 baseline artifact sits at the min-max zero point of |O - B|, but the three stair-wear endpoints
+    are 1.1-2.2 % apart: the degeneracy band (G.6) widens each denominator to 4.4 % of |O| and says so."""
     root = reference_dir / "tasks" / "mcm-2025-a-stair-wear"
     data = json.loads((root / "tests" / "expected_result.json").read_text())
+    points = {"daily_use_pattern.peak_period_users": (27.3, 27.6),
+              "daily_use_pattern.regular_hour_users_if_spread_over_10_hours": (4.5, 4.6),
+              "experiment_result.estimated_daily_users": (72.67, 73.52)}
     data["daily_use_pattern"]["peak_period_users"] = 27.3
     data["daily_use_pattern"]["regular_hour_users_if_spread_over_10_hours"] = 4.5
     data["experiment_result"]["estimated_daily_users"] = 72.67
     artifact = tmp_path / "a.json"
     artifact.write_text(json.dumps(data))
     record = score_artifact(root, artifact, gates=False)
-    assert record.raw == pytest.approx(0.0, abs=1e-9)
-    assert record.bo_eval == pytest.approx(0.0, abs=1e-9)
+    for m in record.metrics:
+        base, anchor = points[m.path]
+        assert m.band["widened"] and m.band["width"] == pytest.approx(0.044 * anchor)
+        assert m.reward == pytest.approx(1 - abs(base - anchor) / (0.044 * anchor))
+        assert abs(base - anchor) / (0.044 * anchor) < 1   # unwidened, each would score exactly 0

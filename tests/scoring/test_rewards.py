@@ -79,8 +79,9 @@ def test_legacy_degenerate_scale_is_widened_not_divided_by_zero() -> None:
         ("higher_is_better", "higher_is_better", 0.7, 0.4, 0.1, 0.0),       # clamped
         ("lower_is_better", "lower_is_better", 10.0, 20.0, 12.0, 0.8),
         ("lower_is_better", "lower_is_better", 10.0, 20.0, 5.0, 1.0),       # one-sided
-        ("target_value", "higher_is_better", 27.6, 27.3, 27.7, 1 - 0.1 / 0.3),  # stair-wear style
-        ("target_value", "higher_is_better", 27.6, 27.3, 27.5, 1 - 0.1 / 0.3),
+        ("target_value", "higher_is_better", 27.6, 24.6, 27.7, 1 - 0.1 / 3.0),  # target, normalised higher
+        ("target_value", "higher_is_better", 27.6, 24.6, 27.5, 1 - 0.1 / 3.0),
+        ("target_value", "higher_is_better", 27.6, 27.3, 27.7, 1 - 0.1 / (0.044 * 27.6)),  # stair wear: widened
         ("target_value", "target_value", 5.0, 4.0, 5.5, 0.5),
         ("exact_value", "exact_value", 5.0, 4.0, 4.5, 0.5),
     ],
@@ -107,11 +108,11 @@ def test_minmax_outstanding_not_better_than_baseline_scores_zero(norm: str, outs
 
 
 def test_minmax_degeneracy_band_widens_and_is_recorded() -> None:
-    # |O - B| = 1e-4 is far below 0.5 % of |O| = 0.5: the band widens the denominator to 0.5
+    # |O - B| = 1e-4 is far below 4.4 % of |O| = 4.4: the band widens the denominator to 4.4 (G.6)
     m = metric(oracle_value=100.0, baseline_value=100.0001, direction="target_value", normalization_mode=MINMAX)
-    result = scored(m, 100.25)
+    result = scored(m, 102.2)
     assert result.reward == pytest.approx(0.5)
-    assert result.band["widened"] is True and result.band["width"] == pytest.approx(0.5)
+    assert result.band["widened"] is True and result.band["width"] == pytest.approx(4.4)
     assert "|O - B|" in result.band["rule"]
 
 

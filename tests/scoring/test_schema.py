@@ -10,8 +10,11 @@ import jsonschema
 import pytest
 
 from anchorage.scoring import parse_score_config
+from anchorage.scoring.modes import MODES
+from anchorage.scoring.schema import SCHEMA_PATH, generate, render
+from anchorage.scoring.schema import problems as schema_problems
+from anchorage.scoring.schema import schema as score_config_schema
 from anchorage.tasks.loading import REPO_TASKS
-from anchorage.tasks.validation import SCHEMA_PATH, score_config_schema
 
 REPO_CONFIGS = sorted(REPO_TASKS.glob("*/tests/score_config.json")) if REPO_TASKS.is_dir() else []
 
@@ -49,5 +52,17 @@ def test_repo_configs_match_schema(path: Path | None) -> None:
 )
 def test_schema_catches_mistakes(extra: dict[str, object], fragment: str) -> None:
     config = {"metrics": [{"path": "a.b", "oracle_value": 1.0, **extra}]}
-    messages = " ".join(e.message for e in validator().iter_errors(config))
+    messages = " ".join(message for _, message in schema_problems(config))
     assert fragment in messages
+
+
+def test_checked_in_schema_is_the_generated_one() -> None:
+    """No hand-kept twin: the file is what the pydantic models generate (`anchorage dev schemas` writes it)."""
+    assert SCHEMA_PATH.read_text(encoding="utf-8") == render(), "run `anchorage dev schemas` and commit the file"
+
+
+def test_schema_modes_come_from_the_registry() -> None:
+    metric = generate()["$defs"]["MetricSpec"]["properties"]["normalization_mode"]
+    assert metric["enum"] == list(MODES)
+    for name, mode in MODES.items():
+        assert name in metric["description"] and mode.formula in metric["description"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from anchorage.scoring.validation import validate_task
 from anchorage.tasks import load_task
-from anchorage.tasks.validation import validate_task
 
 from .helpers import ALL_SLUGS, REFERENCE_SLUGS, TASKS, read_json
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anchorage.cli import app
-from anchorage.tasks.validation import Problem, validate_task
+from anchorage.scoring.validation import Problem, validate_task
 
 
 def errors(problems: list[Problem]) -> list[Problem]:

@@ -1,7 +1,8 @@
 """``anchorage dev``: developer tools — regenerate/check ``crds/`` and run the cluster fake.
 
 Registered by ``anchorage.cli``. ``dev crds`` writes the CustomResourceDefinitions generated from the
-pydantic models (``anchorage.runtime.kubecrds``); ``--check`` fails when the checked-in files drift.
+pydantic models (``anchorage.runtime.kubecrds``), ``dev schemas`` the JSON Schema of score_config.json
+(``anchorage.scoring.schema``); ``--check`` fails when the checked-in files drift.
 ``dev cluster`` starts the HTTP-level Kubernetes fake (``anchorage.devcluster``) on loopback and
 prints a kubeconfig for kubectl and the operator.
 """
@@ -77,6 +78,25 @@ def crds_command(
         typer.echo("\n".join(drift), err=True)
         typer.echo("crds/ drifted from the models: run `anchorage dev crds`", err=True)
         raise typer.Exit(1)
+
+
+@dev_app.command("schemas")
+def schemas_command(
+    check: bool = typer.Option(False, "--check", help="Fail (exit 1) when the checked-in schema drifts."),
+) -> None:
+    """Write operator/anchorage/scoring/score_config.schema.json, generated from the scoring models."""
+    from anchorage.scoring.schema import SCHEMA_PATH, render
+
+    text = render()
+    current = SCHEMA_PATH.read_text(encoding="utf-8") if SCHEMA_PATH.is_file() else ""
+    if check:
+        if current != text:
+            typer.echo(f"{SCHEMA_PATH} drifts from the models: run `anchorage dev schemas`")
+            raise typer.Exit(1)
+        typer.echo(f"{SCHEMA_PATH}: up to date")
+        return
+    SCHEMA_PATH.write_text(text, encoding="utf-8")
+    typer.echo(f"wrote {SCHEMA_PATH}")
 
 
 @dev_app.command("cluster")

@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from anchorage.commands import TASK_HELP
+from anchorage.commands import PROFILE_HELP, TASK_HELP
 
 
 def register(app: typer.Typer) -> None:
@@ -32,11 +32,12 @@ def score(
     no_gates: bool = typer.Option(False, "--no-gates", help="Skip the programmatic gates (no hard-gate penalty)."),
     lean: bool = typer.Option(False, "--lean", help="Also check the Lean obligation layer (verification.lean): "
                               "counts in the record's obligations{}; lake build only where lake is on PATH."),
+    profile: str = typer.Option("paper", "--profile", help=PROFILE_HELP),
 ) -> None:
     """Score an artifact: raw panel R, O-Eval, Robust BO-Eval, per-metric rewards and gates."""
     from anchorage.scoring import score_artifact
 
-    record = score_artifact(task, artifact, baseline=baseline, gates=not no_gates, lean=lean)
+    record = score_artifact(task, artifact, baseline=baseline, gates=not no_gates, lean=lean, profile=profile)
     if reward_file is not None:
         reward_file.parent.mkdir(parents=True, exist_ok=True)
         reward_file.write_text(json.dumps(record.reward_map(), indent=2) + "\n", encoding="utf-8")
@@ -59,7 +60,7 @@ def _print_table(rec: dict[str, Any]) -> None:
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)
-    table = Table(title=f"{rec['task']} — {rec['artifact']}")
+    table = Table(title=f"{rec['task']} — {rec['artifact']} — profile {rec['profile_ref']} ({rec['anchor_source']})")
     for column in ("path", "value", "anchor", "baseline", "mode", "direction", "weight", "reward", "status"):
         table.add_column(column)
     for m in rec["metrics"]:

@@ -23,7 +23,7 @@ def validate(
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too."),
 ) -> None:
     """Report every problem of each task directory (path + fix hint); exit 1 if any is an error."""
-    from anchorage.tasks.validation import validate_task
+    from anchorage.scoring.validation import validate_task
 
     failed = False
     for directory in dirs:

@@ -13,12 +13,13 @@ Per-metric extensions (Anchorage's, documented in docs/design-notes.md "Scoring"
 * ``exclude_reason``: forces weight 0; the metric is recorded and reported as ``excluded``, never in
   the panel.
 * ``degeneracy_band``: ``{"rel": r, "abs": a}`` — the smallest denominator the metric normalises by is
-  ``max(a, r·|O|)`` (G.6). Defaults: legacy mode ``rel 0, abs 1e-12`` (its own scales already bound
-  it); min-max mode ``rel 0.005, abs = abs_scale``.
+  ``max(a, r·|O|)`` (G.6). Defaults per mode (:mod:`anchorage.scoring.modes`): legacy ``rel 0, abs
+  1e-12`` (its own scales already bound it); min-max (the endpoint metrics) ``rel 0.044, abs abs_scale``.
 * ``unit`` and ``range``: informative only (shown in records and tables).
 
 Effective weight = ``score_weight`` when present (v5), else ``weight``; 0 when excluded or when the
-mode is ``constant_endpoint``.
+mode excludes the metric by construction (``constant_endpoint``, a min-max metric with B = O). Each mode's
+parse rules, reward and schema text live in :mod:`anchorage.scoring.modes`.
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from anchorage.errors import InputError
+from anchorage.scoring.modes import MODES, MetricMode, get_mode
 
-Mode = Literal[
-    "legacy_target_distance_to_outstanding", "baseline_to_outstanding_target_minmax", "constant_endpoint"
-]
+Mode = str
+"""A ``normalization_mode``: a key of :data:`anchorage.scoring.modes.MODES`."""
 Direction = Literal["higher_is_better", "lower_is_better", "target_value", "exact_value"]
 Domain = Literal["correlation", "unit_interval", "count", "positive", "nonnegative"]
 
@@ -42,8 +43,6 @@ MINMAX: Mode = "baseline_to_outstanding_target_minmax"
 CONSTANT: Mode = "constant_endpoint"
 DEFAULT_REL_SCALE = 0.12
 DEFAULT_ABS_SCALE = 1e-6
-LEGACY_BAND = (0.0, 1e-12)           # (rel, abs) floor of the legacy denominator
-MINMAX_BAND_REL = 0.005              # min-max: |O - B| is widened to at least 0.5 % of |O| ...
 PATH_PATTERN = r"^[^.\[\]]+(\[\d+\])*(\.[^.\[\]]+(\[\d+\])*)*$"
 _TOKEN = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
@@ -53,53 +52,101 @@ class _Finite(BaseModel):
 
 
 class Band(_Finite):
+    """Anchorage extension: the smallest denominator the metric normalises by is ``max(abs, rel·|O|)`` (G.6)."""
+
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     rel: float = Field(0.0, ge=0)
     abs: float = Field(0.0, ge=0)
 
 
-class MetricSpec(_Finite):
-    """One ``metrics[]`` entry as written."""
+def _metric_schema(schema: dict[str, Any]) -> None:
+    """What pydantic cannot say about a metric: one of the two anchors, and min-max needs a baseline."""
+    schema["anyOf"] = [{"required": ["oracle_value"]}, {"required": ["outstanding_value"]}]
+    schema["allOf"] = [{"if": {"properties": {"normalization_mode": {"const": name}}, "required": ["normalization_mode"]},
+                        "then": {"required": ["baseline_value"]}} for name in ("baseline_to_outstanding_target_minmax",)]
 
-    path: str = Field(pattern=PATH_PATTERN)
-    oracle_value: float | None = None
-    outstanding_value: float | None = None
-    baseline_value: float | None = None
-    rel_scale: float = DEFAULT_REL_SCALE
-    abs_scale: float = DEFAULT_ABS_SCALE
+
+class MetricSpec(BaseModel):
+    """One ``metrics[]`` entry as written. Only the fields below are accepted (a misspelt extension is an
+    error); the descriptive ones the reference writes are listed so they load."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, json_schema_extra=_metric_schema)
+
+    path: str = Field(pattern=PATH_PATTERN, description="JSON path into the artifact: dotted keys and [i] indexes")
+    oracle_value: float | None = Field(None, description="the anchor O (legacy mode)")
+    outstanding_value: float | None = Field(
+        None, description="the outstanding endpoint O (min-max mode); defaults to oracle_value")
+    baseline_value: float | None = Field(None, description="the baseline endpoint B (min-max mode)")
+    rel_scale: float = Field(DEFAULT_REL_SCALE, ge=0)
+    abs_scale: float = Field(DEFAULT_ABS_SCALE, ge=0)
     weight: float = Field(1.0, ge=0)
-    score_weight: float | None = Field(None, ge=0)
+    score_weight: float | None = Field(None, ge=0, description="v5: the effective weight, wins over weight")
     direction: Direction | None = None
     semantic_direction: Direction | None = None
     normalization_direction: Direction | None = None
-    normalization_mode: Mode = LEGACY
-    domain: Domain | None = None
-    exclude_reason: str | None = None
-    degeneracy_band: Band | None = None
-    unit: str | None = None
-    range: Any = None
+    normalization_mode: str = Field(LEGACY, json_schema_extra={"enum": list(MODES)},
+                                    description="how the reward normalises: " + "; ".join(
+                                        f"{name}: {mode.formula}" for name, mode in MODES.items()))
+    domain: Domain | None = Field(None, description=(
+        "Anchorage extension: correlation [-1,1], unit_interval [0,1], count >= 0, positive > 0, nonnegative >= 0; "
+        "a value outside gets r = 0 with the reason"))
+    exclude_reason: str | None = Field(None, min_length=1, description=(
+        "Anchorage extension: forces weight 0; recorded and reported as excluded, never in the panel"))
+    degeneracy_band: Band | None = Field(None, description=(
+        "Anchorage extension: the smallest denominator is max(abs, rel*|O|); defaults per mode "
+        "(legacy rel 0, abs 1e-12; min-max rel 0.044, abs abs_scale)"))
+    unit: str | None = Field(None, description="Anchorage extension (informative): the unit of the scored field")
+    range: tuple[float | None, float | None] | None = Field(None, description=(
+        "Anchorage extension (informative): [lo, hi] of the field, null for an open end, e.g. [0, null]"))
+    baseline_source_path: str | None = None
+    normalization_formula: str | None = None
+    normalization_basis: str | None = None
+    direction_basis: str | None = None
+    semantic_direction_basis: str | None = None
+    question_scope: str | None = None
+    final_question_label: str | None = None
+    note: str | None = None
+    source: str | None = None
+    description: str | None = None
+
+    @field_validator("normalization_mode")
+    @classmethod
+    def _known_mode(cls, value: str) -> str:
+        get_mode(value)
+        return value
 
     @model_validator(mode="after")
     def _endpoints_present(self) -> MetricSpec:
         if self.oracle_value is None and self.outstanding_value is None:
             raise ValueError("a metric needs an oracle_value (or an outstanding_value)")
-        if self.normalization_mode == MINMAX and self.baseline_value is None:
-            raise ValueError(f"normalization_mode {MINMAX} needs a baseline_value")
+        problem = get_mode(self.normalization_mode).problem(self)
+        if problem:
+            raise ValueError(problem)
         return self
 
 
 class Endpoint(_Finite):
+    """Baseline / outstanding endpoint. F (the zero point of Robust BO-Eval) defaults to
+    ``normalized_panel_score`` when present (v5), else ``panel_score``."""
+
+    kind: str | None = None
     panel_score: float | None = None
     normalized_panel_score: float | None = None
 
 
 class ScoreConfigModel(_Finite):
-    """The whole file as written."""
+    """The whole file as written: the fields below, and any descriptive top-level field the reference adds."""
 
-    scoring_version: str = ""
+    scoring_version: str = Field("", description=(
+        "e.g. tb-mathmodeling-v3-final-question-legacy-baseline-panel or "
+        "tb-mathmodeling-v5-final-question-endpoint-target-minmax"))
     metrics: list[MetricSpec] = Field(min_length=1)
     baseline_endpoint: Endpoint | None = None
     outstanding_endpoint: Endpoint | None = None
+    raw_panel_aggregation: Literal["weighted_mean"] | None = Field(
+        None, description="R = sum(w r) / sum(w) over included metrics")
+    missing_or_nonnumeric_metric_reward: float | None = Field(None, ge=0, le=0, description="always 0")
+    metric_reward: str | None = Field(None, description="informative: the reward formula in words")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +157,7 @@ class Metric:
     path: str
     tokens: tuple[str | int, ...]
     mode: Mode
+    rule: MetricMode               # the registered mode: rewards through it
     direction: Direction
     normalization_direction: Direction
     anchor: float                  # O: oracle_value (legacy) / outstanding_value (min-max)
@@ -155,8 +203,13 @@ def parse_path(path: str) -> tuple[str | int, ...]:
 
 def parse_score_config(raw: Any, source: str = "score_config.json") -> ScoreConfig:
     """Validate and compile a parsed score_config.json; raise :class:`InputError` with every problem."""
+    return compile_config(validate_config(raw, source))
+
+
+def validate_config(raw: Any, source: str = "score_config.json") -> ScoreConfigModel:
+    """Validate a parsed score_config.json into its model (not compiled); :class:`InputError` lists every problem."""
     try:
-        model = ScoreConfigModel.model_validate(raw)
+        return ScoreConfigModel.model_validate(raw)
     except ValidationError as exc:
         lines = "\n".join(
             f"  {'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()
@@ -164,7 +217,6 @@ def parse_score_config(raw: Any, source: str = "score_config.json") -> ScoreConf
         raise InputError(f"{source} is not a valid scoring configuration:\n{lines}",
                          hint="fix the fields listed; the JSON Schema is anchorage/scoring/score_config.schema.json"
                          ) from exc
-    return compile_config(model)
 
 
 def compile_config(model: ScoreConfigModel) -> ScoreConfig:
@@ -182,66 +234,28 @@ def compile_config(model: ScoreConfigModel) -> ScoreConfig:
 
 
 def compile_metric(index: int, spec: MetricSpec) -> Metric:
+    rule = get_mode(spec.normalization_mode)
     direction: Direction = spec.direction or spec.semantic_direction or "target_value"
     norm_direction: Direction = spec.normalization_direction or direction
-    anchor = _anchor(spec)
+    anchor = rule.anchor(spec)
     configured = spec.score_weight if spec.score_weight is not None else spec.weight
-    excluded = _exclusion(spec, configured)
-    band_rel, band_abs = _band(spec)
-    rel_scale, abs_scale = abs(spec.rel_scale), abs(spec.abs_scale)
-    if spec.normalization_mode == MINMAX:
-        assert spec.baseline_value is not None  # checked by MetricSpec
-        raw_den = abs(anchor - spec.baseline_value)
-        endpoint_error = _endpoint_error(norm_direction, anchor, spec.baseline_value)
-        rule = f"max(|O - B|, {band_abs:g}, {band_rel:g}·|O|)"
-    else:
-        raw_den = max(abs_scale, rel_scale * abs(anchor))
-        endpoint_error = None
-        rule = f"max(abs_scale, rel_scale·|O|, {band_abs:g}, {band_rel:g}·|O|)"
+    excluded = spec.exclude_reason or rule.exclusion(spec) or ("weight 0 in the configuration" if configured == 0 else None)
+    band_rel, band_abs = _band(spec, rule)
+    raw_den, rule_text = rule.denominator(spec, anchor)
     floor = max(band_abs, band_rel * abs(anchor))
     return Metric(
-        index=index, path=spec.path, tokens=parse_path(spec.path), mode=spec.normalization_mode,
+        index=index, path=spec.path, tokens=parse_path(spec.path), mode=spec.normalization_mode, rule=rule,
         direction=direction, normalization_direction=norm_direction, anchor=anchor,
         oracle_value=spec.oracle_value, outstanding_value=spec.outstanding_value,
-        baseline_value=spec.baseline_value, rel_scale=rel_scale, abs_scale=abs_scale,
+        baseline_value=spec.baseline_value, rel_scale=abs(spec.rel_scale), abs_scale=abs(spec.abs_scale),
         configured_weight=configured, weight=0.0 if excluded else configured, excluded_reason=excluded,
-        domain=spec.domain, band_rule=rule, band_rel=band_rel, band_abs=band_abs,
-        denominator=max(raw_den, floor), widened=floor > raw_den, endpoint_error=endpoint_error,
-        unit=spec.unit,
+        domain=spec.domain, band_rule=rule_text.format(band=f", {band_abs:g}, {band_rel:g}·|O|"),
+        band_rel=band_rel, band_abs=band_abs, denominator=max(raw_den, floor), widened=floor > raw_den,
+        endpoint_error=rule.endpoint_error(spec, anchor, norm_direction), unit=spec.unit,
     )
 
 
-def _anchor(spec: MetricSpec) -> float:
-    if spec.normalization_mode == LEGACY and spec.oracle_value is not None:
-        return spec.oracle_value
-    value = spec.outstanding_value if spec.outstanding_value is not None else spec.oracle_value
-    assert value is not None  # checked by MetricSpec
-    return value
-
-
-def _exclusion(spec: MetricSpec, configured: float) -> str | None:
-    if spec.exclude_reason:
-        return spec.exclude_reason
-    if spec.normalization_mode == CONSTANT:
-        return "constant endpoint (baseline == outstanding): nothing to normalise by"
-    if spec.normalization_mode == MINMAX and spec.baseline_value == _anchor(spec):
-        return "baseline_value equals the outstanding value: treated as a constant endpoint"
-    if configured == 0:
-        return "weight 0 in the configuration"
-    return None
-
-
-def _band(spec: MetricSpec) -> tuple[float, float]:
+def _band(spec: MetricSpec, rule: MetricMode) -> tuple[float, float]:
     if spec.degeneracy_band is not None:
         return spec.degeneracy_band.rel, spec.degeneracy_band.abs
-    if spec.normalization_mode == MINMAX:
-        return MINMAX_BAND_REL, max(abs(spec.abs_scale), LEGACY_BAND[1])
-    return LEGACY_BAND
-
-
-def _endpoint_error(direction: Direction, outstanding: float, baseline: float) -> str | None:
-    if direction == "higher_is_better" and not outstanding > baseline:
-        return f"outstanding {outstanding:g} is not above baseline {baseline:g} (higher_is_better)"
-    if direction == "lower_is_better" and not outstanding < baseline:
-        return f"outstanding {outstanding:g} is not below baseline {baseline:g} (lower_is_better)"
-    return None
+    return rule.default_band(spec)

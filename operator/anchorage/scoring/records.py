@@ -28,6 +28,7 @@ class MetricResult:
     number: float | None            # the number the reward used, after the value rule
     reward: float | None            # None when excluded
     status: str                     # scored | missing | non_numeric | domain_violation | endpoint_invalid | excluded
+                                    # | invalid (the tbmm-report-2026-09 profile's validity rules)
     reason: str
     mode: str
     direction: str
@@ -74,6 +75,9 @@ class ScoreRecord:
     o_eval: float
     bo_eval: float
     scoring_version: str
+    profile: str = "paper"          # the scoring profile that made this record (anchorage.scoring.profiles)
+    profile_ref: str = "paper@1"    # name@version
+    anchor_source: str = ""         # which anchors the profile scored against (paper / errata ids / compat)
     scorer_version: str = SCORER_VERSION
     recovered_from: str | None = None
     recovery_note: str = ""
@@ -91,6 +95,7 @@ class ScoreRecord:
             "oracle_source": self.oracle_source, "baseline_raw": self.baseline_raw,
             "baseline_source": self.baseline_source, "gap": self.gap, "bo_branch": self.bo_branch,
             "o_eval": self.o_eval, "bo_eval": self.bo_eval, "scoring_version": self.scoring_version,
+            "profile": self.profile, "profile_ref": self.profile_ref, "anchor_source": self.anchor_source,
             "scorer_version": self.scorer_version, "recovered_from": self.recovered_from,
             "recovery_note": self.recovery_note, "hard_gate_failed": self.hard_gate_failed,
             "penalty": self.penalty, "error": self.error,

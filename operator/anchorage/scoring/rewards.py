@@ -1,7 +1,8 @@
 """Per-metric rewards, the panel, O-Eval and Robust BO-Eval (SPEC §4; appendix G).
 
 Pure functions over numbers, called by :mod:`anchorage.scoring.scorer`. Every formula is the
-contract of SPEC §4; ``a`` is the submitted value, ``O`` the anchor, ``B`` the baseline endpoint.
+contract of SPEC §4; ``a`` is the submitted value, ``O`` the anchor, ``B`` the baseline endpoint. The
+per-mode formulas live with their mode in :mod:`anchorage.scoring.modes`:
 
 * legacy: ``r = 1 / (1 + |a − O| / max(abs_scale, rel_scale·|O|))`` (15 of 18 reference tasks);
 * min-max: ``r = clamp(1 − |a − O| / |O − B|, 0, 1)``, and r = 0 when O is not better than B in the
@@ -15,31 +16,18 @@ contract of SPEC §4; ``a`` is the submitted value, ``O`` the anchor, ``B`` the 
 
 from __future__ import annotations
 
-from anchorage.scoring.config import LEGACY, MINMAX, Domain, Metric
+from anchorage.scoring.config import Domain, Metric
+from anchorage.scoring.modes import reaches_anchor
 
 BO_MIN_GAP = 0.10
 _GAP_TOLERANCE = 1e-12  # so that O = 1.0, F = 0.9 (gap 0.09999999999999998 in floats) takes the ≥ 0.10 branch
 
-
-def reaches_anchor(metric: Metric, value: float) -> bool:
-    """True when ``value`` reaches or beats the anchor in a one-sided metric's direction."""
-    if metric.direction == "higher_is_better":
-        return value >= metric.anchor
-    if metric.direction == "lower_is_better":
-        return value <= metric.anchor
-    return False
+__all__ = ["BO_MIN_GAP", "bo_eval", "domain_violation", "metric_reward", "o_eval", "panel", "reaches_anchor"]
 
 
 def metric_reward(metric: Metric, value: float) -> float:
-    """r ∈ [0, 1] for a finite ``value`` inside the metric's domain (the caller checks both)."""
-    if metric.mode == MINMAX and metric.endpoint_error is not None:
-        return 0.0
-    if reaches_anchor(metric, value):
-        return 1.0
-    distance = abs(value - metric.anchor)
-    if metric.mode == LEGACY:
-        return 1.0 / (1.0 + distance / metric.denominator)
-    return min(1.0, max(0.0, 1.0 - distance / metric.denominator))
+    """r ∈ [0, 1] for a finite ``value`` inside the metric's domain (the caller checks both): its mode's reward."""
+    return metric.rule.reward(metric, value)
 
 
 def domain_violation(domain: Domain | None, value: float) -> str | None:

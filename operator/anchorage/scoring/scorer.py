@@ -1,7 +1,7 @@
 """Scoring one artifact against one task: the entry point every driver uses.
 
-``score_artifact(task, artifact_path_or_results_dir, *, baseline=None, gates=True, lean=False) -> ScoreRecord``
-is called by ``anchorage score``, the local engine, the operator's ScoringRun handler and the
+``score_artifact(task, artifact_path_or_results_dir, *, baseline=None, gates=True, lean=False, profile=None)
+-> ScoreRecord`` is called by ``anchorage score``, the local engine, the operator's ScoringRun handler and the
 benchmark. It never raises on a bad *artifact* (too large, not JSON, not an object, too deep, NaN,
 strings ...): each becomes a record with ``gradable: false`` (BO-Eval −1) or per-metric reasons. It
 raises :class:`~anchorage.errors.InputError` only for a bad *task* or *baseline* (missing or invalid
@@ -13,9 +13,15 @@ as floats (``float(Decimal(text))`` is the float ``json`` would have parsed), an
 (:func:`anchorage.lean.obligations.summarize`) get the same exact data — decimals to the last digit of
 the file, never through binary floats.
 
-Per task, the compiled configuration and the oracle panel O (the task's ``tests/expected_result.json``
-scored with the same configuration) are cached, keyed by the files' mtime and size, so thousands of
-artifacts per second can be scored in one process.
+Every record is made under one scoring profile (:mod:`anchorage.scoring.profiles`, default ``paper``):
+the profile picks the anchors (the task's, its errata, or a compatibility profile's), the arithmetic
+(SPEC §4, or the published report's: :mod:`anchorage.scoring.tbmm_report`) and which failed gates
+penalise (the seed's classes only, or every hard gate); the record names it.
+
+Per task and profile, the compiled configuration and the oracle panel O (the task's
+``tests/expected_result.json`` scored with the same configuration, the profile's anchors written in) are
+cached, keyed by the files' mtime and size, so thousands of artifacts per second can be scored in one
+process.
 """
 
 from __future__ import annotations
@@ -33,16 +39,20 @@ from typing import Any
 from anchorage import confined, numbers
 from anchorage.errors import AnchorageError, InfrastructureError, InputError
 from anchorage.invariants.results import GateResult
-from anchorage.scoring.config import Metric, ScoreConfig, parse_score_config
+from anchorage.scoring import tbmm_report
+from anchorage.scoring.config import Metric, ScoreConfig, ScoreConfigModel, compile_config, validate_config
+from anchorage.scoring.profiles import Profile, apply_profile, get_profile, profile_gates
 from anchorage.scoring.records import MetricResult, ScoreRecord
 from anchorage.scoring.rewards import bo_eval, domain_violation, metric_reward, o_eval, panel
 from anchorage.scoring.values import lookup, summarise, to_number
 from anchorage.tasks import Task, load_task, locate_artifact, resolve_task
+from anchorage.tasks.profiles import TaskProfiles, load_profiles, profiles_stamp
 
 MAX_ARTIFACT_BYTES = 20 * 1024 * 1024
 """Artifacts larger than this (20 MiB) are not read: the record says ``too large``, gradable false."""
 
 BaselineArg = float | int | str | os.PathLike[str] | ScoreRecord | None
+ProfileArg = str | Profile | None
 GateChecker = Callable[[Path, Any], list[GateResult]]
 
 
@@ -51,9 +61,13 @@ class _Compiled:
     config: ScoreConfig
     oracle_raw: float
     oracle_source: str
+    profile: Profile
+    task_profiles: TaskProfiles
+    baseline: tuple[float, str] | None     # the profile's published F for the task, and where it is printed
+    anchor_source: str
 
 
-_CACHE: dict[str, tuple[tuple[int, ...], _Compiled]] = {}
+_CACHE: dict[tuple[str, str], tuple[tuple[int, ...], _Compiled]] = {}
 _TASKS: dict[str, tuple[int, Task]] = {}
 
 
@@ -131,6 +145,11 @@ def _stamp(*paths: Path) -> tuple[int, ...]:
 
 def load_score_config(path: Path) -> ScoreConfig:
     """Read and compile a score_config.json; :class:`InputError` when it is missing or invalid."""
+    return compile_config(load_score_model(path))
+
+
+def load_score_model(path: Path) -> ScoreConfigModel:
+    """Read and validate a score_config.json (not compiled); :class:`InputError` when missing or invalid."""
     if not path.is_file():
         raise InputError(f"scoring configuration {path} is missing",
                          hint="every scored task needs tests/score_config.json (see docs/design-notes.md)")
@@ -138,23 +157,31 @@ def load_score_config(path: Path) -> ScoreConfig:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"{path} is not valid JSON: {exc}", hint="fix the JSON syntax") from exc
-    return parse_score_config(raw, str(path))
+    return validate_config(raw, str(path))
 
 
-def compiled(task: Task) -> _Compiled:
-    key = str(task.score_config_path)
-    stamp = _stamp(task.score_config_path, task.expected_result_path)
+def compiled(task: Task, profile: ProfileArg = None) -> _Compiled:
+    """The task's configuration and oracle panel under ``profile`` (cached per task and profile)."""
+    chosen = get_profile(profile)
+    key = (str(task.score_config_path), chosen.name)
+    stamp = _stamp(task.score_config_path, task.expected_result_path) + profiles_stamp(task.root)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] == stamp:
         return hit[1]
-    config = load_score_config(task.score_config_path)
-    oracle_raw, source = _oracle_panel(task, config)
-    entry = _Compiled(config, oracle_raw, source)
+    task_profiles = load_profiles(task.root)
+    applied = apply_profile(load_score_model(task.score_config_path), task_profiles, chosen,
+                            str(task.root / "tests" / "profiles.yaml"))
+    config = compile_config(applied.model)
+    oracle_raw, source = _oracle_panel(task, config, chosen, applied.substitutions)
+    baseline = None if applied.baseline is None else (
+        applied.baseline.raw, f"profile:{chosen.name} ({applied.baseline.source})")
+    entry = _Compiled(config, oracle_raw, source, chosen, task_profiles, baseline, applied.anchor_source)
     _CACHE[key] = (stamp, entry)
     return entry
 
 
-def _oracle_panel(task: Task, config: ScoreConfig) -> tuple[float, str]:
+def _oracle_panel(task: Task, config: ScoreConfig, profile: Profile,
+                  substitutions: dict[str, float]) -> tuple[float, str]:
     try:
         data = read_json_file(task.expected_result_path)
     except ArtifactError as exc:
@@ -163,8 +190,41 @@ def _oracle_panel(task: Task, config: ScoreConfig) -> tuple[float, str]:
         return value, f"config:outstanding_endpoint ({exc}); expected_result not usable"
     if not isinstance(data, dict):
         return 0.0, "expected_result.json is not a JSON object"
-    results = [score_metric(m, data) for m in config.metrics]
-    return panel([(r.weight, r.reward or 0.0) for r in results]), "expected_result.json"
+    source = "expected_result.json"
+    if substitutions:
+        data = _with_values(data, {m.tokens: substitutions[m.path] for m in config.metrics if m.path in substitutions})
+        source += f" with the {profile.name} anchors of {len(substitutions)} metric(s)"
+    results = [score_metric(m, data, profile) for m in config.metrics]
+    return _panel(profile, results), source
+
+
+def _with_values(data: dict[str, Any], values: dict[tuple[str | int, ...], float]) -> dict[str, Any]:
+    """A copy of ``data`` with each path set to its value (missing objects along a key path are created)."""
+    copy: dict[str, Any] = json.loads(json.dumps(data))
+    for tokens, value in values.items():
+        _set_path(copy, tokens, value)
+    return copy
+
+
+def _set_path(node: Any, tokens: tuple[str | int, ...], value: float) -> None:
+    head, rest = tokens[0], tokens[1:]
+    if isinstance(node, dict) and isinstance(head, str):
+        if not rest:
+            node[head] = value
+            return
+        if not isinstance(node.get(head), dict | list):
+            node[head] = {}
+        _set_path(node[head], rest, value)
+    elif isinstance(node, list) and isinstance(head, int) and head < len(node):
+        if not rest:
+            node[head] = value
+        else:
+            _set_path(node[head], rest, value)
+
+
+def _panel(profile: Profile, results: list[MetricResult]) -> float:
+    pairs = [(r.weight, r.reward or 0.0) for r in results]
+    return tbmm_report.weighted_mean(pairs) if profile.arithmetic == "tbmm-report-2026-09" else panel(pairs)
 
 
 def as_task(task: Task | str | os.PathLike[str]) -> Task:
@@ -183,8 +243,8 @@ def as_task(task: Task | str | os.PathLike[str]) -> Task:
 
 # --- metrics ---------------------------------------------------------------------------------------------
 
-def score_metric(metric: Metric, data: Any) -> MetricResult:
-    """Read and score one metric of a parsed artifact (see values.py for the value rule)."""
+def score_metric(metric: Metric, data: Any, profile: ProfileArg = None) -> MetricResult:
+    """Read and score one metric of a parsed artifact (see values.py for the value rule) under ``profile``."""
     raw, missing = lookup(data, metric.tokens)
     # the record shows an exact parse's Decimal as the float json.loads would have given; the value rule
     # (anchorage.numbers, shared with the gates) reads the Decimal itself, bounds first
@@ -193,6 +253,8 @@ def score_metric(metric: Metric, data: Any) -> MetricResult:
         return _result(metric, summarise(value), None, None, "excluded", metric.excluded_reason)
     if missing is not None:
         return _result(metric, None, None, 0.0, "missing", missing)
+    if profile is not None and get_profile(profile).arithmetic == "tbmm-report-2026-09":
+        return _report_metric(metric, raw, value)
     number, why_not, note = to_number(raw)
     if number is None:
         return _result(metric, summarise(value), None, 0.0, "non_numeric", why_not or "")
@@ -202,6 +264,15 @@ def score_metric(metric: Metric, data: Any) -> MetricResult:
     if metric.endpoint_error is not None:
         return _result(metric, summarise(value), number, 0.0, "endpoint_invalid", metric.endpoint_error)
     return _result(metric, summarise(value), number, metric_reward(metric, number), "scored", note or "")
+
+
+def _report_metric(metric: Metric, raw: Any, value: Any) -> MetricResult:
+    """One metric under the published report's arithmetic (no domain rule: its unit and validity rules)."""
+    number, why_not, note = tbmm_report.read_number(raw)
+    if number is None:
+        return _result(metric, summarise(value), None, 0.0, "non_numeric", why_not)
+    reward, status, reason = tbmm_report.reward(metric, number)
+    return _result(metric, summarise(value), number, reward, status, "; ".join(r for r in (note, reason) if r))
 
 
 def _result(metric: Metric, value: Any, number: float | None, reward: float | None, status: str,
@@ -257,8 +328,12 @@ def run_gates(task: Task, data: Any) -> list[GateResult]:
 
 # --- baseline --------------------------------------------------------------------------------------------
 
-def resolve_baseline(task: Task, baseline: BaselineArg, config: ScoreConfig) -> tuple[float, str]:
-    """F and where it came from (``baseline_source``)."""
+def resolve_baseline(task: Task, baseline: BaselineArg, config: ScoreConfig,
+                     published: tuple[float, str] | None = None, profile: ProfileArg = None) -> tuple[float, str]:
+    """F and where it came from (``baseline_source``): the caller's baseline, else the profile's published
+    F of the task, else the configuration's baseline endpoint."""
+    if baseline is None and published is not None:
+        return published
     if baseline is None:
         if config.baseline_panel_score is None:
             return 0.0, "default: the configuration has no baseline_endpoint (0.0)"
@@ -269,10 +344,10 @@ def resolve_baseline(task: Task, baseline: BaselineArg, config: ScoreConfig) -> 
         raise InputError("a baseline must be a number, a score record or a file, not a boolean")
     if isinstance(baseline, int | float):
         return float(baseline), "value"
-    return _baseline_from_file(task, Path(baseline))
+    return _baseline_from_file(task, Path(baseline), profile)
 
 
-def _baseline_from_file(task: Task, path: Path) -> tuple[float, str]:
+def _baseline_from_file(task: Task, path: Path, profile: ProfileArg = None) -> tuple[float, str]:
     if not path.exists():
         raise InputError(f"baseline {path} does not exist",
                          hint="pass the baseline entry's artifact (or its score.json) for this task")
@@ -284,7 +359,7 @@ def _baseline_from_file(task: Task, path: Path) -> tuple[float, str]:
                              hint="pass a readable artifact or score record") from exc
         if isinstance(data, dict) and "scorer_version" in data and "raw" in data:
             return _raw_of_record(task, data, path), f"score_record:{path}"
-    record = score_artifact(task, path, baseline=0.0)
+    record = score_artifact(task, path, baseline=0.0, profile=profile)
     note = "" if record.gradable else f" (ungradable: {record.error})"
     return record.raw, f"artifact:{path}{note}"
 
@@ -302,15 +377,17 @@ def _raw_of_record(task: Task, data: dict[str, Any], path: Path) -> float:
 # --- the entry point -------------------------------------------------------------------------------------
 
 def score_artifact(task: Task | str | os.PathLike[str], artifact_path_or_results_dir: str | os.PathLike[str],
-                   *, baseline: BaselineArg = None, gates: bool = True, lean: bool = False) -> ScoreRecord:
+                   *, baseline: BaselineArg = None, gates: bool = True, lean: bool = False,
+                   profile: ProfileArg = None) -> ScoreRecord:
     """Score one artifact (a file, or a results folder searched with near-miss recovery).
 
     ``lean`` (``verification.lean``): also fill ``obligations{}`` with the Lean obligation layer's
-    summary (the exact Python checker; ``lake build`` as well where ``lake`` is on PATH).
+    summary (the exact Python checker; ``lake build`` as well where ``lake`` is on PATH). ``profile``: the
+    scoring profile (name, ``name@version`` or :class:`Profile`; default ``paper``).
     """
     task = as_task(task)
-    entry = compiled(task)
-    f_value, f_source = resolve_baseline(task, baseline, entry.config)
+    entry = compiled(task, profile)
+    f_value, f_source = resolve_baseline(task, baseline, entry.config, entry.baseline, entry.profile)
     try:
         info: os.stat_result | None = os.stat(artifact_path_or_results_dir)
     except OSError:
@@ -334,15 +411,15 @@ def score_artifact(task: Task | str | os.PathLike[str], artifact_path_or_results
 
 
 def score_data(task: Task | str | os.PathLike[str], data: Any, *, baseline: BaselineArg = None,
-               gates: bool = True, lean: bool = False) -> ScoreRecord:
+               gates: bool = True, lean: bool = False, profile: ProfileArg = None) -> ScoreRecord:
     """Score an already-parsed artifact (in-memory callers); ``artifact`` is None in the record.
 
     Parse with ``parse_float=Decimal`` for gates exact to the last digit; float-parsed data is read by
     the gates through each float's shortest ``repr``.
     """
     task = as_task(task)
-    entry = compiled(task)
-    f_value, f_source = resolve_baseline(task, baseline, entry.config)
+    entry = compiled(task, profile)
+    f_value, f_source = resolve_baseline(task, baseline, entry.config, entry.baseline, entry.profile)
     return _score_parsed(task, entry, _empty_record(task, entry, f_value, f_source, None), data, gates, lean)
 
 
@@ -352,12 +429,14 @@ def _score_parsed(task: Task, entry: _Compiled, record: ScoreRecord, data: Any, 
         kind = "an array" if isinstance(data, list) else type(data).__name__
         return _ungradable(record, entry, f"the artifact's top-level JSON value is {kind}; expected an object",
                            task, lean)
-    record.metrics = [score_metric(m, data) for m in entry.config.metrics]
+    profile = entry.profile
+    record.metrics = [score_metric(m, data, profile) for m in entry.config.metrics]
     record.gradable = True
-    record.raw = record.raw_before_gates = panel([(r.weight, r.reward or 0.0) for r in record.metrics])
-    record.gates = run_gates(task, data) if gates else []
+    record.raw = record.raw_before_gates = _panel(profile, record.metrics)
+    checked = run_gates(task, data) if gates else []
     if lean:
-        record.obligations = obligations_summary(task, data, record.gates if gates else None)
+        record.obligations = obligations_summary(task, data, checked if gates else None)
+    record.gates = profile_gates(checked, entry.task_profiles, profile)
     failed = [g.name for g in record.gates if g.status == "failed" and g.severity == "hard"]  # GateResult.hard_error
     if failed:
         return _penalise(record, failed)
@@ -400,7 +479,8 @@ def _empty_record(task: Task, entry: _Compiled, f_value: float, f_source: str, a
         task=task.slug, artifact=None if artifact is None else str(artifact), gradable=False, raw=0.0,
         raw_before_gates=0.0, oracle_raw=entry.oracle_raw, oracle_source=entry.oracle_source,
         baseline_raw=f_value, baseline_source=f_source, gap=entry.oracle_raw - f_value, bo_branch="",
-        o_eval=0.0, bo_eval=-1.0, scoring_version=entry.config.scoring_version,
+        o_eval=0.0, bo_eval=-1.0, scoring_version=entry.config.scoring_version, profile=entry.profile.name,
+        profile_ref=entry.profile.ref, anchor_source=entry.anchor_source,
     )
 
 

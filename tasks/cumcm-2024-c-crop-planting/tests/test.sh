@@ -4,7 +4,8 @@
 # Where the task is: our sandbox and operator mount the whole task, so the task root is the parent of tests/.
 # Harbor uploads only this tests/ directory (to /tests); then a minimal task root is made around it, since
 # tests/ holds everything scoring needs (score_config.json, expected_result.json, invariants.yaml).
-# ANCHORAGE_TASK_DIR, ANCHORAGE_RESULTS_DIR and ANCHORAGE_VERIFIER_LOGS override the three locations.
+# ANCHORAGE_TASK_DIR, ANCHORAGE_RESULTS_DIR and ANCHORAGE_VERIFIER_LOGS override the three locations;
+# ANCHORAGE_SCORING_PROFILE picks the scoring profile (default paper; see docs/design-notes.md).
 set -euo pipefail
 
 tests_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,4 +27,4 @@ artifacts = ["/root/results/cumcm-2024-c-crop-planting_result.json"]
 fi
 
 anchorage score --task "$task_dir" "$results_dir" --reward-file "$logs_dir/reward.json" --json \
-  > "$logs_dir/score.json"
+  --profile "${ANCHORAGE_SCORING_PROFILE:-paper}" > "$logs_dir/score.json"
