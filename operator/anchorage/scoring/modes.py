@@ -12,10 +12,45 @@ class here plus a test (docs/architecture.md "add a metric mode").
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
-if TYPE_CHECKING:
-    from anchorage.scoring.config import Metric, MetricSpec
+
+class MetricSpec(Protocol):
+    """What a mode reads of a ``metrics[]`` entry (:class:`anchorage.scoring.config.MetricSpec`)."""
+
+    @property
+    def oracle_value(self) -> float | None: ...
+    @property
+    def outstanding_value(self) -> float | None: ...
+    @property
+    def baseline_value(self) -> float | None: ...
+    @property
+    def rel_scale(self) -> float: ...
+    @property
+    def abs_scale(self) -> float: ...
+
+
+class Metric(Protocol):
+    """What a mode reads of a compiled metric (:class:`anchorage.scoring.config.Metric`)."""
+
+    @property
+    def direction(self) -> str: ...
+    @property
+    def anchor(self) -> float: ...
+    @property
+    def oracle_value(self) -> float | None: ...
+    @property
+    def outstanding_value(self) -> float | None: ...
+    @property
+    def baseline_value(self) -> float | None: ...
+    @property
+    def rel_scale(self) -> float: ...
+    @property
+    def abs_scale(self) -> float: ...
+    @property
+    def denominator(self) -> float: ...
+    @property
+    def endpoint_error(self) -> str | None: ...
 
 LEGACY_BAND = (0.0, 1e-12)
 """(rel, abs) floor of a legacy denominator: its own scales already bound it (``abs_scale`` ≥ 1e-12)."""
