@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +14,15 @@ import pytest
 import yaml
 
 from anchorage.errors import InputError
+from anchorage.gateway import Gateway, GatewayConfig, start_gateway
+from anchorage.gateway.mock import MockConfig, start_mock
 from anchorage.manifests import Trial, VerificationCampaign
 from anchorage.runtime.local import sandbox
 from anchorage.runtime.local.engine import run_campaign, run_single_trial
 from anchorage.runtime.local.trials import LocalRuntime
 from anchorage.trials.records import TIMING_FIELDS
 
-from .conftest import Env
+from .conftest import REPO, Env
 
 pytestmark = pytest.mark.sandbox
 
@@ -101,9 +104,8 @@ def test_the_same_campaign_gives_the_same_leaderboard_on_both_drivers(kube_env: 
             _scored_json(tmp_path / "local" / "twin" / record["name"] / "score.json")
 
 
-@pytest.mark.parametrize("step", ["panel", "cbu"])
-def test_a_step_the_operator_cannot_run_is_refused_not_ignored(step: str, kube_env: Env) -> None:
-    manifest = _campaign(f"needs-{step}", {"gates": True, step: {}})
+def test_a_step_the_operator_cannot_run_is_refused_not_ignored(kube_env: Env) -> None:
+    manifest = _campaign("needs-discrimination", {"gates": True, "discrimination": True})
     kube_env.start_operator()
     kube_env.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(manifest))
 
@@ -113,8 +115,86 @@ def test_a_step_the_operator_cannot_run_is_refused_not_ignored(step: str, kube_e
 
     kube_env.wait_for(failed, 60, "the campaign to be refused")
     status = kube_env.get("vc", manifest["metadata"]["name"])["status"]
-    assert f"spec.verification.{step} is not supported by the operator driver" in status["conditions"][0]["message"]
+    assert "spec.verification.discrimination is not supported by the operator driver" in status["conditions"][0]["message"]
     assert not kube_env.objects("anchorage.dev", "trials"), "nothing ran"
+
+
+PROOF = REPO / "examples" / "proof-panel"
+PROTOCOL_KEYS = ("panel", "cbu")
+
+
+def _proof_campaign() -> dict[str, Any]:
+    """The proof task: a sound and a flawed solution (replayed) and the oracle, judged by the panel and CBU
+    through the gateway and the labelled mock model's scripted replies (examples/proof-panel/mock-replies.yaml)."""
+    def replay(kind: str) -> dict[str, Any]:
+        return {"kind": "replay", "artifact": str(PROOF / "solutions" / kind)}
+
+    return {"apiVersion": "anchorage.dev/v1alpha1", "kind": "VerificationCampaign", "metadata": {"name": "judged"},
+            "spec": {"tasks": ["proof-smoke"], "parallelism": 3, "entries": [
+                {"name": "sound", "agent": replay("sound")}, {"name": "flawed", "agent": replay("flawed")},
+                {"name": "oracle", "agent": {"kind": "oracle"}}],
+                "verification": {"gates": True, "lean": True, "panel": {"tier": "medium", "model": "mock-verifier"},
+                                 "cbu": {"model": "mock-solver", "rollouts": 2}}}}
+
+
+@pytest.fixture
+def proof_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gateway]:
+    """A TCP gateway with the operator's token secret, in front of the mock upstream with the demo's replies."""
+    monkeypatch.setenv("TEST_GW_TOKEN_SECRET", "secret-of-the-judged-campaign")
+    mock = start_mock(MockConfig.load(PROOF / "mock-replies.yaml"))
+    config = GatewayConfig.model_validate({
+        "upstreams": [{"name": "mock", "base_url": mock.url, "models": ["mock*"]}],
+        "token_secret_env": "TEST_GW_TOKEN_SECRET"})
+    running = start_gateway(config)
+    try:
+        yield running
+    finally:
+        running.stop()
+        mock.stop()
+
+
+def _judged(record: dict[str, Any]) -> dict[str, Any]:
+    return {key: record[key] for key in PROTOCOL_KEYS}
+
+
+@pytest.mark.slow
+def test_panel_and_cbu_give_the_same_results_on_both_drivers(kube_env: Env, tmp_path: Path, proof_gateway: Gateway,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from anchorage.runtime.local.gatewaying import start_local_gateway
+
+    monkeypatch.setenv("ANCHORAGE_TASKS", str(PROOF / "tasks"))
+    manifest = _proof_campaign()
+    local_gateway = start_local_gateway(mock_replies=PROOF / "mock-replies.yaml")
+    try:
+        runtime = LocalRuntime(mechanism=sandbox.detect_mechanism(), base_dir=tmp_path, gateway=local_gateway)
+        local = run_campaign(VerificationCampaign.model_validate(manifest), tmp_path / "local", runtime)
+    finally:
+        local_gateway.stop()
+    outcomes = {r["entry"]: (r["panel"]["outcome"], r["cbu"]["utility"]) for r in local.records}
+    assert outcomes["sound"] == ("confirmed", 1.0) and outcomes["flawed"] == ("refuted", 0.0), outcomes
+
+    kube_env.env["ANCHORAGE_TASKS"] = str(PROOF / "tasks")
+    kube_env.env["ANCHORAGE_GATEWAY_TOKEN_SECRET"] = "secret-of-the-judged-campaign"
+    kube_env.start_operator(f"--gateway-url={proof_gateway.url}/v1", "--task-source", str(PROOF / "tasks"))
+    kube_env.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(manifest))
+    folder = kube_env.store / "judged"
+    kube_env.wait_for(lambda: (folder / "leaderboard.json").is_file(), 300, "the judged campaign's leaderboard")
+    board = json.loads((folder / "leaderboard.json").read_text())
+    assert board["rows"] == json.loads(json.dumps(dataclasses.asdict(local.board)["rows"]))
+    for record in local.records:
+        cluster = json.loads((folder / record["name"] / "trial.json").read_text())
+        assert _judged(cluster) == _judged(record), record["name"]
+        assert _comparable(cluster) == _comparable(record), record["name"]
+        score = json.loads((folder / record["name"] / "score.json").read_text())
+        local_score = json.loads((tmp_path / "local" / "judged" / record["name"] / "score.json").read_text())
+        for step in PROTOCOL_KEYS:  # the whole protocol record, but for timings and the local per-call accounts
+            assert _without(score[step]) == _without(local_score[step]), (record["name"], step)
+    jobs = {j["metadata"]["name"] for j in kube_env.objects("batch", "jobs")}
+    assert {f"{r['name']}-{step}" for r in local.records for step in PROTOCOL_KEYS if r[step]["calls"]} <= jobs
+
+
+def _without(block: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in block.items() if k not in ("duration_sec", "usage")}
 
 
 def test_the_local_engine_refuses_what_it_cannot_run(tmp_path: Path) -> None:

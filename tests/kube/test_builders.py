@@ -105,7 +105,8 @@ def test_network_policies_deny_egress_but_dns_and_gateway() -> None:
     policies = kubejobs.network_policies("evals", OperatorConfig(gateway_namespace="anchorage"))
     for policy in policies:
         kubernetes_validate.validate(policy, K8S, strict=True)
-    deny, allow, verifiers = policies
+    deny, allow, verifiers, protocols = policies
+    assert protocols["spec"]["egress"][1] == allow["spec"]["egress"][1], "protocol pods reach the gateway only"
     assert deny["spec"]["egress"] == [] and "Egress" in deny["spec"]["policyTypes"]
     ports = allow["spec"]["egress"][0]["ports"]
     assert {p["port"] for p in ports} == {53}
@@ -168,3 +169,22 @@ def test_gateway_token_secret_is_valid_and_owned_by_the_job() -> None:
 def test_gateway_admin_url_defaults_to_the_gateway_url_without_v1() -> None:
     assert OperatorConfig(gateway_url="http://gw.x.svc:8080/v1/").admin_url() == "http://gw.x.svc:8080"
     assert OperatorConfig(gateway_admin_url="http://admin:9000/").admin_url() == "http://admin:9000"
+
+
+@pytest.mark.parametrize("step", ["panel", "cbu"])
+def test_protocol_job_is_valid_holds_its_own_token_and_reaches_only_the_gateway(step: str) -> None:
+    config = OperatorConfig(gateway_url="http://gw.team-a.svc:8080/v1")
+    job = kubejobs.protocol_job(TRIAL, step=step, task="proof-smoke", settings={"model": "m"}, artifact="a.json",
+                                config=config, campaign="c1")
+    kubernetes_validate.validate(job, K8S, strict=True)
+    assert job["metadata"]["name"] == f"t1-{step}" and job["metadata"]["ownerReferences"][0]["uid"] == "0000-1111"
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    assert labels[kubejobs.LABEL_ROLE] == "protocol" and labels[kubejobs.LABEL_STEP] == step
+    pod = job["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["OPENAI_API_KEY"]["valueFrom"] == {"secretKeyRef": {"name": f"t1-{step}-gateway", "key": "token"}}
+    assert "--step" in container["command"] and step in container["command"]
+    assert all("valueFrom" not in e for c in pod["initContainers"] for e in c.get("env", [])), "only the protocol holds it"
+    policy = kubejobs.network_policies("evals", config)[-1]
+    assert policy["spec"]["podSelector"]["matchLabels"][kubejobs.LABEL_ROLE] == "protocol"

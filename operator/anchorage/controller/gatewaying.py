@@ -90,6 +90,19 @@ def create_job(job: dict[str, Any], trial: Mapping[str, Any], spec: TrialSpec) -
     kube.create_secret(kubejobs.gateway_token_secret(owned, token))
 
 
+def create_protocol_job(job: dict[str, Any], trial: Mapping[str, Any], spec: TrialSpec, step: str) -> str | None:
+    """Create a trial's ``verification.<step>`` Job and its own token Secret (account ``<trial id>/<step>``,
+    never the agent's); returns why it cannot (no token secret), else None. Idempotent like :func:`create_job`."""
+    secret = _token_secret()
+    if secret is None:
+        return (f"verification.{step} calls models through the gateway, but the operator cannot mint its token: "
+                f"{TOKEN_SECRET_ENV} is not set (Helm: gateway.tokenSecret)")
+    uid = kube.create_job_uid(job)
+    owned = {**job, "metadata": {**job["metadata"], "uid": uid}}
+    kube.create_secret(kubejobs.gateway_token_secret(owned, mint_token(secret, f"{trial_id(trial)}/{step}", spec.entry)))
+    return None
+
+
 class GatewayUnreachable(Exception):
     """The admin API did not answer (or answered an error)."""
 

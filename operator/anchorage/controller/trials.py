@@ -48,7 +48,7 @@ from anchorage.tasks import Task, load_task, resolve_task
 from anchorage.trials import AgentPlan, AttemptEnd, Phase, Reason, TrialRecord, classify, plan_agent, should_retry
 from anchorage.trials.agents import OPERATOR, refusal
 from anchorage.trials.costing import trial_cost
-from anchorage.trials.pipeline import refusals
+from anchorage.trials.pipeline import PROTOCOL_SUMMARY, protocol_steps, refusals, summary
 from anchorage.trials.records import (
     AgentInfo,
     ArtifactInfo,
@@ -297,7 +297,7 @@ async def stop_watchdog(**_: Any) -> None:
 
 
 #: Trials this process launched and trial Jobs whose end it handled.
-_LAUNCHED, _ENDED = Once(), Once()
+_LAUNCHED, _ENDED, _PROTOCOLS_ENDED = Once(), Once(), Once()
 #: Unfinished Trials as last watched (the Job's end and the scores' publication read them from here).
 TRIALS = Latest(lambda namespace, name: kube.get_custom("trials", namespace, name))
 
@@ -466,7 +466,74 @@ def run_ended(run: Mapping[str, Any]) -> None:
     else:
         record = TrialRecord.model_validate(data)
         _apply_scores(record, run, prefix)
-    complete(trial, record, run=meta["name"], scored=(run.get("status") or {}).get("phase") == "Succeeded")
+    proceed(trial, record)
+
+
+def proceed(trial: Mapping[str, Any], record: TrialRecord) -> None:
+    """After scoring: the pipeline's next protocol step (``trials.pipeline``: panel, then CBU — each its own
+    Job with its own gateway token), or, when none is left, the trial's end."""
+    spec = trial_spec(trial)
+    prefix = _prefix(trial.get("status") or {})
+    for step in protocol_steps(spec.verification):
+        if record.phase is Phase.INFRASTRUCTURE_FAILED:
+            break
+        if getattr(record, step.name, None) is not None:
+            continue  # done before a restart
+        outcome = _read_json(f"{prefix}/verifier/{step.name}/outcome.json")
+        if outcome is not None:
+            _apply_protocol(record, step.name, outcome, prefix)
+            continue
+        store().put_bytes(f"{prefix}/{ATTEMPT_RECORD}", json.dumps(record.to_json()).encode())
+        problem = _launch_protocol(trial, spec, step.name, record)
+        if problem is None:
+            return  # the protocol Job's end comes back here (protocol_job_event)
+        _apply_protocol(record, step.name, {"block": {"outcome": None}, "failure": problem}, prefix)
+    complete(trial, record, run=scoring_run_name(trial["metadata"]["name"]), scored=record.score is not None)
+
+
+def _launch_protocol(trial: Mapping[str, Any], spec: TrialSpec, step: str, record: TrialRecord) -> str | None:
+    meta = trial["metadata"]
+    campaign = (meta.get("labels") or {}).get(kubejobs.LABEL_CAMPAIGN)
+    settings = getattr(spec.verification, step).model_dump(mode="json", by_alias=True)
+    artifact = (record.artifact.path if record.artifact else None) or ""
+    job = kubejobs.protocol_job(dict(trial), step=step, task=spec.task, settings=settings,
+                                artifact=artifact.removeprefix("artifacts/") or None, config=config(), campaign=campaign)
+    kube.ensure_policies_once(job["metadata"]["namespace"], config())
+    return gatewaying.create_protocol_job(job, trial, spec, step)
+
+
+def _apply_protocol(record: TrialRecord, step: str, outcome: Mapping[str, Any], prefix: str) -> None:
+    """A protocol step's outcome into the record (its summary), its block into ``score.json``; a failed
+    step (no gateway, every call failing) is the platform's."""
+    block = outcome.get("block") or {}
+    setattr(record, step, summary(step, block))
+    setattr(record.durations, f"{step}_sec", block.get("duration_sec"))
+    score = _read_json(f"{prefix}/score.json")
+    if score is not None:
+        store().put_bytes(f"{prefix}/score.json", json.dumps({**score, step: block}, indent=1, default=str).encode())
+    if outcome.get("failure"):
+        record.end(Phase.INFRASTRUCTURE_FAILED, Reason.GATEWAY_ERROR, str(outcome["failure"]))
+
+
+def protocol_ended(job: dict[str, Any], result: str) -> None:
+    """A trial's protocol Job ended: its outcome into the record, then the next step or the trial's end."""
+    labels, annotations = job["metadata"].get("labels") or {}, job["metadata"].get("annotations") or {}
+    ns = annotations.get("anchorage.dev/trial-namespace", job["metadata"]["namespace"])
+    trial = TRIALS.current(ns, labels[kubejobs.LABEL_TRIAL], lambda t: (t.get("status") or {}).get("phase") == "Running")
+    if trial is None or (trial.get("status") or {}).get("phase") != "Running":
+        return
+    prefix = _prefix(trial.get("status") or {})
+    data = _read_json(f"{prefix}/{ATTEMPT_RECORD}")
+    if data is None:
+        return
+    record = TrialRecord.model_validate(data)
+    step = labels.get(kubejobs.LABEL_STEP, "")
+    if step in PROTOCOL_SUMMARY and getattr(record, step) is None and \
+            _read_json(f"{prefix}/verifier/{step}/outcome.json") is None:
+        _apply_protocol(record, step, {"block": {"outcome": None},
+                                       "failure": f"the verification.{step} pod ended ({result}) without its outcome"},
+                        prefix)
+    proceed(trial, record)
 
 
 def _apply_scores(record: TrialRecord, run: Mapping[str, Any], prefix: str) -> None:
@@ -528,6 +595,19 @@ async def trial_job_event(type: str | None, body: kopf.Body, logger: kopf.Logger
     result = first_end(type, body, _ENDED)
     if result is not None:
         await kube.in_thread(_job_ended, dict(body), result, logger)
+
+
+@kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "protocol", **kubejobs.MANAGED_BY}, **ENDED_JOBS)
+async def protocol_job_event(type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+    """A trial's panel/CBU Job changed: when it has ended, move its trial on (once)."""
+    result = first_end(type, body, _PROTOCOLS_ENDED)
+    if result is None:
+        return
+    try:
+        await kube.in_thread(protocol_ended, dict(body), result)
+    except kopf.TemporaryError as exc:
+        _PROTOCOLS_ENDED.forget(str(body["metadata"].get("uid")))
+        logger.warning(f"moving on after {body['metadata']['name']} failed; the sweep retries: {exc}")
 
 
 def first_end(type_: str | None, body: kopf.Body, once: Once) -> str | None:

@@ -23,6 +23,7 @@ by it; the kubelet holds the agent container until the Secret exists.
 from __future__ import annotations
 
 import base64
+import json
 import urllib.parse
 from typing import Any
 
@@ -38,6 +39,7 @@ LABEL_TRIAL = "anchorage.dev/trial"
 LABEL_CAMPAIGN = "anchorage.dev/campaign"
 LABEL_SCORING = "anchorage.dev/scoring-run"
 LABEL_ROLE = "anchorage.dev/role"
+LABEL_STEP = "anchorage.dev/step"
 LABEL_NETWORK = "anchorage.dev/network"
 RUN_DIR = "/run/anchorage"
 DEFAULT_DEADLINE = 14400
@@ -316,6 +318,73 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
                      "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
 
 
+PROTOCOL_DEADLINE = 3600
+
+
+def protocol_job_name(trial: str, step: str) -> str:
+    """The Job running ``verification.<step>`` of a trial."""
+    return f"{trial}-{step}"
+
+
+def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, Any], artifact: str | None,
+                 config: OperatorConfig, campaign: str | None) -> Manifest:
+    """The Job running a trial's ``verification.panel`` or ``.cbu`` (``kubepod protocol``) on its uploaded results.
+
+    Its own pod, its own gateway token (Secret ``<job>-gateway``, like an agent's), egress to the gateway only
+    (role ``protocol``); the init container copies the trial's results in, the sidecar uploads
+    ``outcome.json`` to ``<trial folder>/verifier/<step>/``.
+    """
+    meta = trial["metadata"]
+    ns = config.trials_namespace or meta["namespace"]
+    name = protocol_job_name(meta["name"], step)
+    prefix = trial_prefix(meta["namespace"], meta["name"], campaign)
+    out = f"{prefix}/verifier/{step}"
+    env, env_from = _storage_env(config, out)
+    task_env = [{"name": "ANCHORAGE_TASKS", "value": config.task_source}] if config.task_source else []
+    secret = {"name": token_secret_name(name), "key": TOKEN_KEY}
+    gateway_env = [{"name": "OPENAI_BASE_URL", "value": config.gateway_url},
+                   {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": secret}}]
+    args = ["protocol", "--step", step, "--task", task, "--settings", json.dumps(settings, separators=(",", ":")),
+            "--src", f"{SCRATCH_IN}/0", "--out", "/scratch/out"]
+    if artifact:
+        args += ["--artifact", artifact]
+    mounts = [{"name": "work", "mountPath": "/scratch"}, {"name": "tmp", "mountPath": "/tmp"}]
+    small = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "500m", "memory": "1Gi"}}
+    sidecar = _sidecar(config, out, {"": "/scratch/out"})
+    sidecar["volumeMounts"] = [{"name": "work", "mountPath": "/scratch", "readOnly": True},
+                               {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
+    labels = {**MANAGED_BY, LABEL_TRIAL: meta["name"], LABEL_ROLE: "protocol", LABEL_STEP: step}
+    if campaign:
+        labels[LABEL_CAMPAIGN] = campaign
+    pod_spec = {
+        "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
+        "securityContext": _pod_security(),
+        "initContainers": [
+            {"name": "fetch-artifacts", "image": config.operator_image,
+             "command": ["python", "-m", "anchorage.runtime.kubepod"],
+             "args": ["fetch-artifacts", "--dest", SCRATCH_IN, "--artifact", f"0={prefix}/artifacts"],
+             "env": env, "envFrom": env_from, "securityContext": _restricted(), "resources": small, "volumeMounts": mounts},
+            sidecar,
+        ],
+        "containers": [{
+            "name": "protocol", "image": config.operator_image,
+            "command": ["/bin/sh", "-c", f'"$@"; rc=$?; echo $rc > {RUN_DIR}/exit-code; exit $rc', "protocol",
+                        "python", "-m", "anchorage.runtime.kubepod", *args],
+            "env": [*task_env, *gateway_env], "securityContext": _restricted(), "resources": small,
+            "volumeMounts": [*mounts, {"name": "run", "mountPath": RUN_DIR}],
+        }],
+        "volumes": [{"name": v, "emptyDir": {}} for v in ("work", "run", "tmp")],
+    }
+    metadata: Manifest = {"name": name, "namespace": ns, "labels": labels,
+                          "annotations": {"anchorage.dev/trial-namespace": meta["namespace"]}}
+    if ns == meta["namespace"]:
+        metadata["ownerReferences"] = [owner_ref(trial)]
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
+            "spec": {"backoffLimit": 0, "activeDeadlineSeconds": PROTOCOL_DEADLINE,
+                     "ttlSecondsAfterFinished": config.ttl_seconds_after_finished,
+                     "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
+
+
 def network_policies(namespace: str, config: OperatorConfig) -> list[Manifest]:
     """Default-deny egress for trial pods except DNS and the gateway's model API port; verifier pods get nothing.
 
@@ -330,6 +399,7 @@ def network_policies(namespace: str, config: OperatorConfig) -> list[Manifest]:
                 "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
     meta = {"namespace": namespace, "labels": dict(MANAGED_BY)}
     trial = {"matchLabels": {**MANAGED_BY, LABEL_ROLE: "trial"}}
+    protocol = {"matchLabels": {**MANAGED_BY, LABEL_ROLE: "protocol"}}
     return [
         {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
          "metadata": {"name": "anchorage-trials-default-deny", **meta},
@@ -343,6 +413,11 @@ def network_policies(namespace: str, config: OperatorConfig) -> list[Manifest]:
          "metadata": {"name": "anchorage-verifiers-deny-all", **meta},
          "spec": {"podSelector": {"matchLabels": {**MANAGED_BY, LABEL_ROLE: "verifier"}},
                   "policyTypes": ["Ingress", "Egress"], "ingress": [], "egress": []}},
+        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+         "metadata": {"name": "anchorage-protocols-gateway-only", **meta},
+         "spec": {"podSelector": protocol, "policyTypes": ["Ingress", "Egress"], "ingress": [], "egress": [
+             {"to": [dns_peer], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+             {"to": [gateway_peer]}]}},
     ]
 
 

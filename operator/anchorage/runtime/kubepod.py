@@ -7,7 +7,8 @@ Containers built by ``anchorage.runtime.kubejobs`` call it; nothing else does.
   container wrote its exit code (or SIGTERM, which the kubelet sends once the main container ended),
   upload the given folders, write ``upload.json`` last, exit;
 * ``fetch-artifacts`` (verifier init container): copy artifacts from the store into the pod;
-* ``score``        (verifier container, no network, no credentials): the Anchorage scorer.
+* ``score``        (verifier container, no network, no credentials): the Anchorage scorer;
+* ``protocol``     (protocol container, the gateway only, its own token): a trial's panel or CBU.
 
 The store is ``anchorage.store.open_store`` (``file://`` or ``s3://``).
 """
@@ -59,6 +60,9 @@ def fetch_task(args: argparse.Namespace) -> None:
         Path(args.results, task.artifact_name).write_bytes((task.root / args.replay_in_task).read_bytes())
     elif args.replay:
         source = args.replay.removeprefix("file://")
+        if Path(source).is_dir():  # a results folder (as the local engine replays it)
+            _copytree(Path(source), Path(args.results))
+            return
         data = Path(source).read_bytes() if Path(source).exists() else \
             open_store(os.environ["ANCHORAGE_STORE"]).get_bytes(source)
         Path(args.results, task.artifact_name).write_bytes(data)
@@ -184,6 +188,33 @@ def score(args: argparse.Namespace) -> None:
         (target / "score.json").write_text(json.dumps(record.to_dict(), indent=1, default=str))
 
 
+def protocol(args: argparse.Namespace) -> None:
+    """A trial's ``verification.panel`` / ``.cbu`` on its solution (``--src``: the trial's results), each model
+    call through the gateway with this pod's own token; writes ``--out/outcome.json`` (block + failure)."""
+    from anchorage.tasks import load_task, resolve_task
+    from anchorage.verify import protocols
+    from anchorage.verify.models import GatewayClient, ModelClient
+    from anchorage.verify.settings import CbuSettings, PanelSettings
+
+    task = load_task(resolve_task(args.task))
+    src = Path(args.src)
+    artifact = str(src / args.artifact) if args.artifact and (src / args.artifact).is_file() else None
+
+    def client() -> ModelClient | str:
+        url, token = os.environ.get("OPENAI_BASE_URL"), os.environ.get("OPENAI_API_KEY")
+        if not url or not token:
+            return f"verification.{args.step} needs the model gateway, but this pod has no gateway URL or token"
+        return GatewayClient(url, token)
+
+    if args.step == "panel":
+        outcome = protocols.trial_panel(task, PanelSettings.model_validate_json(args.settings), src, artifact, client)
+    else:
+        outcome = protocols.trial_cbu(task, CbuSettings.model_validate_json(args.settings), src, artifact, client)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "outcome.json").write_text(json.dumps({"block": outcome.block, "failure": outcome.failure}, default=str))
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m anchorage.runtime.kubepod", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -216,6 +247,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-gates", dest="gates", action="store_false")
     p.add_argument("--lean", action="store_true", help="fill obligations{} with the Lean layer (verification.lean)")
     p.set_defaults(fn=score)
+    p = sub.add_parser("protocol", help="a trial's verification panel or consequence-based utility")
+    p.add_argument("--step", required=True, choices=["panel", "cbu"])
+    p.add_argument("--task", required=True)
+    p.add_argument("--settings", required=True, help="the step's settings (JSON)")
+    p.add_argument("--src", required=True, help="the trial's results folder")
+    p.add_argument("--artifact", help="the scored artifact's path inside --src")
+    p.add_argument("--out", required=True)
+    p.set_defaults(fn=protocol)
     return parser
 
 

@@ -3,7 +3,8 @@
 After the agent's attempt (unless it ended ``InfrastructureFailed``) every driver runs, in this order:
 ``score`` (the task's metric panel, always), ``gates`` and ``lean`` (inside the scorer's call, switched
 by ``verification.gates`` / ``verification.lean``), ``panel`` and ``cbu`` (model calls on the trial's
-solution text, each its own sandboxed process or pod with its own gateway token). A driver lists the
+solution text: locally each model call its own sandboxed process with its own gateway token, in a cluster
+each step its own pod with its own token). A driver lists the
 steps it can run in :data:`SUPPORTED`; admission refuses a manifest that turns on a step the driver
 cannot run (:func:`refusals`) — a campaign never means something different on the two drivers.
 
@@ -14,6 +15,7 @@ verifier Job builder (``controller``, ``runtime/kubejobs.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from anchorage.manifests import Verification
 from anchorage.trials.agents.plans import LOCAL, OPERATOR
@@ -41,14 +43,18 @@ STEPS: tuple[Step, ...] = (
 #: The steps each driver runs.
 SUPPORTED: dict[str, frozenset[str]] = {
     LOCAL: frozenset({"score", "gates", "lean", "panel", "cbu"}),
-    OPERATOR: frozenset({"score", "gates", "lean"}),
+    OPERATOR: frozenset({"score", "gates", "lean", "panel", "cbu"}),
+}
+#: The protocol steps (after the scorer), and the keys of their ``score.json`` block the trial record keeps.
+PROTOCOL_SUMMARY: dict[str, tuple[str, ...]] = {
+    "panel": ("outcome", "status", "repaired", "votes", "launches", "revisions", "calls", "solution_source", "reason",
+              "mock_model"),
+    "cbu": ("utility", "outcome", "reason", "rollouts", "calls"),
 }
 
 _WHY = {
     "discrimination": "the discrimination suite checks the task's invariants, not a trial: run `anchorage lean "
                       "discriminate` instead",
-    "panel": "run this campaign with `anchorage run` (the local engine), or drop verification.panel",
-    "cbu": "run this campaign with `anchorage run` (the local engine), or drop verification.cbu",
 }
 
 
@@ -63,6 +69,16 @@ def switched_on(verification: Verification, step: Step) -> bool:
 def enabled(verification: Verification) -> list[Step]:
     """The steps a trial with this ``verification`` runs, in order."""
     return [step for step in STEPS if switched_on(verification, step)]
+
+
+def protocol_steps(verification: Verification) -> list[Step]:
+    """The enabled steps after the scorer's call (each a model-calling protocol with its own token)."""
+    return [step for step in enabled(verification) if not step.in_scorer]
+
+
+def summary(step: str, block: dict[str, Any]) -> dict[str, Any]:
+    """The trial record's view of a protocol step's ``score.json`` block."""
+    return {key: block.get(key) for key in PROTOCOL_SUMMARY[step]}
 
 
 def refusals(verification: Verification, driver: str, where: str = "spec.verification") -> list[str]:

@@ -34,7 +34,7 @@ from anchorage.runtime.local import sandbox
 from anchorage.tasks import Task
 from anchorage.trials import AgentPlan, AttemptEnd, Phase, Reason, TrialRecord, classify, plan_agent, with_score
 from anchorage.trials.costing import trial_cost
-from anchorage.trials.pipeline import enabled
+from anchorage.trials.pipeline import protocol_steps, summary
 from anchorage.trials.records import AgentInfo, ArtifactInfo, LimitsInfo, PromptInfo, ReplayInfo, SandboxInfo, ScoreInfo, now
 
 MIB = 1024 * 1024
@@ -298,8 +298,8 @@ def _pipeline(job: TrialJob, runtime: LocalRuntime, dirs: dict[str, Path], trial
     if score is None:
         return
     artifact = score.get("artifact")
-    for step in enabled(job.spec.verification):  # in order; score, gates and lean ran in the scorer's call
-        if not step.in_scorer and record.phase is not Phase.INFRASTRUCTURE_FAILED:
+    for step in protocol_steps(job.spec.verification):  # in order; score, gates and lean ran in the scorer's call
+        if record.phase is not Phase.INFRASTRUCTURE_FAILED:
             _protocol(step.name, job, runtime, trial_dir, artifact, score, record)
     try:
         write_json_atomic(trial_dir / "score.json", score)
@@ -341,14 +341,6 @@ def _relative(path: str | None, trial_dir: Path) -> str | None:
     return path
 
 
-#: The record's view of each protocol block of ``score.json`` (the full block stays there).
-_PROTOCOL_KEYS = {
-    "panel": ("outcome", "status", "repaired", "votes", "launches", "revisions", "calls", "solution_source", "reason",
-              "mock_model"),
-    "cbu": ("utility", "outcome", "reason", "rollouts", "calls"),
-}
-
-
 def _protocol(step: str, job: TrialJob, runtime: LocalRuntime, trial_dir: Path, artifact: str | None,
               score: dict[str, Any], record: TrialRecord) -> None:
     """``verification.panel`` / ``verification.cbu`` on the trial's solution text (``runtime/local/verifying.py``):
@@ -364,7 +356,7 @@ def _protocol(step: str, job: TrialJob, runtime: LocalRuntime, trial_dir: Path, 
     outcome = run(job.task, settings, trial=job.name, entry=job.entry, trial_dir=trial_dir, artifact=artifact,
                   gateway=runtime.gateway, mechanism=runtime.mechanism)
     block = score[step] = outcome.block
-    setattr(record, step, {key: block.get(key) for key in _PROTOCOL_KEYS[step]})
+    setattr(record, step, summary(step, block))
     setattr(record.durations, f"{step}_sec", block.get("duration_sec"))
     if outcome.failure is not None:
         record.end(Phase.INFRASTRUCTURE_FAILED, Reason.GATEWAY_ERROR, outcome.failure)

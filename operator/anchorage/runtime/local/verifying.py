@@ -36,28 +36,33 @@ import contextlib
 import json
 import re
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from anchorage import confined
-from anchorage.errors import AnchorageError, InfrastructureError, InputError
+from anchorage.errors import InfrastructureError
 from anchorage.runtime.local import sandbox
 from anchorage.tasks import Task
-from anchorage.verify.cbu import Neighbour, utility
 from anchorage.verify.models import Completion, Message, _completion
-from anchorage.verify.panel import run_panel
-from anchorage.verify.prompts import Problem
+from anchorage.verify.protocols import (  # re-exported: the local engine's callers and tests use these names
+    ClientFactory,
+    neighbours_of,
+    problem_of,
+    solution_text,
+    summarize,
+    trial_cbu,
+    trial_panel,
+)
+from anchorage.verify.protocols import ProtocolOutcome as PanelOutcome
 from anchorage.verify.settings import CbuSettings, PanelSettings
 
+__all__ = ["PanelOutcome", "SandboxedModelClient", "call_limits", "neighbours_of", "problem_of", "run_trial_cbu",
+           "run_trial_panel", "solution_text", "summarize"]
+
 CALL_SCRIPT = "model_call.py"
-MAX_SOLUTION_BYTES = 256 * 1024
-MAX_ARTIFACT_BYTES = 20 * 1024 * 1024
 MAX_REPLY_BYTES = 16 * 1024 * 1024
-DEFAULT_SOLUTION_FILE = "solution.md"
-DEFAULT_SOLUTION_FIELD = "solution"
 CALL_TIMEOUT_SEC = 600.0
 _USAGE_KEYS = ("requests", "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "errors")
 _ROLE = re.compile(r"[^a-z0-9]+")
@@ -162,156 +167,26 @@ class SandboxedModelClient:
         return total
 
 
-# ----- inputs ---------------------------------------------------------------------------------------------
+# ----- the trial's protocols on the local engine ------------------------------------------------------------
 
-def problem_of(task: Task) -> Problem:
-    """The statement the panel judges against: ``environment/data/problem.md``, else the instruction."""
-    statement = task.data_dir / "problem.md"
-    if statement.is_file():
-        text = statement.read_text(encoding="utf-8", errors="replace")
-        if text.strip():
-            return Problem(task.slug, text)
-    return Problem(task.slug, task.instruction)
-
-
-def solution_text(task: Task, results_dir: Path, artifact: str | None) -> tuple[str | None, str]:
-    """The agent's solution text and where it came from (or ``None`` and why there is none)."""
-    name = str(task.config.metadata.get("panel_solution", DEFAULT_SOLUTION_FILE))
-    try:  # the agent wrote it: read beneath the results folder, no link followed, size-capped
-        data = confined.read_bytes(results_dir, name, limit=MAX_SOLUTION_BYTES)
-    except confined.ConfinedError as exc:
-        if exc.reason == "too_large":
-            return None, f"/root/results/{name} is larger than {MAX_SOLUTION_BYTES} bytes"
-        data = None
-    if data is not None:
-        text = data.decode("utf-8", errors="replace")
-        return (text, f"/root/results/{name}") if text.strip() else (None, f"/root/results/{name} is empty")
-    dotted = str(task.config.metadata.get("panel_solution_field", DEFAULT_SOLUTION_FIELD))
-    value = _field(results_dir, artifact, dotted) if artifact and _inside(Path(artifact), results_dir) else None
-    if isinstance(value, str) and value.strip():
-        return value[:MAX_SOLUTION_BYTES], f"artifact field {dotted}"
-    return None, f"no /root/results/{name} and no text at '{dotted}' of the artifact"
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    return folder.resolve() in path.resolve().parents
-
-
-def _field(results_dir: Path, artifact: str, dotted: str) -> Any:
-    try:
-        relative = Path(artifact).resolve().relative_to(results_dir.resolve())
-        data: Any = json.loads(confined.read_bytes(results_dir, relative, limit=MAX_ARTIFACT_BYTES))
-    except (OSError, ValueError, RecursionError, confined.ConfinedError):
-        return None
-    for part in dotted.split("."):
-        data = data.get(part) if isinstance(data, dict) else None
-    return data
-
-
-# ----- the panel of one trial -----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class PanelOutcome:
-    """What the trial gets: the ``panel`` block of ``score.json`` and, on a platform failure, the reason."""
-
-    block: dict[str, Any]
-    failure: str | None = None
+def _client(gateway: Any, mechanism: sandbox.Mechanism, calls_dir: Path, trial: str, entry: str | None,
+            purpose: str) -> ClientFactory:
+    def make() -> SandboxedModelClient | str:
+        if gateway is None or getattr(gateway, "unix_socket", None) is None:
+            return f"verification.{purpose} needs the model gateway, but none is running"
+        return SandboxedModelClient(gateway, mechanism, calls_dir, trial, entry, purpose)
+    return make
 
 
 def run_trial_panel(task: Task, settings: PanelSettings, *, trial: str, entry: str | None, trial_dir: Path,
                     artifact: str | None, gateway: Any, mechanism: sandbox.Mechanism) -> PanelOutcome:
-    """Run the panel on the trial's solution; never raises for the model's or the platform's failures."""
-    started = time.monotonic()
-    text, source = solution_text(task, trial_dir / "artifacts", artifact)
-    if text is None:
-        return PanelOutcome({"outcome": "missing", "status": None, "reason": source, "calls": 0,
-                             "settings": settings.model_dump(mode="json", by_alias=True)})
-    if gateway is None or getattr(gateway, "unix_socket", None) is None:
-        return PanelOutcome({"outcome": None, "solution_source": source},
-                            "verification.panel needs the model gateway, but none is running")
-    client = SandboxedModelClient(gateway, mechanism, trial_dir / "verifier" / "panel" / "calls", trial, entry)
-    try:
-        record = run_panel(problem_of(task), text, client, settings).to_dict()
-    except AnchorageError as exc:  # a reviser call that failed, missing prompt files: the platform's failure
-        block: dict[str, Any] = {"outcome": None, "solution_source": source, "usage": client.usage_total(),
-                                 "error": exc.message}
-        return PanelOutcome(block, f"verification panel failed: {exc.message}")
-    block = summarize(record)
-    block.update(solution_source=source, usage=client.usage_total(), duration_sec=round(time.monotonic() - started, 3),
-                 record=record)
-    ballots = [b for r in record["rounds"] if r["vote"] for b in r["vote"]["ballots"]]
-    if ballots and all(b["error"] for b in ballots):
-        return PanelOutcome(block, f"every panel verifier call failed: {ballots[0]['error']}")
-    return PanelOutcome(block)
-
-
-def summarize(record: dict[str, Any]) -> dict[str, Any]:
-    """The trial-level view of a panel record: outcome of the submitted solution, votes, launches, revisions."""
-    rounds = record["rounds"]
-    first = rounds[0]["vote"]["outcome"] if rounds and rounds[0]["vote"] else None
-    status = record["status"]
-    if status == "abstained":
-        outcome = "abstained"
-    elif first in ("confirmed", "refuted"):
-        outcome = str(first)
-    else:
-        outcome = "undecided"
-    votes = [{"round": r["round"], "outcome": r["vote"]["outcome"], "launched": r["vote"]["launched"],
-              **r["vote"]["counts"]} for r in rounds if r["vote"]]
-    return {
-        "outcome": outcome, "status": status, "repaired": outcome == "refuted" and status == "confirmed",
-        "votes": votes, "launches": sum(v["launched"] for v in votes),
-        "revisions": sum(1 for r in rounds if r["round"] > 0), "calls": record["calls"],
-        "mock_model": record["mock_model"], "abstention": record["abstention"],
-        "settings": record["settings"], "thresholds": record["thresholds"],
-    }
-
-
-# ----- consequence-based utility of one trial -------------------------------------------------------------
-
-DEFAULT_NEIGHBOURS = "tests/cbu_neighbours.json"
-
-
-def neighbours_of(task: Task) -> tuple[list[Neighbour], str]:
-    """The task's neighbour problems (``[metadata] cbu_neighbours``, default ``tests/cbu_neighbours.json``:
-    ``[{id, problem, answer}]``, hidden from the agent like the rest of ``tests/``) and where they came from."""
-    relative = str(task.config.metadata.get("cbu_neighbours", DEFAULT_NEIGHBOURS))
-    path = task.root / relative
-    try:
-        rows = json.loads(path.read_text(encoding="utf-8"))
-        return [Neighbour(Problem(str(r["id"]), str(r["problem"])), str(r["answer"])) for r in rows], relative
-    except FileNotFoundError:
-        return [], f"{relative} does not exist"
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{path}: neighbours must be a JSON list of {{id, problem, answer}} ({exc})",
-                         hint="fix the task's neighbour file (see docs/verification.md)") from exc
+    """The panel on the trial's solution, each call its own sandboxed process (:func:`protocols.trial_panel`)."""
+    make = _client(gateway, mechanism, trial_dir / "verifier" / "panel" / "calls", trial, entry, "panel")
+    return trial_panel(task, settings, trial_dir / "artifacts", artifact, make)
 
 
 def run_trial_cbu(task: Task, settings: CbuSettings, *, trial: str, entry: str | None, trial_dir: Path,
                   artifact: str | None, gateway: Any, mechanism: sandbox.Mechanism) -> PanelOutcome:
-    """Consequence-based utility of the trial's solution text (each rollout one sandboxed call)."""
-    started = time.monotonic()
-    text, source = solution_text(task, trial_dir / "artifacts", artifact)
-    base: dict[str, Any] = {"settings": settings.model_dump(mode="json", by_alias=True), "solution_source": source}
-    if text is None:
-        return PanelOutcome({**base, "utility": None, "outcome": "missing", "reason": source, "calls": 0})
-    try:
-        neighbours, where = neighbours_of(task)
-    except InputError as exc:   # the task's neighbour file is broken: say so, the trial's score stands
-        return PanelOutcome({**base, "utility": None, "outcome": "error", "reason": str(exc), "calls": 0})
-    if not neighbours:
-        return PanelOutcome({**base, "utility": None, "outcome": "no_neighbours", "reason": where, "calls": 0})
-    if gateway is None or getattr(gateway, "unix_socket", None) is None:
-        return PanelOutcome(base, "verification.cbu needs the model gateway, but none is running")
-    client = SandboxedModelClient(gateway, mechanism, trial_dir / "verifier" / "cbu" / "calls", trial, entry, "cbu")
-    try:
-        result = utility(problem_of(task), text, neighbours, client, settings, parallel=4)
-    except AnchorageError as exc:
-        return PanelOutcome({**base, "utility": None, "outcome": "error", "reason": exc.message},
-                            f"consequence-based utility failed: {exc.message}")
-    usage = client.usage_total()
-    block = {**base, **result, "outcome": "scored", "neighbours_source": where, "calls": usage["calls"], "usage": usage,
-             "duration_sec": round(time.monotonic() - started, 3)}
-    if all(n["failed_calls"] == n["rollouts"] for n in result["neighbours"]):
-        return PanelOutcome(block, "every consequence-based-utility call failed")
-    return PanelOutcome(block)
+    """Consequence-based utility of the trial's solution, each rollout one sandboxed call (:func:`protocols.trial_cbu`)."""
+    make = _client(gateway, mechanism, trial_dir / "verifier" / "cbu" / "calls", trial, entry, "cbu")
+    return trial_cbu(task, settings, trial_dir / "artifacts", artifact, make)
