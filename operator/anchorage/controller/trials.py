@@ -47,6 +47,7 @@ from anchorage.runtime.kubestatus import Condition, TrialStatus, Usage, now_rfc3
 from anchorage.tasks import Task, load_task, resolve_task
 from anchorage.trials import AgentPlan, AttemptEnd, Phase, Reason, TrialRecord, classify, plan_agent, should_retry
 from anchorage.trials.agents import OPERATOR, refusal
+from anchorage.trials.agents.plans import replayed_message
 from anchorage.trials.costing import trial_cost
 from anchorage.trials.pipeline import PROTOCOL_SUMMARY, protocol_steps, refusals, summary
 from anchorage.trials.records import (
@@ -55,6 +56,7 @@ from anchorage.trials.records import (
     AttemptInfo,
     LimitsInfo,
     PromptInfo,
+    ReplayInfo,
     SandboxInfo,
     ScoreInfo,
     entry_name,
@@ -375,6 +377,10 @@ def _attempt_record(trial: Mapping[str, Any], spec: TrialSpec, end: AttemptEnd) 
     meta, status = trial["metadata"], trial.get("status") or {}
     task, defaults = _task_cached(spec.task)
     plan = plan_agent(spec.agent, task, spec.seed)
+    replay = None
+    if plan.replay is not None and end.exit_code == 0:  # fetch-task copied it; the agent container ran `true`
+        end = AttemptEnd(replayed=replayed_message(plan))
+        replay = ReplayInfo(source=plan.replay.source, label=plan.label)
     outcome = classify(end)
     resources = kubejobs.resources_in_force(spec, defaults)
     record = TrialRecord(
@@ -390,6 +396,7 @@ def _attempt_record(trial: Mapping[str, Any], spec: TrialSpec, end: AttemptEnd) 
                                               _int(defaults.get("memory_mb")), storage_mb=spec.limits.storage_mb or
                                               _int(defaults.get("storage_mb")))))
     record.end(outcome.phase, outcome.reason, outcome.message)
+    record.replay = replay
     started = _parse_time(status.get("startTime"))
     if started is not None:
         record.durations.agent_sec = round(time.time() - started, 3)

@@ -33,6 +33,7 @@ from anchorage.manifests import Limits, TrialSpec
 from anchorage.runtime.local import sandbox
 from anchorage.tasks import Task
 from anchorage.trials import AgentPlan, AttemptEnd, Phase, Reason, TrialRecord, classify, plan_agent, with_score
+from anchorage.trials.agents.plans import replayed_message
 from anchorage.trials.costing import trial_cost
 from anchorage.trials.pipeline import protocol_steps, summary
 from anchorage.trials.records import AgentInfo, ArtifactInfo, LimitsInfo, PromptInfo, ReplayInfo, SandboxInfo, ScoreInfo, now
@@ -269,8 +270,8 @@ def _replay(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: Loca
             shutil.copyfile(source, dirs["artifacts"] / job.task.artifact_name)
     except OSError as exc:
         return AttemptEnd(storage_failure=f"cannot copy the replayed artifact: {exc}")
-    record.replay = ReplayInfo(source=str(source), label=plan.label)
-    return AttemptEnd(replayed=f"replayed {source} ({plan.label})")
+    record.replay = ReplayInfo(source=plan.replay.source, label=plan.label)  # as the plan names it (both drivers)
+    return AttemptEnd(replayed=replayed_message(plan))
 
 
 def _cost(job: TrialJob, plan: AgentPlan, runtime: LocalRuntime, record: TrialRecord) -> None:

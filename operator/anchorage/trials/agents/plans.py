@@ -65,6 +65,12 @@ class AgentPlan:
 
 #: When a kind calls models: ``always``, ``never``, or ``with_model`` (when ``agent.model`` is set).
 Gateway = Literal["always", "never", "with_model"]
+def replayed_message(plan: AgentPlan) -> str:
+    """The trial's message after a replay (both drivers say the same)."""
+    assert plan.replay is not None
+    return f"replayed {plan.replay.source} ({plan.label})"
+
+
 Planner = Callable[[AgentSpec, Task, int], AgentPlan]
 
 
