@@ -34,10 +34,12 @@ from anchorage.controller import kube, scoring, trials
 from anchorage.controller.settings import config, store
 from anchorage.controller.trials import condition
 from anchorage.errors import InputError
-from anchorage.manifests import API_GROUP, API_VERSION, CampaignSpec, TrialSpec
+from anchorage.manifests import API_GROUP, API_VERSION, CampaignSpec
 from anchorage.runtime import kubejobs
 from anchorage.runtime.kubestatus import CampaignStatus
 from anchorage.trials import is_terminal
+from anchorage.trials.admission import admit
+from anchorage.trials.agents import OPERATOR
 
 INTERVAL = float(os.environ.get("ANCHORAGE_CAMPAIGN_INTERVAL", "2"))
 SWEEP_SEC = float(os.environ.get("ANCHORAGE_SWEEP_INTERVAL", "10"))
@@ -198,7 +200,7 @@ def _reconcile(body: kopf.Body, status: kopf.Status,
         raise kopf.PermanentError(f"invalid campaign: {exc}") from exc
     try:
         for entry in spec.entries:  # what the operator cannot run is refused before any Trial exists
-            trials.admit(TrialSpec(task="-", agent=entry.agent, verification=spec.verification), where="spec")
+            admit(entry.agent, spec.verification, OPERATOR)
         _plan(body, spec)  # taskSelector resolution (campaigns.selection) can fail: say so, retry next tick
     except InputError as exc:
         failed = {"phase": "Failed", "conditions": [condition("Ready", "False", "InvalidTasks", str(exc)[:1000],

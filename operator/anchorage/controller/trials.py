@@ -40,16 +40,17 @@ from anchorage import trials as trials_core
 from anchorage.campaigns.names import dns_label, scoring_run_name
 from anchorage.controller import gatewaying, kube
 from anchorage.controller.settings import config, store
-from anchorage.errors import AnchorageError, InputError
+from anchorage.errors import AnchorageError
 from anchorage.manifests import API_GROUP, API_VERSION, TrialSpec
 from anchorage.runtime import kubejobs
 from anchorage.runtime.kubestatus import Condition, TrialStatus, Usage, now_rfc3339
 from anchorage.tasks import Task, load_task, resolve_task
 from anchorage.trials import AgentPlan, AttemptEnd, Phase, Reason, TrialRecord, classify, plan_agent, should_retry
-from anchorage.trials.agents import OPERATOR, refusal
+from anchorage.trials.admission import admit
+from anchorage.trials.agents import OPERATOR
 from anchorage.trials.agents.plans import replayed_message
 from anchorage.trials.costing import trial_cost
-from anchorage.trials.pipeline import PROTOCOL_SUMMARY, protocol_steps, refusals, summary
+from anchorage.trials.pipeline import PROTOCOL_SUMMARY, protocol_steps, summary
 from anchorage.trials.records import (
     AgentInfo,
     ArtifactInfo,
@@ -115,7 +116,7 @@ def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
     """
     meta = body["metadata"]
     campaign = (meta.get("labels") or {}).get(kubejobs.LABEL_CAMPAIGN)
-    admit(spec)
+    admit(spec.agent, spec.verification, OPERATOR)
     gatewaying.check(spec)  # a model-calling trial needs a token: refuse before anything is written
     plan, defaults = _task_inputs(spec)
     cfg = config()
@@ -131,15 +132,6 @@ def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
         kube.patch_status("trials", meta["namespace"], meta["name"], running.patch())
     kube.ensure_policies_once(job["metadata"]["namespace"], cfg)
     gatewaying.create_job(job, body, spec)  # the Job, then a model-calling agent's token Secret
-
-
-def admit(spec: TrialSpec, where: str = "spec") -> None:
-    """Refuse (InputError) what the operator cannot run: an agent kind or a post-agent step it lacks."""
-    problems = [p for p in (refusal(spec.agent, OPERATOR),) if p]
-    problems += refusals(spec.verification, OPERATOR, where=f"{where}.verification")
-    if problems:
-        raise InputError("; ".join(problems), hint="change the manifest (docs/architecture.md lists what each "
-                         "driver runs)")
 
 
 def launch(trial: Mapping[str, Any]) -> None:

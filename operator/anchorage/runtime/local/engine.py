@@ -37,8 +37,8 @@ from anchorage.runtime.local.trials import (
 )
 from anchorage.tasks import Task, load_task, resolve_task
 from anchorage.trials import Outcome, Phase, Reason, is_terminal, should_retry
-from anchorage.trials.agents import LOCAL, refusal
-from anchorage.trials.pipeline import refusals
+from anchorage.trials.admission import admit
+from anchorage.trials.agents import LOCAL
 from anchorage.trials.records import AttemptInfo
 
 Event = Callable[[str, PlannedTrial, dict[str, Any] | None], None]
@@ -111,14 +111,6 @@ def read_record_file(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def admit(spec: TrialSpec, where: str = "spec") -> None:
-    """Refuse (InputError) what the local engine cannot run: an agent kind or a post-agent step it lacks."""
-    problems = [p for p in (refusal(spec.agent, LOCAL),) if p]
-    problems += refusals(spec.verification, LOCAL, where=f"{where}.verification")
-    if problems:
-        raise InputError("; ".join(problems), hint="change the manifest (see docs/architecture.md, the pipeline)")
-
-
 def run_with_retries(job: TrialJob, trial_dir: Path, runtime: LocalRuntime) -> dict[str, Any]:
     """Run a trial; rerun it only after an infrastructure failure, at most ``spec.retries`` times."""
     attempts: list[AttemptInfo] = []
@@ -150,7 +142,7 @@ def run_campaign(
     tasks = {t.slug: t for t in resolve_tasks(campaign.spec)}
     planned = plan(name, campaign.spec, list(tasks))
     for entry in campaign.spec.entries:
-        admit(TrialSpec(task="-", agent=entry.agent, verification=campaign.spec.verification), where="spec")
+        admit(entry.agent, campaign.spec.verification, LOCAL)
     runtime.campaign_limits = campaign.spec.limits
     notify = on_event or (lambda *_: None)
     with campaign_lock(directory):
@@ -201,7 +193,7 @@ def _run_all(
 def run_single_trial(trial: Trial, runs_dir: Path, runtime: LocalRuntime) -> dict[str, Any]:
     """Run one Trial manifest under ``runs_dir/<name>/`` (always afresh unless already finished)."""
     spec: TrialSpec = trial.spec
-    admit(spec)
+    admit(spec.agent, spec.verification, LOCAL)
     task = load_task(resolve_task(spec.task))
     directory = runs_dir / trial.metadata.name
     with campaign_lock(runs_dir / f".{trial.metadata.name}"):
