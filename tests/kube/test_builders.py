@@ -166,8 +166,9 @@ def test_gateway_token_secret_is_valid_and_owned_by_the_job() -> None:
     assert secret["immutable"] is True and secret["metadata"]["labels"][kubejobs.LABEL_TRIAL] == "t1"
 
 
-def test_gateway_admin_url_defaults_to_the_gateway_url_without_v1() -> None:
-    assert OperatorConfig(gateway_url="http://gw.x.svc:8080/v1/").admin_url() == "http://gw.x.svc:8080"
+def test_gateway_admin_url_defaults_to_the_gateway_hosts_admin_port() -> None:
+    assert OperatorConfig(gateway_url="http://gw.x.svc:8080/v1/").admin_url() == \
+        f"http://gw.x.svc:{kubejobs.GATEWAY_ADMIN_PORT}"
     assert OperatorConfig(gateway_admin_url="http://admin:9000/").admin_url() == "http://admin:9000"
 
 

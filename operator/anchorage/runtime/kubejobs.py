@@ -417,7 +417,7 @@ def network_policies(namespace: str, config: OperatorConfig) -> list[Manifest]:
          "metadata": {"name": "anchorage-protocols-gateway-only", **meta},
          "spec": {"podSelector": protocol, "policyTypes": ["Ingress", "Egress"], "ingress": [], "egress": [
              {"to": [dns_peer], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
-             {"to": [gateway_peer]}]}},
+             {"to": [gateway_peer], "ports": [{"protocol": "TCP", "port": GATEWAY_MODEL_PORT}]}]}},
     ]
 
 
