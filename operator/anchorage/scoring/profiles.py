@@ -148,9 +148,14 @@ def _patched(spec: MetricSpec, patch: AnchorValue) -> MetricSpec:
     return spec.model_copy(update=update)
 
 
-def penalises(profile: Profile, task_profiles: TaskProfiles, gate: GateResult) -> bool:
-    """Whether a ``hard`` gate is a hard penalty under ``profile`` (seed classes only, or every hard gate)."""
-    return profile.gates == "all_hard" or task_profiles.paper_gate(gate.name) is not None
+def penalises(profile: Profile, task_profiles: TaskProfiles, name: str) -> bool:
+    """Whether a ``hard`` gate called ``name`` is a hard penalty under ``profile``: every hard gate
+    (``strict``, ``errata``), the seed's classes (``paper``), or a compatibility profile's own list."""
+    if profile.gates == "all_hard":
+        return True
+    if profile.anchors == "compat":
+        return task_profiles.compat_gate(profile.name, name)
+    return task_profiles.paper_gate(name) is not None
 
 
 def profile_gates(results: list[GateResult], task_profiles: TaskProfiles, profile: Profile) -> list[GateResult]:
@@ -160,7 +165,7 @@ def profile_gates(results: list[GateResult], task_profiles: TaskProfiles, profil
         return results
     out: list[GateResult] = []
     for gate in results:
-        if gate.severity != "hard" or task_profiles.paper_gate(gate.name) is not None:
+        if gate.severity != "hard" or penalises(profile, task_profiles, gate.name):
             out.append(gate)
         elif gate.status == "failed":
             out.append(GateResult(gate.name, gate.form, gate.paths, gate.status, "warning",

@@ -42,6 +42,7 @@ from anchorage.invariants.results import GateResult
 from anchorage.scoring import tbmm_report
 from anchorage.scoring.config import Metric, ScoreConfig, ScoreConfigModel, compile_config, validate_config
 from anchorage.scoring.profiles import Profile, apply_profile, get_profile, profile_gates
+from anchorage.scoring.rebuild import with_values
 from anchorage.scoring.records import MetricResult, ScoreRecord
 from anchorage.scoring.rewards import bo_eval, domain_violation, metric_reward, o_eval, panel
 from anchorage.scoring.values import lookup, summarise, to_number
@@ -192,34 +193,10 @@ def _oracle_panel(task: Task, config: ScoreConfig, profile: Profile,
         return 0.0, "expected_result.json is not a JSON object"
     source = "expected_result.json"
     if substitutions:
-        data = _with_values(data, {m.tokens: substitutions[m.path] for m in config.metrics if m.path in substitutions})
+        data = with_values(data, {m.tokens: substitutions[m.path] for m in config.metrics if m.path in substitutions})
         source += f" with the {profile.name} anchors of {len(substitutions)} metric(s)"
     results = [score_metric(m, data, profile) for m in config.metrics]
     return _panel(profile, results), source
-
-
-def _with_values(data: dict[str, Any], values: dict[tuple[str | int, ...], float]) -> dict[str, Any]:
-    """A copy of ``data`` with each path set to its value (missing objects along a key path are created)."""
-    copy: dict[str, Any] = json.loads(json.dumps(data))
-    for tokens, value in values.items():
-        _set_path(copy, tokens, value)
-    return copy
-
-
-def _set_path(node: Any, tokens: tuple[str | int, ...], value: float) -> None:
-    head, rest = tokens[0], tokens[1:]
-    if isinstance(node, dict) and isinstance(head, str):
-        if not rest:
-            node[head] = value
-            return
-        if not isinstance(node.get(head), dict | list):
-            node[head] = {}
-        _set_path(node[head], rest, value)
-    elif isinstance(node, list) and isinstance(head, int) and head < len(node):
-        if not rest:
-            node[head] = value
-        else:
-            _set_path(node[head], rest, value)
 
 
 def _panel(profile: Profile, results: list[MetricResult]) -> float:

@@ -160,6 +160,7 @@ def _check_profiles(root: Path, config: ScoreConfig, problems: list[Problem]) ->
                                     "fix the gate's bounds or the expected result, or declare the erratum whose "
                                     "check this gate is (tests/profiles.yaml)"))
     _check_errata_results(root, declared, problems)
+    _check_gate_patterns(root, task, declared, problems)
 
 
 def _check_declarations(where: str, declared: TaskProfiles, config: ScoreConfig, problems: list[Problem]) -> None:
@@ -191,6 +192,26 @@ def _check_declarations(where: str, declared: TaskProfiles, config: ScoreConfig,
         if not gate.reason:
             problems.append(Problem(f"{where}#gates/paper/{gate.gate}", "no reason given", "say why the gate is "
                                     f"of the seed's class {gate.seed_class}", "warning"))
+
+
+def _check_gate_patterns(root: Path, task: Task, declared: TaskProfiles, problems: list[Problem]) -> None:
+    """Every gates.paper pattern (and compat gate) names a gate the task's checks produce (a typo guard)."""
+    import fnmatch
+
+    from anchorage.scoring.scorer import run_gates
+
+    try:
+        data = read_json_file(root / "tests" / "expected_result.json", exact=True)
+    except ArtifactError:
+        return
+    names = {g.name for g in run_gates(task, data)}
+    patterns = [(f"gates/paper/{g.gate}", g.gate) for g in declared.gates.paper]
+    patterns += [(f"compat/{name}/gates/{p}", p) for name, c in declared.anchors.compat.items() for p in c.gates or []]
+    for where, pattern in patterns:
+        if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
+            problems.append(Problem(f"{root / PROFILES_FILE}#{where}", f"{pattern!r} matches no gate of the task "
+                                    f"(gate results are named <invariant>[_<i>]_<form> or by their replay check)",
+                                    "use the name `anchorage score --json` shows under gates[]"))
 
 
 def _check_errata_results(root: Path, declared: TaskProfiles, problems: list[Problem]) -> None:

@@ -113,6 +113,9 @@ class CompatAnchors(_Strict):
     evidence: str = Field(min_length=1)
     baseline: BaselinePanel | None = None
     metrics: list[AnchorValue] = Field(default_factory=list)
+    gates: list[str] | None = Field(None, description=(
+        "the gates (names, * globs) that are hard penalties under this profile; unset: those of gates.paper"))
+    gates_note: str = Field("", description="why the profile's gates differ from gates.paper")
 
 
 class Anchors(_Strict):
@@ -161,6 +164,13 @@ class TaskProfiles(_Strict):
             if gate.matches(name):
                 return gate
         return None
+
+    def compat_gate(self, profile: str, name: str) -> bool:
+        """Whether gate ``name`` is a hard penalty under compatibility profile ``profile``."""
+        compat = self.anchors.compat.get(profile)
+        if compat is None or compat.gates is None:
+            return self.paper_gate(name) is not None
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in compat.gates)
 
     def erratum_of(self, path: str) -> Erratum | None:
         for erratum in self.anchors.errata:
