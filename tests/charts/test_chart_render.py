@@ -387,11 +387,11 @@ def test_trial_network_policies_are_the_operators_own(render: Render) -> None:
     assert chart == operator
 
 
-def test_extra_egress_is_its_own_policy_for_trial_and_verifier_pods(render: Render) -> None:
+def test_extra_egress_is_its_own_policy_for_every_pod_role(render: Render) -> None:
     extra = render(FULL).one("NetworkPolicy", "anchorage-trials-extra-egress")
     assert extra["spec"]["egress"] == FULL["trials"]["networkPolicies"]["extraEgress"]
     roles = next(e for e in extra["spec"]["podSelector"]["matchExpressions"] if e["key"] == "anchorage.dev/role")
-    assert sorted(roles["values"]) == ["trial", "verifier"]
+    assert sorted(roles["values"]) == ["protocol", "trial", "verifier"]
 
 
 def test_dashboards_ship_as_labelled_configmaps(render: Render, chart_dir: Path) -> None:
