@@ -106,3 +106,37 @@ def test_unmetered_requests_make_the_cost_a_lower_bound_on_the_leaderboard() -> 
     assert to_text(board)[0][4] == "≥ $0.0030, 3 request(s) unmetered"
     known = leaderboard([TrialResult.from_record(records[0])], baseline=None)
     assert "≥" not in to_markdown(known) and to_text(known)[0][4] == "$0.0040"
+
+
+def test_failing_on_purpose_never_ranks_above_an_honest_twin() -> None:
+    """Two twins doing equally well on seed 0 and badly on seed 1; the cheat turns its bad seed into
+    infrastructure failures. Its mean over scored cells is higher — its rank is not."""
+    results = []
+    for task in ("t1", "t2"):
+        results.append(_r("honest", task, 0, 0.9))
+        results.append(_r("honest", task, 1, 0.1))
+        results.append(_r("cheat", task, 0, 0.9))
+        results.append(_r("cheat", task, 1, 0.0, gradable=False, phase="InfrastructureFailed"))
+    board = leaderboard(results, baseline=None)
+    rows = {row.entry: row for row in board.rows}
+    assert rows["cheat"].o_eval_mean > rows["honest"].o_eval_mean  # the flattering mean is still shown
+    assert rows["cheat"].incomplete and not rows["honest"].incomplete
+    assert (rows["cheat"].cells_scored, rows["cheat"].cells_expected) == (2, 4)
+    assert rows["cheat"].rank_o_eval == pytest.approx(0.45) and rows["honest"].rank_o_eval == pytest.approx(0.5)
+    assert [row.entry for row in board.rows] == ["honest", "cheat"]
+    assert "lower bound" in board.ranking and board.to_dict()["ranking"] == board.ranking
+
+
+def test_an_incomplete_entry_still_ranks_first_when_its_lower_bound_wins() -> None:
+    results = [_r("strong", t, s, 0.95) for t in ("t1", "t2") for s in (0, 1)]
+    results[-1] = _r("strong", "t2", 1, 0.0, gradable=False, phase="InfrastructureFailed")
+    results += [_r("weak", t, s, 0.2) for t in ("t1", "t2") for s in (0, 1)]
+    board = leaderboard(results, baseline=None)
+    assert [row.entry for row in board.rows] == ["strong", "weak"]  # 3 × 0.95 / 4 = 0.71 > 0.2
+
+
+def test_a_tie_puts_the_complete_entry_first() -> None:
+    results = [_r("complete", "t1", 0, 0.5), _r("complete", "t1", 1, 0.5),
+               _r("partial", "t1", 0, 1.0), _r("partial", "t1", 1, 0.0, gradable=False, phase="InfrastructureFailed")]
+    board = leaderboard(results, baseline=None)
+    assert [row.entry for row in board.rows] == ["complete", "partial"]

@@ -20,7 +20,12 @@ Decisions (also in docs/design-notes.md, "Local engine"):
   (``usage.cost_usd``, often 0) to the sum and is counted in ``costs_unknown``, its unmetered requests in
   ``unmetered_requests``: such a row's cost is a lower bound ("≥ $X, N requests unmetered").
 * ``InfrastructureFailed`` trials are never scored: they are counted apart per entry, and an entry
-  with such a hole is flagged ``incomplete`` (its means are over the cells that exist).
+  with such a hole (or a seed that lacks a task) is flagged ``incomplete``; its means are over the cells
+  that exist. **Ranking** (:data:`RANKING_RULE`, stated in every leaderboard): entries are ordered by a
+  lower bound that counts each missing cell of an entry — (task, seed) pairs of its seeds with no scored
+  trial — as O-Eval 0 and Robust BO-Eval −1, then by that bound's BO-Eval, complete entries first on a
+  tie. A complete entry's bound is its mean, so failing on purpose (an unscored seed instead of a bad
+  one) never lifts an entry above a complete one.
 * ``verification.panel``: per entry, the scored trials the panel judged and how many of their submitted
   solutions it confirmed (``Confirmed`` column, shown only when some trial has a panel record);
   ``verification.cbu``: the mean utility over the trials that have one (``CBU`` column, likewise).
@@ -40,6 +45,9 @@ from anchorage.scoring.rewards import bo_eval
 from anchorage.trials.phases import Phase
 
 INFRA_PHASE = str(Phase.INFRASTRUCTURE_FAILED)
+RANKING_RULE = ("Ranked by O-Eval, then Robust BO-Eval; an incomplete entry (unscored seeds or tasks, marked "
+                "'incomplete') is ranked by a lower bound that counts each missing cell as O-Eval 0 and BO-Eval -1, "
+                "so fewer scored seeds never rank it above a complete entry; complete entries first on a tie.")
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,10 @@ class Row:
     panel_confirmed: int = 0   # ... whose submitted solution the panel confirmed
     cbu_mean: float | None = None   # mean consequence-based utility over the trials that have one
     costs_unknown: int = 0          # scored trials whose cost could not be read (cost_per_seed_usd: a lower bound)
+    cells_scored: int = 0           # (task, seed) cells with a scored trial
+    cells_expected: int = 0         # tasks × the entry's seeds
+    rank_o_eval: float = 0.0        # the ranking's O-Eval: the mean, missing cells counted as 0
+    rank_bo_eval: float = -1.0      # the ranking's BO-Eval: the mean, missing cells counted as −1
     unmetered_requests: int = 0     # requests of its scored trials that the gateway could not meter
 
 
@@ -141,6 +153,7 @@ class Leaderboard:
     baseline: str | None
     f_by_task: dict[str, dict[str, Any]] = field(default_factory=dict)
     std: str = "sample standard deviation over seeds (ddof=1); 0 with one seed"
+    ranking: str = RANKING_RULE
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -197,7 +210,7 @@ def leaderboard(results: list[TrialResult], baseline: str | None) -> Leaderboard
     entries = sorted({r.entry for r in results})
     bo = {id(r): robust_bo(r, f_by_task[r.task]["F"]) for r in results if r.scored}
     rows = [_row(entry, [r for r in results if r.entry == entry], bo, len(tasks)) for entry in entries]
-    rows.sort(key=lambda row: (-row.o_eval_mean, -row.bo_eval_mean, row.entry))
+    rows.sort(key=lambda row: (-row.rank_o_eval, -row.rank_bo_eval, row.incomplete, row.entry))
     per_task = {task: _cells(task, results, bo) for task in tasks}
     return Leaderboard(rows=rows, tasks=tasks, per_task=per_task, baseline=baseline, f_by_task=f_by_task)
 
@@ -219,6 +232,8 @@ def _row(entry: str, mine: list[TrialResult], bo: dict[int, float], n_tasks: int
     o_values, bo_values = [s.o_eval for s in per_seed], [s.bo_eval for s in per_seed]
     infra = len(mine) - len(scored)
     utilities = [r.cbu_utility for r in scored if r.cbu_utility is not None]
+    expected = n_tasks * len(seeds)
+    missing = expected - len({(r.task, r.seed) for r in scored})
     return Row(
         entry=entry, seeds=len(per_seed), tasks=n_tasks,
         artifacts_mean=statistics.fmean(s.artifacts for s in per_seed) if per_seed else 0.0,
@@ -232,6 +247,9 @@ def _row(entry: str, mine: list[TrialResult], bo: dict[int, float], n_tasks: int
         cbu_mean=statistics.fmean(utilities) if utilities else None,
         costs_unknown=sum(1 for r in scored if not r.cost_known),
         unmetered_requests=sum(r.unmetered_requests for r in scored),
+        cells_scored=expected - missing, cells_expected=expected,
+        rank_o_eval=math.fsum(r.o_eval for r in scored) / expected if expected else 0.0,
+        rank_bo_eval=(math.fsum(bo[id(r)] for r in scored) - missing) / expected if expected else -1.0,
     )
 
 

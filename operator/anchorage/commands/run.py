@@ -242,5 +242,7 @@ def _print_board(outcome: Any, outputs: dict[str, Path]) -> None:
         table.add_row(*row)
     console = Console(file=sys.stdout, width=120)
     console.print(table)
+    if any(row.incomplete for row in outcome.board.rows):
+        console.print(outcome.board.ranking)
     console.print(f"{outcome.ran} trials run, {outcome.reused} resumed from {outcome.directory}")
     console.print(f"report: {outputs['html']}  ·  leaderboard: {outputs['md']}")

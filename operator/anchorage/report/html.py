@@ -53,7 +53,8 @@ def render(name: str, board: Leaderboard, records: list[dict[str, Any]], plots: 
              f"<style>{_STYLE}</style></head><body>", f"<h1>Campaign {html.escape(name)}</h1>",
              "<h2>Leaderboard</h2>", _table(leaderboard_header(board), rows(board)),
              f"<p class='note'>Standard deviation: {html.escape(board.std)}. Baseline entry (F): "
-             f"{html.escape(board.baseline or 'none — F from each task configuration')}.</p>"]
+             f"{html.escape(board.baseline or 'none — F from each task configuration')}.</p>",
+             f"<p class='note'>{html.escape(board.ranking)}</p>"]
     parts += [_image(p) for p in plots]
     for metric, title in (("o_eval", "O-Eval"), ("bo_eval", "Robust BO-Eval")):
         header, body = per_task_body(board, metric)

@@ -38,7 +38,7 @@ def cost_text(row: Row, currency: str = "") -> str:
 def rows(board: Leaderboard) -> list[list[str]]:
     out: list[list[str]] = []
     for rank, row in enumerate(board.rows, 1):
-        flag = " (incomplete)" if row.incomplete else ""
+        flag = f" (incomplete: {row.cells_scored}/{row.cells_expected} cells scored)" if row.incomplete else ""
         cells = [
             str(rank), row.entry + flag, f"{row.artifacts_mean:.1f}/{row.tasks}",
             f"{row.o_eval_mean:.4f}", f"{row.o_eval_std:.4f}", f"{row.bo_eval_mean:+.4f}", f"{row.bo_eval_std:.4f}",
@@ -83,7 +83,7 @@ def to_markdown(board: Leaderboard) -> str:
              _md_table(columns, leader), "",
              f"Standard deviation: {board.std}. "
              f"Baseline entry (F): {board.baseline or 'none (F from each task configuration)'}.",
-             ""]
+             "", board.ranking, ""]
     for metric, title in (("o_eval", "O-Eval"), ("bo_eval", "Robust BO-Eval")):
         header, body = per_task_body(board, metric)
         means = ["column mean"] + [f"{_column_mean(board, e, metric):.4f}" for e in header[1:]]
