@@ -1,9 +1,11 @@
 """Reading manifest files (one or many YAML documents) into the pydantic models, with line numbers.
 
-Called by ``anchorage run`` and ``anchorage report``. Every problem — YAML syntax, a missing or
-unknown ``kind``, an unknown field, a bad value, an unknown task — becomes one
-:class:`~anchorage.errors.InputError` per problem list, each line naming ``file:line``, the field
-path as written in YAML, what was wrong, and the fix.
+Called by ``anchorage run`` and ``anchorage report``. Every problem — a file too large, binary or not
+UTF-8, YAML syntax, runaway nesting, an alias bomb, a huge integer, a duplicate key
+(:mod:`.yamlsafe`), a missing or unknown ``kind``, an unknown field, a bad value, an unknown task —
+becomes one :class:`~anchorage.errors.InputError` per problem list, each line naming ``file:line``,
+the field path as written in YAML, what was wrong (quoting at most a short excerpt of the input), and
+the fix.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from anchorage.campaigns import yamlsafe
 from anchorage.errors import InputError
 from anchorage.manifests import KINDS, Trial, VerificationCampaign
 
@@ -118,7 +121,7 @@ def describe_validation(exc: ValidationError, model: type[BaseModel], path: Path
             hint = f"{_HINTS[kind]}; allowed here: {', '.join(allowed)}" if allowed else _HINTS[kind]
             lines.append(f"{path}:{_key_line(node, loc)}: unknown field '{field}'\n  fix: {hint}")
             continue
-        got = "" if kind == "missing" else f" (got {error.get('input')!r})"
+        got = "" if kind == "missing" else f" (got {yamlsafe.excerpt(error.get('input'))})"
         hint = _HINTS.get(kind, "see examples/ for a valid manifest")
         if kind == "value_error":
             hint = "change the manifest as the message says"
@@ -129,18 +132,12 @@ def describe_validation(exc: ValidationError, model: type[BaseModel], path: Path
 def load_documents(path: Path) -> list[Document]:
     """Every manifest in ``path`` (``---``-separated), validated; raises one InputError listing all problems."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}", hint="pass an existing manifest file") from exc
-    try:
-        nodes = [n for n in yaml.compose_all(text, Loader=yaml.SafeLoader) if n is not None]
-        datas = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(f"{where}: YAML syntax error: {problem}",
-                         hint="fix the indentation or quoting at that line (YAML needs spaces, not tabs)") from exc
+        parsed = [(node, data) for node, data in yamlsafe.documents(yamlsafe.read_text(path)) if data is not None]
+    except yamlsafe.ManifestError as exc:
+        where = f"{path}:{exc.line}" if exc.line else str(path)
+        raise InputError(f"{where}: {exc.message}", hint=exc.hint or None) from None
+    nodes = [node for node, _ in parsed]
+    datas = [data for _, data in parsed]
     if not datas:
         raise InputError(f"{path} holds no manifest", hint="see examples/trial.yaml and examples/campaign.yaml")
     documents: list[Document] = []
@@ -162,7 +159,7 @@ def _one(path: Path, node: yaml.Node, data: Any) -> tuple[Document | None, list[
                       "\n  fix: start the document with 'apiVersion: anchorage.dev/v1alpha1'"]
     kind = data.get("kind")
     if kind not in KINDS:
-        return None, [f"{path}:{line_of(node, ('kind',))}: kind {kind!r} is not one of {', '.join(KINDS)}"
+        return None, [f"{path}:{line_of(node, ('kind',))}: kind {yamlsafe.excerpt(kind)} is not one of {', '.join(KINDS)}"
                       "\n  fix: set kind to Trial, VerificationCampaign or ScoringRun"]
     model = KINDS[kind]
     try:
