@@ -113,6 +113,9 @@ class TrialSpec(_Model):
     retries: Annotated[int, Field(ge=0, le=10)] = Field(
         default=0, description="Retries of infrastructure failures only (never of a model's own failure)."
     )
+    transcripts: bool = Field(
+        default=False, description="Keep the agent's model requests and responses (redacted, size-capped by the "
+        "gateway) as the trial's transcript.jsonl.")
 
 
 class Entry(_Model):
@@ -123,6 +126,8 @@ class Entry(_Model):
     cost_per_run_usd: Annotated[float, Field(ge=0)] | None = Field(
         default=None, alias="costPerRunUSD", description="Third-party measured USD per run, used instead of metering."
     )
+    transcripts: bool | None = Field(
+        default=None, description="Keep this entry's transcripts (transcript.jsonl per trial); unset: the campaign's.")
 
 
 class Retries(_Model):
@@ -153,6 +158,9 @@ class CampaignSpec(_Model):
     limits: Limits = Field(default_factory=Limits, description="Overrides of every trial's limits.")
     verification: Verification = Field(default_factory=Verification)
     suspend: bool = Field(default=False, description="Stop launching new trials; running ones finish.")
+    transcripts: bool = Field(
+        default=False, description="Keep every trial's model requests and responses as its transcript.jsonl "
+        "(entries may say otherwise).")
 
     @model_validator(mode="after")
     def _consistent(self) -> CampaignSpec:

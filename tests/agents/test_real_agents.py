@@ -133,6 +133,19 @@ def test_each_cli_succeeds_and_is_billed_what_the_model_reported(campaign: Ran, 
     assert record["cost_usd"] > 0
 
 
+@pytest.mark.parametrize("task", [SMOKE, DRAGON])
+def test_the_entry_that_asks_for_transcripts_gets_them(campaign: Ran, task: str) -> None:
+    """examples/agents.yaml keeps the codex entry's transcripts only: one line per model request."""
+    for entry in ("claude-code", "opencode"):
+        assert campaign.records[(entry, task)]["transcript"] is None
+    record = campaign.records[("codex", task)]
+    lines = (campaign.directory / record["name"] / "transcript.jsonl").read_text().splitlines()
+    assert record["transcript"]["records"] == len(lines) == record["usage"]["requests"]
+    calls = [json.loads(line) for line in lines]
+    assert all(call["endpoint"] == "responses" and call["stream"] for call in calls)
+    assert "exec_command" in calls[0]["response_sse"]  # the tool call as codex received it
+
+
 @pytest.mark.parametrize("entry", ["codex", "claude-code", "opencode"])
 def test_the_dragon_trajectory_really_ran_its_tool_calls(campaign: Ran, entry: str) -> None:
     """Every step was a tool call the CLI executed (its output fed the next step), the failing command too."""

@@ -45,6 +45,7 @@ def plan(campaign_name: str, spec: CampaignSpec, tasks: list[str]) -> list[Plann
                 trial = TrialSpec(
                     task=task, agent=entry.agent, seed=seed, entry=entry.name, limits=spec.limits,
                     verification=spec.verification, retries=spec.retries.infrastructure,
+                    transcripts=spec.transcripts if entry.transcripts is None else entry.transcripts,
                 )
                 planned.append(PlannedTrial(name, entry.name, task, seed, trial, entry.cost_per_run_usd))
     return planned

@@ -86,7 +86,7 @@ def create_job(job: dict[str, Any], trial: Mapping[str, Any], spec: TrialSpec) -
     uid = kube.create_job_uid(job)
     owned = {**job, "metadata": {**job["metadata"], "uid": uid}}
     expires = time.time() + float(job["spec"]["activeDeadlineSeconds"]) + EXPIRY_MARGIN_SECONDS
-    token = mint_token(secret, trial_id(trial), spec.entry, expires_at=expires)
+    token = mint_token(secret, trial_id(trial), spec.entry, expires_at=expires, transcript=spec.transcripts)
     kube.create_secret(kubejobs.gateway_token_secret(owned, token))
 
 

@@ -52,6 +52,7 @@ from anchorage.trials.agents.plans import replayed_message
 from anchorage.trials.costing import trial_cost
 from anchorage.trials.pipeline import PROTOCOL_SUMMARY, protocol_steps, summary
 from anchorage.trials.records import (
+    TRANSCRIPT,
     AgentInfo,
     ArtifactInfo,
     AttemptInfo,
@@ -60,6 +61,7 @@ from anchorage.trials.records import (
     ReplayInfo,
     SandboxInfo,
     ScoreInfo,
+    TranscriptInfo,
     entry_name,
     now,
 )
@@ -421,6 +423,22 @@ def _cost(trial: Mapping[str, Any], spec: TrialSpec, record: TrialRecord) -> Non
     record.cost_unknown_reason = fields.get("costUnknownReason")
 
 
+def _transcript(trial: Mapping[str, Any], spec: TrialSpec, prefix: str, record: TrialRecord) -> None:
+    """``transcripts: true``: the gateway's transcript of the trial (all its attempts) as ``transcript.jsonl``
+    beside ``trial.json`` in the store; a gateway that cannot be read is recorded, never fatal."""
+    if not (spec.transcripts and kubejobs.uses_gateway(spec.agent)):
+        return
+    try:
+        data = gatewaying.read_transcript(trial, config())
+    except gatewaying.GatewayUnreachable as exc:
+        record.transcript = TranscriptInfo(error=f"the gateway's transcript could not be read: {exc}")
+        return
+    store().put_bytes(f"{prefix}/{TRANSCRIPT}", data)
+    lines = [json.loads(line) for line in data.splitlines() if line.strip()]
+    record.transcript = TranscriptInfo(path=TRANSCRIPT, records=len(lines), bytes=len(data),
+                                       truncated=any(isinstance(x, dict) and x.get("truncated") is True for x in lines))
+
+
 def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
     """The attempt ended: retry an infrastructure failure, end the trial, or create its ScoringRun."""
     meta, status = trial["metadata"], trial.get("status") or {}
@@ -434,6 +452,7 @@ def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
         _launch({**trial, "status": {}}, spec, record.attempt)
         return
     record.previous_attempts = _previous_attempts(prefix, record.attempt)
+    _transcript(trial, spec, prefix, record)
     if record.phase is Phase.INFRASTRUCTURE_FAILED:
         complete(trial, record)
         return

@@ -153,6 +153,20 @@ class Versions(_Part):
     price_snapshot: str | None = None
 
 
+#: The trial's transcript (``transcripts: true``): beside ``trial.json`` in the trial's folder / store prefix.
+TRANSCRIPT = "transcript.jsonl"
+
+
+class TranscriptInfo(_Part):
+    """The gateway's record of the trial's model calls (one JSON line per request, redacted, size-capped)."""
+
+    path: str | None = None
+    records: int = 0
+    bytes: int = 0
+    truncated: bool = False
+    error: str | None = None
+
+
 class TrialRecord(BaseModel):
     """One trial's record (``<run>/<campaign>/<trial>/trial.json``), written last."""
 
@@ -187,6 +201,7 @@ class TrialRecord(BaseModel):
     replay: ReplayInfo | None = None
     panel: dict[str, Any] | None = None
     cbu: dict[str, Any] | None = None
+    transcript: TranscriptInfo | None = None
     previous_attempts: list[AttemptInfo] = Field(default_factory=list)
     logs: dict[str, str] = Field(default_factory=lambda: {"stdout": "agent/stdout.log", "stderr": "agent/stderr.log"})
     versions: Versions = Field(default_factory=Versions)

@@ -36,7 +36,18 @@ from anchorage.trials import AgentPlan, AttemptEnd, Phase, Reason, TrialRecord, 
 from anchorage.trials.agents.plans import replayed_message
 from anchorage.trials.costing import trial_cost
 from anchorage.trials.pipeline import protocol_steps, summary
-from anchorage.trials.records import AgentInfo, ArtifactInfo, LimitsInfo, PromptInfo, ReplayInfo, SandboxInfo, ScoreInfo, now
+from anchorage.trials.records import (
+    TRANSCRIPT,
+    AgentInfo,
+    ArtifactInfo,
+    LimitsInfo,
+    PromptInfo,
+    ReplayInfo,
+    SandboxInfo,
+    ScoreInfo,
+    TranscriptInfo,
+    now,
+)
 
 MIB = 1024 * 1024
 DEFAULT_PIDS = 1024
@@ -53,6 +64,8 @@ class GatewayLike(Protocol):
                     entry: str | None = None) -> str: ...
 
     def usage(self, trial_id: str) -> Any: ...
+
+    def transcript(self, trial_id: str) -> list[dict[str, Any]]: ...
 
 
 Scorer = Callable[[Task, Path, bool, bool], dict[str, Any]]  # (task, results dir, gates, lean) -> record
@@ -168,6 +181,7 @@ def run_trial(job: TrialJob, trial_dir: Path, runtime: LocalRuntime, *, attempt:
     outcome = classify(_attempt(job, plan, dirs, runtime, record))
     record.end(outcome.phase, outcome.reason, outcome.message)
     _cost(job, plan, runtime, record)
+    _transcript(job, plan, runtime, trial_dir, record)
     if record.phase is not Phase.INFRASTRUCTURE_FAILED:
         _pipeline(job, runtime, dirs, trial_dir, record)
     record.finished_at = now()
@@ -214,7 +228,8 @@ def _attempt(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: Loc
         if gateway is None or gateway.unix_socket is None:
             return AttemptEnd(gateway_failure="this agent needs the model gateway, but none is running")
         try:
-            token = gateway.issue_token(job.name, entry=job.entry)
+            asks = {"transcript": True} if job.spec.transcripts else {}
+            token = gateway.issue_token(job.name, entry=job.entry, **asks)
         except Exception as exc:  # the gateway is another component: any failure is the platform's
             return AttemptEnd(gateway_failure=f"the gateway refused a token: {exc}")
         token_env, socket = {"OPENAI_API_KEY": token, "ANTHROPIC_API_KEY": token}, gateway.unix_socket
@@ -289,6 +304,22 @@ def _cost(job: TrialJob, plan: AgentPlan, runtime: LocalRuntime, record: TrialRe
                       unreadable=unreadable)
     record.usage, record.cost_usd, record.cost_source, record.cost_unknown_reason = \
         usage, cost.usd, cost.source, cost.unknown_reason
+
+
+def _transcript(job: TrialJob, plan: AgentPlan, runtime: LocalRuntime, trial_dir: Path, record: TrialRecord) -> None:
+    """``transcripts: true``: the gateway's record of the trial's model calls, as ``transcript.jsonl`` beside
+    ``trial.json`` (out of the agent's reach: not in its ``agent/`` or ``artifacts/`` folder)."""
+    if not (job.spec.transcripts and plan.needs_gateway and runtime.gateway is not None):
+        return
+    try:
+        lines = runtime.gateway.transcript(job.name)
+    except Exception as exc:  # bookkeeping: the trial's outcome stands, the record says what is missing
+        record.transcript = TranscriptInfo(error=f"the gateway's transcript could not be read: {exc}")
+        return
+    text = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines)
+    (trial_dir / TRANSCRIPT).write_text(text, encoding="utf-8")
+    record.transcript = TranscriptInfo(path=TRANSCRIPT, records=len(lines), bytes=len(text.encode("utf-8")),
+                                       truncated=any(line.get("truncated") is True for line in lines))
 
 
 # ----- the post-agent pipeline (anchorage.trials.pipeline.STEPS, in order) -------------------------------
