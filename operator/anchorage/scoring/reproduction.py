@@ -1,0 +1,119 @@
+"""A task's reproduction compared with its published anchor: per-metric rewards, O-Eval and a verdict.
+
+A reproduction is a task's ``solution/solve.sh`` (our own script implementing the Outstanding paper's
+method); its committed output is ``solution/reproduced_result.json`` and its comparison with the anchor
+(``tests/score_config.json`` + ``tests/expected_result.json``, which stay the published anchor) is
+``solution/comparison.json``. Called by ``tools/anchor_table.py`` (writes the comparison files and the
+anchor table of ``tasks/README.md``) and by ``tests/anchors/test_reproductions.py`` (checks the
+committed figures are what the scorer computes now).
+
+Verdicts (one per task, over the metrics that enter the panel):
+
+* ``reproduces`` — every scored metric is within its own tolerance, i.e. earns a reward ≥ 0.5: for the
+  legacy mode ``|a − O| ≤ max(abs_scale, rel_scale·|O|)`` (or a one-sided metric reaches the anchor),
+  for the min-max mode ``|a − O| ≤ |O − B| / 2``; and no hard gate fails;
+* ``close`` — otherwise, O-Eval against the anchor ≥ 0.9;
+* ``disagrees`` — otherwise. A disagreement is explained by hand in ``comparison.json``
+  (``disagreement.kind``: ``erratum`` — a check the published value fails, declared as an erratum
+  anchor in ``tests/profiles.yaml`` — or ``not_reproduced`` — what differs, when no check decides).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from anchorage.scoring.records import SCORER_VERSION
+from anchorage.scoring.scorer import as_task, score_data
+from anchorage.tasks import Task
+
+Verdict = Literal["reproduces", "close", "disagrees"]
+VERDICTS: tuple[Verdict, ...] = ("reproduces", "close", "disagrees")
+DISAGREEMENT_KINDS = ("erratum", "not_reproduced")
+TOLERANCE_REWARD = 0.5
+"""A metric is within its own tolerance when it earns at least this reward (see the module docstring)."""
+CLOSE_O_EVAL = 0.9
+PROFILE = "paper"
+REPRODUCED_RESULT = "reproduced_result.json"
+COMPARISON = "comparison.json"
+COMPUTED_KEYS = ("task", "profile", "scorer_version", "metrics", "raw", "oracle_raw", "o_eval",
+                 "hard_gates_failed", "verdict")
+"""The keys of ``comparison.json`` that :func:`compare` computes (the rest is written by hand or measured)."""
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    """One scored metric: the reproduction's value, the published anchor and the reward it earns."""
+
+    path: str
+    reproduced: float | None
+    anchor: float
+    reward: float | None
+    weight: float
+    status: str
+
+    @property
+    def within_tolerance(self) -> bool:
+        return self.reward is not None and self.reward >= TOLERANCE_REWARD
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "reproduced": self.reproduced, "anchor": self.anchor,
+                "reward": None if self.reward is None else round(self.reward, 6), "weight": self.weight,
+                "status": self.status, "within_tolerance": self.within_tolerance if self.weight > 0 else None}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The reproduction of one task scored against its anchor under the ``paper`` profile."""
+
+    task: str
+    metrics: list[MetricComparison]
+    raw: float
+    oracle_raw: float
+    o_eval: float
+    hard_gates_failed: list[str]
+
+    @property
+    def verdict(self) -> Verdict:
+        scored = [m for m in self.metrics if m.weight > 0]
+        if not self.hard_gates_failed and scored and all(m.within_tolerance for m in scored):
+            return "reproduces"
+        return "close" if self.o_eval >= CLOSE_O_EVAL else "disagrees"
+
+    @property
+    def differing(self) -> list[MetricComparison]:
+        """The panel metrics outside their tolerance."""
+        return [m for m in self.metrics if m.weight > 0 and not m.within_tolerance]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task": self.task, "profile": PROFILE, "scorer_version": SCORER_VERSION,
+                "metrics": [m.to_dict() for m in self.metrics], "raw": round(self.raw, 6),
+                "oracle_raw": round(self.oracle_raw, 6), "o_eval": round(self.o_eval, 6),
+                "hard_gates_failed": list(self.hard_gates_failed), "verdict": self.verdict}
+
+
+def compare(task: Task | str, data: Any) -> Comparison:
+    """Score ``data`` (a reproduction's parsed artifact) against ``task``'s anchor."""
+    loaded = as_task(task)
+    record = score_data(loaded, data)
+    metrics = [MetricComparison(r.path, r.number, r.anchor, r.reward, r.weight, r.status) for r in record.metrics]
+    failed = [g.name for g in record.gates if g.status == "failed" and g.severity == "hard"]
+    return Comparison(loaded.slug, metrics, record.raw, record.oracle_raw, record.o_eval, failed)
+
+
+def check_disagreement(comparison: dict[str, Any]) -> list[str]:
+    """Problems of the hand-written part of a ``comparison.json`` (empty when it is complete)."""
+    problems: list[str] = []
+    note = comparison.get("disagreement")
+    if comparison.get("verdict") == "disagrees":
+        if not isinstance(note, dict):
+            return ["verdict 'disagrees' needs a 'disagreement' object (kind erratum | not_reproduced, reason)"]
+        if note.get("kind") not in DISAGREEMENT_KINDS:
+            problems.append(f"disagreement.kind must be one of {', '.join(DISAGREEMENT_KINDS)}")
+        if not str(note.get("reason", "")).strip():
+            problems.append("disagreement.reason is empty: say what differs and why")
+        if note.get("kind") == "erratum" and not str(note.get("check", "")).strip():
+            problems.append("an erratum names the check the published value fails (disagreement.check)")
+    elif note is not None:
+        problems.append(f"verdict {comparison.get('verdict')!r} has a 'disagreement' entry; remove it")
+    return problems
