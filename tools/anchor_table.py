@@ -111,9 +111,9 @@ def table_row(task: Path) -> str:
     if not comparison_path.is_file():
         return f"| `{task.name}` | {_metadata(task).get('anchor', 'imported')} | — | — | — |"
     data = read_json(comparison_path)
-    differing = [m for m in data["metrics"] if m["weight"] > 0 and not m["within_tolerance"]]
+    differing = [m for m in data["metrics"] if m["weight"] > 0 and (not m["within_tolerance"] or m.get("exceeds_anchor"))]
     differs = "; ".join(f"`{_short(m['path'])}` {_figure(m['reproduced'])} vs {_figure(m['anchor'])}"
-                        for m in differing) or "—"
+                        + (" (beyond, better)" if m.get("exceeds_anchor") else "") for m in differing) or "—"
     if data["hard_gates_failed"]:
         differs += "; hard gate(s) failed: " + ", ".join(f"`{g}`" for g in data["hard_gates_failed"])
     kind = data.get("disagreement", {}).get("kind")

@@ -9,13 +9,17 @@ committed figures are what the scorer computes now).
 
 Verdicts (one per task, over the metrics that enter the panel):
 
-* ``reproduces`` — every scored metric is within its own tolerance, i.e. earns a reward ≥ 0.5: for the
-  legacy mode ``|a − O| ≤ max(abs_scale, rel_scale·|O|)`` (or a one-sided metric reaches the anchor),
-  for the min-max mode ``|a − O| ≤ |O − B| / 2``; and no hard gate fails;
+* ``reproduces`` — every scored metric is within its own tolerance, ``|a − O| ≤ tol``: the distance at which
+  the metric's two-sided reward falls to 0.5 — ``max(abs_scale, rel_scale·|O|)`` in the legacy mode,
+  ``|O − B| / 2`` in the min-max mode —; and no hard gate fails;
 * ``close`` — otherwise, O-Eval against the anchor ≥ 0.9;
 * ``disagrees`` — otherwise. A disagreement is explained by hand in ``comparison.json``
   (``disagreement.kind``: ``erratum`` — a check the published value fails, declared as an erratum
   anchor in ``tests/profiles.yaml`` — or ``not_reproduced`` — what differs, when no check decides).
+
+A one-sided metric (``higher_is_better`` / ``lower_is_better``) that beats the anchor earns 1.0 however far
+it lands (SPEC §4, G.2): beyond its tolerance it is not reproduced (the published value is not what the
+reproduction finds) but it is marked ``exceeds_anchor``, and it counts fully in O-Eval.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from anchorage.scoring.records import SCORER_VERSION
+from anchorage.scoring.config import LEGACY
+from anchorage.scoring.profiles import PAPER
+from anchorage.scoring.records import SCORER_VERSION, MetricResult
 from anchorage.scoring.scorer import as_task, score_data
 from anchorage.tasks import Task
 
@@ -31,9 +37,9 @@ Verdict = Literal["reproduces", "close", "disagrees"]
 VERDICTS: tuple[Verdict, ...] = ("reproduces", "close", "disagrees")
 DISAGREEMENT_KINDS = ("erratum", "not_reproduced")
 TOLERANCE_REWARD = 0.5
-"""A metric is within its own tolerance when it earns at least this reward (see the module docstring)."""
+"""Where no distance scale is known (a mode without one), a metric is within tolerance at this reward."""
 CLOSE_O_EVAL = 0.9
-PROFILE = "paper"
+PROFILE = PAPER.name
 REPRODUCED_RESULT = "reproduced_result.json"
 COMPARISON = "comparison.json"
 COMPUTED_KEYS = ("task", "profile", "scorer_version", "metrics", "raw", "oracle_raw", "o_eval",
@@ -51,15 +57,27 @@ class MetricComparison:
     reward: float | None
     weight: float
     status: str
+    tolerance: float | None = None
 
     @property
     def within_tolerance(self) -> bool:
-        return self.reward is not None and self.reward >= TOLERANCE_REWARD
+        if self.reproduced is None or self.reward is None or self.status != "scored":
+            return False
+        if self.tolerance is None:
+            return self.reward >= TOLERANCE_REWARD
+        return abs(self.reproduced - self.anchor) <= self.tolerance
+
+    @property
+    def exceeds_anchor(self) -> bool:
+        """Beats the anchor in a one-sided metric's better direction by more than its tolerance (reward 1)."""
+        return self.reward == 1.0 and self.reproduced is not None and not self.within_tolerance
 
     def to_dict(self) -> dict[str, Any]:
+        scored = self.weight > 0
         return {"path": self.path, "reproduced": self.reproduced, "anchor": self.anchor,
                 "reward": None if self.reward is None else round(self.reward, 6), "weight": self.weight,
-                "status": self.status, "within_tolerance": self.within_tolerance if self.weight > 0 else None}
+                "status": self.status, "within_tolerance": self.within_tolerance if scored else None,
+                "exceeds_anchor": self.exceeds_anchor if scored else None}
 
 
 @dataclass(frozen=True)
@@ -95,10 +113,20 @@ class Comparison:
 def compare(task: Task | str, data: Any) -> Comparison:
     """Score ``data`` (a reproduction's parsed artifact) against ``task``'s anchor."""
     loaded = as_task(task)
-    record = score_data(loaded, data)
-    metrics = [MetricComparison(r.path, r.number, r.anchor, r.reward, r.weight, r.status) for r in record.metrics]
+    record = score_data(loaded, data, profile=PROFILE)
+    metrics = [MetricComparison(r.path, r.number, r.anchor, r.reward, r.weight, r.status, _tolerance(r))
+               for r in record.metrics]
     failed = [g.name for g in record.gates if g.status == "failed" and g.severity == "hard"]
     return Comparison(loaded.slug, metrics, record.raw, record.oracle_raw, record.o_eval, failed)
+
+
+def _tolerance(result: MetricResult) -> float | None:
+    """The distance from the anchor at which a two-sided reward falls to 0.5 (None: no such scale)."""
+    if result.mode == LEGACY:
+        return max(result.abs_scale, result.rel_scale * abs(result.anchor))
+    if result.baseline_value is not None:
+        return abs(result.anchor - result.baseline_value) / 2
+    return None
 
 
 def check_disagreement(comparison: dict[str, Any]) -> list[str]:
