@@ -102,7 +102,9 @@ def load_gateway_package(directory: Path) -> None:
     spec.loader.exec_module(module)
 
 
-def serve_gateway(port: int, upstream: str, package: str, loop: str, ledger_dir: str) -> None:
+def serve_gateway(port: int, upstream: str, package: str, loop: str, ledger_dir: str, token_file: str) -> None:
+    """One gateway process: the current package or a ``--before`` copy; it writes a trial token of its own
+    making to ``token_file`` (token formats differ between versions)."""
     import logging
 
     if loop != "default":
@@ -119,7 +121,12 @@ def serve_gateway(port: int, upstream: str, package: str, loop: str, ledger_dir:
     extra = {"ledger_dir": ledger_dir} if ledger_dir != "-" else {}
     config = GatewayConfig(upstreams=[{"name": "mock", "base_url": upstream}],
                            port=port, token_secret_env="BENCH_SECRET", **extra)
-    app, _ledger = build_app(config)
+    app, ledger = build_app(config)
+    Path(token_file).write_text(ledger.issue("bench-trial"))
+    if package == "-":  # as `anchorage gateway` does (anchorage.gctuning); a --before copy runs as it did
+        from anchorage.gctuning import tune_gc
+
+        tune_gc()
     run_until_terminated(app, port, uvloop=True)
 
 
@@ -372,7 +379,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--ledger-dir", type=Path, metavar="DIR",
                         help="also bench the current gateway journalling its usage ledger (fsynced, as the "
                              "chart's gateway does) into a fresh subdirectory of DIR: targets '...+ledger'")
-    parser.add_argument("--serve-gateway", nargs=5, metavar=("PORT", "UPSTREAM", "PACKAGE", "LOOP", "LEDGER"),
+    parser.add_argument("--serve-gateway", nargs=6, metavar=("PORT", "UPSTREAM", "PACKAGE", "LOOP", "LEDGER", "TOKEN"),
                         help=argparse.SUPPRESS)
     return parser.parse_args()
 
@@ -394,7 +401,6 @@ def main() -> None:
         return serve_gateway(int(args.serve_gateway[0]), *args.serve_gateway[1:])
 
     sys.path[:0] = [*([str(args.site)] if args.site else []), str(REPO / "operator")]
-    from anchorage.gateway.ledger import mint_token
     from anchorage.gateway.running import new_event_loop
 
     mock_cpus, gateway_cpus, client_cpus = pinning(args.pin, sorted(os.sched_getaffinity(0)))
@@ -404,7 +410,7 @@ def main() -> None:
     mock_port = free_port()
     direct_url = f"http://127.0.0.1:{mock_port}"
     children = {"mock": spawn(mock_cpus, args.site, "--serve-mock", str(mock_port), str(args.chunks), str(args.chunk_delay))}
-    token = mint_token(SECRET.encode(), "bench-trial")
+    tokens = Path(tempfile.mkdtemp(prefix="bench-gateway-tokens-"))
     targets = [Target("direct", direct_url, "unused", None)]
     packages = {"gateway": "-"} | ({"before": str(args.before.resolve())} if args.before else {})
     variants = [(package_name, package, loop_name, journal)
@@ -415,13 +421,15 @@ def main() -> None:
             ("+ledger" if journal else "")
         port = free_port()
         ledger = tempfile.mkdtemp(prefix=f"{name.replace(':', '-')}-", dir=args.ledger_dir) if journal else "-"
+        token_file = tokens / name.replace(":", "-")
         children[name] = spawn(gateway_cpus, args.site, "--serve-gateway", str(port), direct_url, package,
-                               loop_name, ledger)
-        targets.append(Target(name, f"http://127.0.0.1:{port}", token, children[name].pid))
+                               loop_name, ledger, str(token_file))
+        targets.append(Target(name, f"http://127.0.0.1:{port}", str(token_file), children[name].pid))
     try:
         wait_up(direct_url + "/v1/models")
         for target in targets[1:]:
-            wait_up(target.url + "/healthz")
+            wait_up(target.url + "/healthz")  # any HTTP answer will do (the current gateway wants a token there)
+            target.token = Path(target.token).read_text()  # the file's name until the gateway wrote it
         default = "uvloop" if importlib.util.find_spec("uvloop") and os.environ.get("ANCHORAGE_EVENT_LOOP") != "asyncio" \
             else "asyncio"
         loops = " ".join(default if name == "default" else name for name in args.gateway_loops)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from anchorage.errors import InputError
 
@@ -208,6 +208,7 @@ class PriceSnapshot(BaseModel):
     models: dict[str, ModelEntry]
     aliases: dict[str, str] = Field(default_factory=dict)
     source: str | None = None
+    _billed: dict[str, ModelPrice] = PrivateAttr(default_factory=dict)  # model -> billed price, made on first use
 
     @model_validator(mode="after")
     def _aliases_resolve(self) -> PriceSnapshot:
@@ -247,14 +248,19 @@ class PriceSnapshot(BaseModel):
         return self.resolve(model) is not None
 
     def price(self, model: str) -> ModelPrice:
-        """The billed price of ``model``; unknown models raise (never a silent zero)."""
+        """The billed price of ``model``; unknown models raise (never a silent zero). Made once per model
+        (the gateway prices every request twice: its reservation and its cost)."""
+        known = self._billed.get(model)
+        if known is not None:
+            return known
         name = self.resolve(model)
         if name is None:
             raise InputError(
                 f"model {model!r} has no price in snapshot {self.version}",
                 hint=f"add it (or an alias) to {self.source or 'the price snapshot'} in a new snapshot version",
             )
-        return self.models[name].billed()
+        self._billed[model] = price = self.models[name].billed()
+        return price
 
 
 def cost_usd(usage: Billable, model: str, snapshot: PriceSnapshot) -> float:

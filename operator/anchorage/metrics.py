@@ -85,6 +85,19 @@ def model_label(model: str | None) -> str:
     return model if model is not None and model in _known_models else OTHER
 
 
+_children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+
+def child(metric: Any, *labels: str) -> Any:
+    """``metric.labels(*labels)``, made once (the gateway counts every request: ``labels`` takes a lock and
+    builds its key each time). Label values are bounded (module docstring), so the cache is too."""
+    key = (id(metric), labels)
+    found = _children.get(key)
+    if found is None:
+        found = _children[key] = metric.labels(*labels)
+    return found
+
+
 def record_tokens(entry: str | None, model: str | None, *, input_tokens: int, cached_input_tokens: int,
                   output_tokens: int, reasoning_tokens: int, cost_usd: float | None) -> None:
     """Count one response's tokens and cost for an entry and model."""
@@ -92,9 +105,9 @@ def record_tokens(entry: str | None, model: str | None, *, input_tokens: int, ca
     for kind, value in (("input", input_tokens), ("cached_input", cached_input_tokens),
                         ("output", output_tokens), ("reasoning", reasoning_tokens)):
         if value:
-            TOKENS.labels(*labels, kind).inc(value)
+            child(TOKENS, *labels, kind).inc(value)
     if cost_usd:
-        COST.labels(*labels).inc(cost_usd)
+        child(COST, *labels).inc(cost_usd)
 
 
 def trial_finished(campaign: str, entry: str, task: str, phase: str, reason: str,

@@ -122,6 +122,7 @@ class GatewayApp:
         self.admin_token = admin_token
         self.transcripts = transcripts
         self._timeouts: dict[tuple[str, float], aiohttp.ClientTimeout] = {}
+        self._headers: dict[str, dict[str, str]] = {}  # upstream name -> its provider headers
 
     # ----- the two applications -----------------------------------------------------------------
 
@@ -343,17 +344,24 @@ class GatewayApp:
             return await self._relay_body(call, upstream_response)
 
     def _upstream_headers(self, request: web.Request, upstream: UpstreamConfig) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+        headers = dict(self._provider_headers(upstream))
         for name in PASSED_REQUEST_HEADERS:
             if name in request.headers:
                 headers[name] = request.headers[name]
-        key = upstream.key()
-        if key is not None and upstream.api == "anthropic":
-            headers["x-api-key"] = key
-            headers.setdefault("anthropic-version", "2023-06-01")
-        elif key is not None:
-            headers["Authorization"] = f"Bearer {key}"
         return headers
+
+    def _provider_headers(self, upstream: UpstreamConfig) -> dict[str, str]:
+        """The headers every request to ``upstream`` carries, its key included (made once per upstream)."""
+        found = self._headers.get(upstream.name)
+        if found is None:
+            found = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+            key = upstream.key()
+            if key is not None and upstream.api == "anthropic":
+                found |= {"x-api-key": key, "anthropic-version": "2023-06-01"}  # a client's version replaces it
+            elif key is not None:
+                found["Authorization"] = f"Bearer {key}"
+            self._headers[upstream.name] = found
+        return found
 
     async def _send_with_retries(self, session: aiohttp.ClientSession, request: web.Request,
                                  call: Call) -> aiohttp.ClientResponse:
@@ -545,8 +553,8 @@ class GatewayApp:
         cost = self.ledger.record(call.account, call.model, counts, retries=call.retries, error=error,
                                   reserved_usd=call.estimate.usd, unmetered=unmetered)
         model = metrics.model_label(call.model)
-        metrics.GATEWAY_REQUESTS.labels(call.endpoint, model, str(status)).inc()
-        metrics.GATEWAY_LATENCY.labels(call.endpoint, model).observe(time.perf_counter() - call.started)
+        metrics.child(metrics.GATEWAY_REQUESTS, call.endpoint, model, str(status)).inc()
+        metrics.child(metrics.GATEWAY_LATENCY, call.endpoint, model).observe(time.perf_counter() - call.started)
         if counts is not None:
             metrics.record_tokens(call.account.entry, call.model, input_tokens=counts.input_tokens,
                                   cached_input_tokens=counts.cached_input_tokens,
