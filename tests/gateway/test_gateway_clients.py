@@ -147,3 +147,15 @@ async def test_a_connection_reset_after_the_last_event_is_normal(gateway_factory
     problems = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert not problems, [f"{r.name}: {r.getMessage()}" for r in problems]
     assert not any(r.exc_info for r in caplog.records)
+
+
+def test_a_token_issued_for_a_trial_expires_with_its_timeout_plus_the_margin(
+        gateway_factory: Any, upstream_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from anchorage.gateway.tokens import EXPIRY_MARGIN_SECONDS, verify_token
+
+    monkeypatch.setenv("GW_SECRET_FOR_EXPIRY", "expiry-secret")
+    gateway = gateway_factory(upstream_factory(), token_secret_env="GW_SECRET_FOR_EXPIRY")
+    token = gateway.issue_token("trial-a", timeout_sec=600)
+    claims = verify_token(b"expiry-secret", token)
+    assert claims is not None and claims.expires_at is not None
+    assert abs(claims.expires_at - (time.time() + 600 + EXPIRY_MARGIN_SECONDS)) < 5

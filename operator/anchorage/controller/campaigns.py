@@ -147,7 +147,8 @@ def _publish(body: kopf.Body, spec: CampaignSpec, states: dict[str, TrialState])
     store().put_bytes(key, json.dumps(dataclasses.asdict(board), indent=1).encode())
     rows = [{"entry": r.entry, "oEval": r.o_eval_mean, "oEvalStd": r.o_eval_std, "boEval": r.bo_eval_mean,
              "boEvalStd": r.bo_eval_std, "artifacts": f"{r.artifacts_mean:g}/{r.tasks}",
-             "costUSD": r.cost_per_seed_usd, "costsUnknown": r.costs_unknown} for r in board.rows]
+             "costUSD": r.cost_per_seed_usd, "costsUnknown": r.costs_unknown,
+             "unmeteredRequests": r.unmetered_requests} for r in board.rows]
     best = board.rows[0] if board.rows else None
     return {"leaderboard": rows, "bestEntry": best.entry if best else None,
             "bestOEval": best.o_eval_mean if best else None,

@@ -16,6 +16,7 @@ import logging
 import os
 import secrets
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from anchorage.gateway.config import GatewayConfig
 from anchorage.gateway.journal import Journal
 from anchorage.gateway.ledger import Ledger
 from anchorage.gateway.server import GatewayApp
+from anchorage.gateway.tokens import EXPIRY_MARGIN_SECONDS
 from anchorage.gateway.transcripts import Transcripts
 
 log = logging.getLogger("anchorage.gateway")
@@ -162,15 +164,18 @@ class Gateway:
         return self._ledger.snapshot
 
     def issue_token(self, trial_id: str, *, budget_usd: float | None = None, rate_per_min: float | None = None,
-                    entry: str | None = None, expires_at: float | None = None, transcript: bool = False) -> str:
+                    entry: str | None = None, timeout_sec: float | None = None, expires_at: float | None = None,
+                    transcript: bool = False) -> str:
         """A bearer token for ``trial_id``; every request made with it is billed to that trial.
 
-        ``entry`` (optional) labels the trial's tokens and cost in the Prometheus metrics. ``expires_at``
-        (Unix seconds): the token stops working then — pass the trial's deadline plus a margin
-        (``anchorage.gateway.tokens.EXPIRY_MARGIN_SECONDS``); None: ``token_ttl_seconds`` from now.
-        ``transcript``: keep the trial's request and response bodies (:meth:`transcript`), when the
-        config's ``transcripts.enabled`` allows it.
+        ``entry`` (optional) labels the trial's tokens and cost in the Prometheus metrics. The token
+        expires ``timeout_sec`` (the trial's agent timeout, counted from now) plus
+        :data:`~anchorage.gateway.tokens.EXPIRY_MARGIN_SECONDS` from now, or at ``expires_at`` (Unix
+        seconds); with neither, ``token_ttl_seconds`` from now. ``transcript``: keep the trial's request and
+        response bodies (:meth:`transcript`), when the config's ``transcripts.enabled`` allows it.
         """
+        if expires_at is None and timeout_sec is not None:
+            expires_at = time.time() + timeout_sec + EXPIRY_MARGIN_SECONDS
         token = self._ledger.issue(trial_id, budget_usd=budget_usd, rate_per_min=rate_per_min, entry=entry,
                                    expires_at=expires_at, transcript=transcript)
         self.wait_durable()

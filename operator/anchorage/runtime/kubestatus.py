@@ -130,6 +130,8 @@ class LeaderboardRow(_Status):
                                    "costs: a lower bound when costsUnknown > 0).")
     costs_unknown: int = Field(default=0, ge=0, description="Scored trials of this entry whose "
                                "cost could not be read at the gateway (not counted in costUSD).")
+    unmetered_requests: int = Field(default=0, ge=0, description="Requests of those trials that the gateway relayed "
+                                    "without usage (their cost is unknown: costUSD is then a lower bound).")
 
 
 class CampaignStatus(_Status):

@@ -61,7 +61,7 @@ class GatewayLike(Protocol):
     def unix_socket(self) -> Path | None: ...
 
     def issue_token(self, trial_id: str, *, budget_usd: float | None = None, rate_per_min: float | None = None,
-                    entry: str | None = None) -> str: ...
+                    entry: str | None = None, timeout_sec: float | None = None, transcript: bool = False) -> str: ...
 
     def usage(self, trial_id: str) -> Any: ...
 
@@ -223,17 +223,18 @@ def _attempt(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: Loc
         env["PATH"] = f"{agents.bin_dir(plan.cli)}:{sandbox.sandbox_path()}"
     token_env: dict[str, str] = {}
     socket: Path | None = None
+    limits = resolve_limits(job.spec, job.task, runtime.campaign_limits)
     if plan.needs_gateway:
         gateway = runtime.gateway
         if gateway is None or gateway.unix_socket is None:
             return AttemptEnd(gateway_failure="this agent needs the model gateway, but none is running")
         try:
             asks = {"transcript": True} if job.spec.transcripts else {}
-            token = gateway.issue_token(job.name, entry=job.entry, **asks)
+            token = gateway.issue_token(job.name, entry=job.entry, timeout_sec=limits.timeout_sec,  # expires with it
+                                        **asks)
         except Exception as exc:  # the gateway is another component: any failure is the platform's
             return AttemptEnd(gateway_failure=f"the gateway refused a token: {exc}")
         token_env, socket = {"OPENAI_API_KEY": token, "ANTHROPIC_API_KEY": token}, gateway.unix_socket
-    limits = resolve_limits(job.spec, job.task, runtime.campaign_limits)
     spec = sandbox.SandboxSpec(
         argv=argv, results_dir=dirs["artifacts"], logs_dir=dirs["agent"], limits=limits,
         data_dir=job.task.data_dir if job.task.data_dir.is_dir() else None,

@@ -110,7 +110,7 @@ class SandboxedModelClient:
         (folder / "request.json").write_text(json.dumps({"body": body, "run_id": run_id}, indent=1), encoding="utf-8")
         account = f"{self.trial}/{self.purpose}/{name}"
         try:
-            token = self.gateway.issue_token(account, entry=self.entry)
+            token = self.gateway.issue_token(account, entry=self.entry, timeout_sec=self.timeout_sec)
         except Exception as exc:  # the gateway is another component: its failure is the platform's
             raise InfrastructureError(f"the gateway refused a token for {account}: {exc}",
                                       hint="is the gateway still running?") from exc
