@@ -123,6 +123,37 @@ def test_mock_agent_reaches_the_real_gateway_and_is_metered(  # type: ignore[no-
     assert record["score"]["gradable"] is True
 
 
+def test_an_upstream_that_reports_no_usage_leaves_the_cost_unknown_up_to_the_leaderboard(  # type: ignore[no-untyped-def]
+    mechanism: sandbox.Mechanism, write_manifest, tmp_path: Path
+) -> None:
+    """Unknown is not zero, end to end: the gateway records the request as unmetered, trial.json has
+    ``cost_usd: null`` with the reason, and the leaderboard shows the row's cost as a lower bound."""
+    from anchorage.report.tables import to_markdown
+    from anchorage.runtime.local.gatewaying import start_local_gateway
+
+    silent = tmp_path / "mock.yaml"
+    silent.write_text("report_usage: false\n")  # a provider that never reports token usage
+    entries = "    - name: mock\n      agent: {kind: mock, model: mock-model}"
+    path = write_manifest(campaign_yaml("unmetered", entries, seeds=1))
+    campaign = load_documents(path)[0].resource
+    assert isinstance(campaign, VerificationCampaign)
+    local = start_local_gateway(mock_replies=silent)
+    try:
+        outcome = run_campaign(campaign, tmp_path / "runs", LocalRuntime(mechanism=mechanism, base_dir=path.parent,
+                                                                        gateway=local.gateway))
+    finally:
+        local.stop()
+    [record] = outcome.records
+    assert record["phase"] == "Succeeded", record
+    assert record["cost_usd"] is None and "metered" in record["cost_unknown_reason"]
+    assert record["usage"]["unmetered_requests"] == 1 and record["usage"]["input_tokens"] == 0
+    on_disk = json.loads(next((tmp_path / "runs").rglob("trial.json")).read_text())
+    assert on_disk["cost_usd"] is None and on_disk["usage"]["unmetered_requests"] == 1
+    [row] = outcome.board.rows
+    assert (row.costs_unknown, row.unmetered_requests) == (1, 1)
+    assert "≥ 0.0000, 1 request(s) unmetered" in to_markdown(outcome.board)
+
+
 def test_infrastructure_failures_are_retried_only_as_configured(  # type: ignore[no-untyped-def]
     mechanism: sandbox.Mechanism, write_manifest, tmp_path: Path
 ) -> None:
