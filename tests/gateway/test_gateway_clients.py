@@ -159,3 +159,31 @@ def test_a_token_issued_for_a_trial_expires_with_its_timeout_plus_the_margin(
     claims = verify_token(b"expiry-secret", token)
     assert claims is not None and claims.expires_at is not None
     assert abs(claims.expires_at - (time.time() + 600 + EXPIRY_MARGIN_SECONDS)) < 5
+
+
+async def test_a_providers_cookie_does_not_follow_one_trial_into_another(gateway_factory: Any) -> None:
+    """The gateway's one upstream session keeps no cookies: what a provider sets for one trial's request
+    (load-balancer affinity, bot checks) never rides along on another trial's."""
+    cookies: list[str | None] = []
+
+    async def chat(request: web.Request) -> web.Response:
+        cookies.append(request.headers.get("Cookie"))
+        response = web.json_response({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
+        response.set_cookie("affinity", f"trial-{len(cookies)}")
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    server = BackgroundServer(app, name="cookie-setter").start()
+    try:
+        assert server.url is not None
+
+        class Upstream:  # by name: aiohttp's default jar keeps no cookies of bare IP addresses
+            url = server.url.replace("127.0.0.1", "localhost")
+
+        gateway = gateway_factory(Upstream())
+        for trial in ("trial-a", "trial-b"):
+            assert await status_of(gateway.url, gateway.issue_token(trial), "/v1/chat/completions", CHAT) == 200
+    finally:
+        server.stop()
+    assert cookies == [None, None]

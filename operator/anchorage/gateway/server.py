@@ -155,7 +155,10 @@ class GatewayApp:
 
     async def _session(self, app: web.Application) -> Any:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-        async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
+        # No cookie jar: a provider's Set-Cookie must not follow one trial's requests into another's (and the
+        # jar's filtering and updating cost CPU on every request).
+        async with aiohttp.ClientSession(connector=connector, auto_decompress=False,
+                                         cookie_jar=aiohttp.DummyCookieJar()) as session:
             app[SESSION_KEY] = session
             yield
 
