@@ -28,6 +28,7 @@ from aiohttp import web
 from anchorage import metrics
 from anchorage.costs import PriceSnapshot, Usage, default_snapshot_path
 from anchorage.errors import InfrastructureError, InputError
+from anchorage.gateway.admin import AdminApp
 from anchorage.gateway.config import GatewayConfig
 from anchorage.gateway.journal import Journal
 from anchorage.gateway.ledger import Ledger
@@ -266,8 +267,8 @@ def build(config: GatewayConfig) -> Built:
         log.info("usage ledger: %s (replayed and compacted: %d trial(s))", journal.path, ledger.trials())
     admin_token = _admin_token(config)
     transcripts = _transcripts(config, [*keys, *([admin_token] if admin_token else [])])
-    handlers = GatewayApp(config, ledger, admin_token, transcripts)
-    return Built(handlers.build(), handlers.build_admin(), ledger, transcripts)
+    admin = AdminApp(ledger, admin_token, transcripts, config.metrics_path)
+    return Built(GatewayApp(config, ledger, transcripts).build(), admin.build(), ledger, transcripts)
 
 
 def build_app(config: GatewayConfig) -> tuple[web.Application, Ledger]:

@@ -1,12 +1,9 @@
-"""The gateway's aiohttp applications: the model API agents call, and the admin API they cannot reach.
+"""The gateway's model API: the aiohttp application agents call (its admin API is :mod:`anchorage.gateway.admin`).
 
-Built by :func:`anchorage.gateway.running.build_app` (and ``anchorage gateway``). The **model API**
-(:meth:`GatewayApp.build`, on the TCP port and/or the unix socket agents use) serves the model routes
-only, and every route wants a valid trial token — unknown paths and ``/metrics`` included (401 without
-one, 404 with one); ``HEAD /`` alone answers 200 with no body (clients probe the base URL). The **admin
-API** (:meth:`GatewayApp.build_admin`, on ``admin_port``: a listener of its own, which the trials'
-network policy does not let agents reach) serves ``/healthz``, ``/metrics`` and ``/admin/v1`` (behind the
-admin token). One model request:
+Built by :func:`anchorage.gateway.running.build` (and ``anchorage gateway``), served on the TCP port and/or
+the unix socket agents use. It serves the model routes only, and every route wants a valid trial token —
+unknown paths and ``/metrics`` included (401 without one, 404 with one); ``HEAD /`` alone answers 200 with
+no body (clients probe the base URL). One model request:
 
 1. the bearer token (``Authorization: Bearer`` or Anthropic's ``x-api-key``) names a trial and has not
    expired or been revoked, else 401 (it never reaches an upstream);
@@ -45,7 +42,6 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from anchorage import metrics
 from anchorage.costs import TokenCounts
@@ -54,7 +50,7 @@ from anchorage.gateway.estimates import Estimate, estimate
 from anchorage.gateway.ledger import Ledger, TrialAccount, Unmetered
 from anchorage.gateway.relay import IdleWatch, PushRelay
 from anchorage.gateway.retrying import retry_delay
-from anchorage.gateway.tokens import TokenClaims, same_secret
+from anchorage.gateway.tokens import TokenClaims
 from anchorage.gateway.transcripts import Transcripts, body_for_transcript
 from anchorage.gateway.usage import StreamUsage, UsageStripper, counts_from_body
 
@@ -115,11 +111,9 @@ class Exhausted(Exception):
 class GatewayApp:
     """Request handlers bound to one config and one ledger."""
 
-    def __init__(self, config: GatewayConfig, ledger: Ledger, admin_token: str | None = None,
-                 transcripts: Transcripts | None = None) -> None:
+    def __init__(self, config: GatewayConfig, ledger: Ledger, transcripts: Transcripts | None = None) -> None:
         self.config = config
         self.ledger = ledger
-        self.admin_token = admin_token
         self.transcripts = transcripts
         self._timeouts: dict[tuple[str, float], aiohttp.ClientTimeout] = {}
         self._headers: dict[str, dict[str, str]] = {}  # upstream name -> its provider headers
@@ -140,19 +134,6 @@ class GatewayApp:
         app.cleanup_ctx.append(self._session)
         return app
 
-    def build_admin(self) -> web.Application:
-        """The admin API: health, metrics, tokens, usage, transcripts (a listener agents cannot reach)."""
-        app = web.Application()
-        app.router.add_get("/healthz", self.health)
-        if self.config.metrics_path:
-            app.router.add_get(self.config.metrics_path, self.metrics)
-        if self.admin_token:
-            app.router.add_post("/admin/v1/tokens", self.admin_issue)
-            app.router.add_get("/admin/v1/usage/{trial}", self.admin_usage)
-            app.router.add_delete("/admin/v1/tokens/{trial}", self.admin_revoke)
-            app.router.add_get("/admin/v1/transcripts/{trial}", self.admin_transcript)
-        return app
-
     async def _session(self, app: web.Application) -> Any:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
         # No cookie jar: a provider's Set-Cookie must not follow one trial's requests into another's (and the
@@ -163,14 +144,6 @@ class GatewayApp:
             yield
 
     # ----- small routes -------------------------------------------------------------------------
-
-    async def health(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
-
-    async def metrics(self, request: web.Request) -> web.Response:
-        response = web.Response(body=generate_latest(REGISTRY))
-        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
-        return response
 
     async def probe(self, request: web.Request) -> web.Response:
         """``HEAD /``: clients check the base URL answers; nothing is said but that it does."""
@@ -201,48 +174,6 @@ class GatewayApp:
                                          if any(u.serves(m) for u in self.config.upstreams)})
         data = [{"id": name, "object": "model", "owned_by": "anchorage-gateway"} for name in names]
         return web.json_response({"object": "list", "data": data})
-
-    # ----- admin API (cluster mode: the operator issues tokens and reads usage) -----------------
-
-    def _is_admin(self, request: web.Request) -> bool:
-        assert self.admin_token is not None
-        return same_secret(request.headers.get("Authorization", ""), f"Bearer {self.admin_token}")
-
-    async def admin_issue(self, request: web.Request) -> web.Response:
-        if not self._is_admin(request):
-            return error_response(401, "unauthorized", "admin token required")
-        try:
-            body = await request.json()
-            expires = body.get("expires_at")
-            token = self.ledger.issue(str(body["trial_id"]), budget_usd=body.get("budget_usd"),
-                                      rate_per_min=body.get("rate_per_min"), entry=body.get("entry"),
-                                      expires_at=None if expires is None else float(expires),
-                                      transcript=bool(body.get("transcript", False)))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            return error_response(400, "invalid_request", f"expected {{trial_id, budget_usd?, rate_per_min?, "
-                                  f"entry?, expires_at?, transcript?}}: {exc}")
-        await self._durable()
-        return web.json_response({"token": token})
-
-    async def admin_usage(self, request: web.Request) -> web.Response:
-        if not self._is_admin(request):
-            return error_response(401, "unauthorized", "admin token required")
-        return web.json_response(self.ledger.usage(request.match_info["trial"]).to_dict())
-
-    async def admin_revoke(self, request: web.Request) -> web.Response:
-        if not self._is_admin(request):
-            return error_response(401, "unauthorized", "admin token required")
-        self.ledger.revoke(request.match_info["trial"])
-        await self._durable()
-        return web.json_response({"revoked": request.match_info["trial"]})
-
-    async def admin_transcript(self, request: web.Request) -> web.Response:
-        """The trial's transcript as JSON lines (empty when none was kept)."""
-        if not self._is_admin(request):
-            return error_response(401, "unauthorized", "admin token required")
-        records = self.transcripts.read(request.match_info["trial"]) if self.transcripts is not None else []
-        text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
-        return web.Response(text=text, content_type="application/x-ndjson")
 
     # ----- authentication -------------------------------------------------------------------------
 
