@@ -54,13 +54,11 @@ from anchorage.trials.pipeline import PROTOCOL_SUMMARY, protocol_steps, summary
 from anchorage.trials.records import (
     TRANSCRIPT,
     AgentInfo,
-    ArtifactInfo,
     AttemptInfo,
     LimitsInfo,
     PromptInfo,
     ReplayInfo,
     SandboxInfo,
-    ScoreInfo,
     TranscriptInfo,
     entry_name,
     now,
@@ -562,14 +560,7 @@ def _apply_scores(record: TrialRecord, run: Mapping[str, Any], prefix: str) -> N
         record.end(Phase.INFRASTRUCTURE_FAILED, Reason.SANDBOX_ERROR,
                    f"the verifier did not score the artifact: {status.get('message') or 'no score record'}")
         return
-    record.score = ScoreInfo.of(score)
-    record.scoring_profile = score.get("profile")
-    record.versions.scorer = score.get("scorer_version")
-    record.artifact = ArtifactInfo(path=kubejobs.artifact_in_trial(score.get("artifact")),
-                                   recovered_from=score.get("recovered_from"),
-                                   recovery_note=score.get("recovery_note") or "")
-    outcome = trials_core.with_score(record.outcome(), score)
-    record.end(outcome.phase, outcome.reason, outcome.message)
+    record.apply_score(score, kubejobs.artifact_in_trial(score.get("artifact")))
 
 
 def complete(trial: Mapping[str, Any], record: TrialRecord, *, run: str | None = None, scored: bool = False) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from anchorage.manifests import TrialSpec
-from anchorage.trials.outcomes import Outcome
+from anchorage.trials.outcomes import Outcome, with_score
 from anchorage.trials.phases import Phase, Reason
 
 API_VERSION = "anchorage.dev/v1alpha1"
@@ -213,6 +213,18 @@ class TrialRecord(BaseModel):
     def end(self, phase: Phase, reason: Reason, message: str = "") -> None:
         """Set the trial's phase, reason and message."""
         self.phase, self.reason, self.message = phase, reason, message
+
+    def apply_score(self, score: Mapping[str, Any], artifact_path: str | None) -> None:
+        """The scorer's record (``score.json``) into this record: headline numbers, the profile (``name@version``)
+        and scorer that made them, the artifact (``artifact_path``: relative to the trial's folder) — and a
+        run that left no artifact becomes the model's ``no_artifact`` (:func:`~anchorage.trials.with_score`)."""
+        self.score = ScoreInfo.of(score)
+        self.scoring_profile = score.get("profile_ref") or score.get("profile")
+        self.versions.scorer = score.get("scorer_version")
+        self.artifact = ArtifactInfo(path=artifact_path, recovered_from=score.get("recovered_from"),
+                                     recovery_note=score.get("recovery_note") or "")
+        outcome = with_score(self.outcome(), score)
+        self.end(outcome.phase, outcome.reason, outcome.message)
 
     def outcome(self) -> Outcome:
         """The record's phase, reason and message as an :class:`Outcome` (the trial must have ended)."""

@@ -32,19 +32,17 @@ from anchorage.errors import InputError
 from anchorage.manifests import Limits, TrialSpec
 from anchorage.runtime.local import sandbox
 from anchorage.tasks import Task
-from anchorage.trials import AgentPlan, AttemptEnd, Phase, Reason, TrialRecord, classify, plan_agent, with_score
+from anchorage.trials import AgentPlan, AttemptEnd, Phase, Reason, TrialRecord, classify, plan_agent
 from anchorage.trials.agents.plans import replayed_message
 from anchorage.trials.costing import trial_cost
 from anchorage.trials.pipeline import protocol_steps, summary
 from anchorage.trials.records import (
     TRANSCRIPT,
     AgentInfo,
-    ArtifactInfo,
     LimitsInfo,
     PromptInfo,
     ReplayInfo,
     SandboxInfo,
-    ScoreInfo,
     TranscriptInfo,
     now,
 )
@@ -354,14 +352,7 @@ def _score(job: TrialJob, runtime: LocalRuntime, dirs: dict[str, Path], record: 
     rewards = {key: score[key] for key in ("o_eval", "bo_eval", "raw") if isinstance(score.get(key), int | float)}
     write_json_atomic(dirs["verifier"] / "reward.json", {"reward": rewards.get("o_eval", 0.0), **rewards})
     record.durations.score_sec = round(time.monotonic() - started, 4)
-    record.score = ScoreInfo.of(score)
-    record.scoring_profile = score.get("profile")
-    record.versions.scorer = score.get("scorer_version")
-    path = score.get("artifact")
-    record.artifact = ArtifactInfo(path=_relative(path, dirs["artifacts"].parent), recovered_from=score.get("recovered_from"),
-                                   recovery_note=score.get("recovery_note") or "")
-    outcome = with_score(record.outcome(), score)
-    record.end(outcome.phase, outcome.reason, outcome.message)
+    record.apply_score(score, _relative(score.get("artifact"), dirs["artifacts"].parent))
     return score
 
 
