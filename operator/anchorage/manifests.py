@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler,
 from pydantic.alias_generators import to_camel
 
 from anchorage.errors import InputError
+from anchorage.scoring.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from anchorage.verify.settings import CbuSettings, PanelSettings
 
 API_GROUP = "anchorage.dev"
@@ -101,6 +102,24 @@ class Verification(_Model):
             raise ValueError(f"{exc.message} (fix: {hint})" if hint else exc.message) from None
 
 
+class Scoring(_Model):
+    """How the trial's artifact is scored."""
+
+    profile: str = Field(
+        default=DEFAULT_PROFILE, json_schema_extra={"enum": list(PROFILES)},
+        description="Scoring profile: paper (default: the seed's rules and anchors), strict (+ this project's "
+                    "feasibility gates), errata (+ its re-derived anchors), tbmm-report-2026-09 (the published "
+                    "report's arithmetic). Every score record and board names it.")
+
+    @field_validator("profile")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        try:
+            return get_profile(value).name
+        except InputError as exc:
+            raise ValueError(f"{exc.message} ({exc.hint})") from None
+
+
 class TrialSpec(_Model):
     """One agent run on one task with one seed."""
 
@@ -110,6 +129,7 @@ class TrialSpec(_Model):
     entry: str | None = Field(default=None, description="Leaderboard entry name (set by campaigns).")
     limits: Limits = Field(default_factory=Limits, description="Resource limits; unset fields come from task.toml.")
     verification: Verification = Field(default_factory=Verification, description="Checks run after scoring.")
+    scoring: Scoring = Field(default_factory=Scoring, description="How the artifact is scored (profile).")
     retries: Annotated[int, Field(ge=0, le=10)] = Field(
         default=0, description="Retries of infrastructure failures only (never of a model's own failure)."
     )
@@ -157,6 +177,7 @@ class CampaignSpec(_Model):
     retries: Retries = Field(default_factory=Retries)
     limits: Limits = Field(default_factory=Limits, description="Overrides of every trial's limits.")
     verification: Verification = Field(default_factory=Verification)
+    scoring: Scoring = Field(default_factory=Scoring, description="How every trial is scored (profile).")
     suspend: bool = Field(default=False, description="Stop launching new trials; running ones finish.")
     transcripts: bool = Field(
         default=False, description="Keep every trial's model requests and responses as its transcript.jsonl "
@@ -192,6 +213,8 @@ class ScoringRunSpec(_Model):
     campaign_ref: str | None = Field(default=None, description="Name of a campaign whose artifacts are rescored.")
     baseline: str | None = Field(default=None, description="Baseline artifact or score record (URI).")
     verification: Verification = Field(default_factory=Verification)
+    scoring: Scoring = Field(default_factory=Scoring, description="How the artifacts are scored (profile); a "
+                             "campaignRef rescored under another profile gives that profile's board.")
 
     @model_validator(mode="after")
     def _one_source(self) -> ScoringRunSpec:

@@ -35,8 +35,10 @@ TRIAL_DURATION = Histogram(
     ["entry", "task", "phase"],
     buckets=(10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800),
 )
-O_EVAL = Gauge("anchorage_o_eval", "Latest O-Eval score (mean over seeds).", ["campaign", "entry", "task"])
-BO_EVAL = Gauge("anchorage_bo_eval", "Latest BO-Eval score (mean over seeds).", ["campaign", "entry", "task"])
+O_EVAL = Gauge("anchorage_o_eval", "Latest O-Eval score (mean over seeds) under the scoring profile named by "
+               "the profile label.", ["campaign", "entry", "task", "profile"])
+BO_EVAL = Gauge("anchorage_bo_eval", "Latest BO-Eval score (mean over seeds) under the scoring profile named by "
+                "the profile label.", ["campaign", "entry", "task", "profile"])
 TOKENS = Counter(
     "anchorage_tokens_total", "Model tokens by kind (input, cached_input, output, reasoning).",
     ["entry", "model", "kind"],
@@ -124,12 +126,13 @@ def set_trial_counts(campaign: str, counts: dict[tuple[str, str], int]) -> None:
         TRIALS.labels(campaign, entry, phase).set(count)
 
 
-def set_scores(campaign: str, entry: str, task: str, *, o_eval: float | None, bo_eval: float | None) -> None:
-    """Publish the latest per-task scores of an entry (None leaves a gauge unset: unscored)."""
+def set_scores(campaign: str, entry: str, task: str, *, o_eval: float | None, bo_eval: float | None,
+               profile: str = "paper") -> None:
+    """Publish the latest per-task scores of an entry under ``profile`` (None leaves a gauge unset: unscored)."""
     if o_eval is not None:
-        O_EVAL.labels(campaign, entry, task).set(o_eval)
+        O_EVAL.labels(campaign, entry, task, profile).set(o_eval)
     if bo_eval is not None:
-        BO_EVAL.labels(campaign, entry, task).set(bo_eval)
+        BO_EVAL.labels(campaign, entry, task, profile).set(bo_eval)
 
 
 def gates_checked(task: str, failures: Iterable[str]) -> None:
@@ -199,9 +202,10 @@ def operator_trial_finished(trial: Mapping[str, Any], phase: str, reason: str, n
 
 
 def operator_trial_scored(trial: Mapping[str, Any], o_eval: float | None, bo_eval: float | None) -> None:
-    """A Trial resource got its scores: publish them as the latest of its (campaign, entry, task)."""
+    """A Trial resource got its scores: publish them as the latest of its (campaign, entry, task, profile)."""
     campaign, entry, task = trial_labels(trial)
-    set_scores(campaign, entry, task, o_eval=o_eval, bo_eval=bo_eval)
+    profile = str(((trial.get("spec") or {}).get("scoring") or {}).get("profile") or "paper")
+    set_scores(campaign, entry, task, o_eval=o_eval, bo_eval=bo_eval, profile=profile)
 
 
 def campaign_trial_counts(campaign: str, entries: Mapping[str, str], phases: Mapping[str, str | None]) -> None:

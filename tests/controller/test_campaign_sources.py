@@ -49,6 +49,21 @@ def test_a_selected_campaign_runs_and_a_campaign_ref_rescores_its_artifacts(kube
     assert run["recordUri"].endswith("/_scoring/default/rescore")
     assert sorted(p.name for p in (kube_env.store / "_scoring" / "default" / "rescore").iterdir()
                   if p.is_dir()) == ["o-s0", "o-s1"]
+    assert run["profile"] == "paper@1" and run["leaderboard"][0]["entry"] == "o"
+
+    # the same artifacts under another profile: a second board, no agent rerun
+    trials_before = len(kube_env.objects("anchorage.dev", "trials"))
+    _apply(kube_env, "ScoringRun", "rescore-strict", {"campaignRef": "sel", "scoring": {"profile": "strict"}})
+    kube_env.wait_for(lambda: _status(kube_env, "sr", "rescore-strict").get("phase") in ("Succeeded", "Failed"), 120,
+                      "the strict rescoring run")
+    strict = _status(kube_env, "sr", "rescore-strict")
+    assert strict["phase"] == "Succeeded" and strict["profile"] == "strict@1", strict
+    assert [r["entry"] for r in strict["leaderboard"]] == ["o"] and strict["leaderboard"][0]["oEval"] == 1.0
+    board = json.loads((kube_env.store / "_scoring" / "default" / "rescore-strict" / "leaderboard.json").read_text())
+    assert board["profile"] == "strict@1"
+    assert len(kube_env.objects("anchorage.dev", "trials")) == trials_before
+    job = next(j for j in kube_env.objects("batch", "jobs") if j["metadata"]["name"] == "rescore-strict-verify")
+    assert "--profile" in job["spec"]["template"]["spec"]["containers"][0]["command"]
 
 
 @pytest.mark.parametrize(("spec", "fragment"), [

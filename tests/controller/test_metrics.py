@@ -44,7 +44,7 @@ def test_operator_serves_trial_counts_and_scores_without_trial_names(kube_env: E
     finished = {"campaign": "none", "entry": "oracle", "task": "smoke-inventory", "phase": "Succeeded",
                 "reason": "completed"}
     assert samples[("anchorage_trials_finished_total", frozenset(finished.items()))] == 1.0
-    score = {"campaign": "none", "entry": "oracle", "task": "smoke-inventory"}
+    score = {"campaign": "none", "entry": "oracle", "task": "smoke-inventory", "profile": "paper"}
     assert samples[("anchorage_o_eval", frozenset(score.items()))] == 1.0
     durations = {"entry": "oracle", "task": "smoke-inventory", "phase": "Succeeded"}
     assert samples[("anchorage_trial_duration_seconds_count", frozenset(durations.items()))] == 1.0

@@ -37,5 +37,6 @@ def test_run_publishes_trial_metrics(tmp_path: Path) -> None:
     finished = REGISTRY.get_sample_value("anchorage_trials_finished_total", {
         "campaign": "metr", "entry": "o", "task": "smoke-inventory", "phase": "Succeeded", "reason": "completed"})
     assert finished == 2.0
-    assert REGISTRY.get_sample_value("anchorage_o_eval", {"campaign": "metr", "entry": "o", "task": "smoke-inventory"}) == 1.0
+    labels = {"campaign": "metr", "entry": "o", "task": "smoke-inventory", "profile": "paper"}
+    assert REGISTRY.get_sample_value("anchorage_o_eval", labels) == 1.0
     assert "Leaderboard" in result.output

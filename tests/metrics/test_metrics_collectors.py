@@ -43,7 +43,7 @@ def test_helpers_update_collectors_and_serve_exposes_them() -> None:
             text = response.read().decode()
     finally:
         server.stop()
-    assert 'anchorage_o_eval{campaign="camp-m",entry="entry-m",task="task-m"} 0.75' in text
+    assert 'anchorage_o_eval{campaign="camp-m",entry="entry-m",profile="paper",task="task-m"} 0.75' in text
     assert 'anchorage_bo_eval{campaign="camp-m"' not in text  # unscored stays unset, not 0
     assert 'anchorage_cost_usd_total{entry="entry-m",model="known-model"} 0.25' in text
     assert 'anchorage_obligations_checked_total{outcome="proved",task="task-m"} 3.0' in text

@@ -31,6 +31,8 @@ Decisions (also in docs/design-notes.md, "Local engine"):
   ``verification.cbu``: the mean utility over the trials that have one (``CBU`` column, likewise).
 * The per-task table holds, per task and entry, the mean over seeds; when no cell is missing its
   column means equal the leaderboard means exactly (same numbers, summed in the other order).
+* **Profile**: every board names the scoring profile of its records (``profile``, ``name@version``);
+  records scored under different profiles are never averaged silently — the board says ``mixed: ...``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from anchorage.scoring.profiles import get_profile
 from anchorage.scoring.rewards import bo_eval
 from anchorage.trials.phases import Phase
 
@@ -70,6 +73,7 @@ class TrialResult:
     cbu_utility: float | None = None   # verification.cbu: the solution's consequence-based utility
     cost_known: bool = True            # False when the record's cost_usd is null (usage not readable)
     unmetered_requests: int = 0        # requests the gateway relayed without usage (then cost_known is False)
+    profile: str = "paper@1"           # the scoring profile (name@version) of the record's score
 
     @property
     def scored(self) -> bool:
@@ -90,7 +94,18 @@ class TrialResult:
             cbu_utility=_number((record.get("cbu") or {}).get("utility")),
             cost_known=not ("cost_usd" in record and record["cost_usd"] is None),
             unmetered_requests=int((record.get("usage") or {}).get("unmetered_requests") or 0),
+            profile=_profile_ref(record),
         )
+
+
+def _profile_ref(record: dict[str, Any]) -> str:
+    """``name@version`` of the profile that scored the record (records from before profiles: ``paper``)."""
+    score = record.get("score") or {}
+    ref = score.get("profile_ref")
+    if isinstance(ref, str) and ref:
+        return ref
+    name = record.get("scoring_profile") or score.get("profile") or "paper"
+    return get_profile(str(name)).ref
 
 
 def _known_part(record: dict[str, Any]) -> float:
@@ -154,6 +169,7 @@ class Leaderboard:
     f_by_task: dict[str, dict[str, Any]] = field(default_factory=dict)
     std: str = "sample standard deviation over seeds (ddof=1); 0 with one seed"
     ranking: str = RANKING_RULE
+    profile: str = "paper@1"       # the scoring profile of every record on the board ("mixed: ..." otherwise)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -212,7 +228,10 @@ def leaderboard(results: list[TrialResult], baseline: str | None) -> Leaderboard
     rows = [_row(entry, [r for r in results if r.entry == entry], bo, len(tasks)) for entry in entries]
     rows.sort(key=lambda row: (-row.rank_o_eval, -row.rank_bo_eval, row.incomplete, row.entry))
     per_task = {task: _cells(task, results, bo) for task in tasks}
-    return Leaderboard(rows=rows, tasks=tasks, per_task=per_task, baseline=baseline, f_by_task=f_by_task)
+    profiles = sorted({r.profile for r in results if r.scored})
+    profile = profiles[0] if len(profiles) == 1 else ("mixed: " + ", ".join(profiles) if profiles else "paper@1")
+    return Leaderboard(rows=rows, tasks=tasks, per_task=per_task, baseline=baseline, f_by_task=f_by_task,
+                       profile=profile)
 
 
 def _row(entry: str, mine: list[TrialResult], bo: dict[int, float], n_tasks: int) -> Row:

@@ -131,7 +131,7 @@ def _publish_score(campaign: str, item: Any, score: dict[str, Any], state: _Publ
     seen = state.scores.setdefault((item.entry, item.task), [])
     seen.append((float(o_eval), float(bo_eval)))
     metrics.set_scores(campaign, item.entry, item.task, o_eval=sum(o for o, _ in seen) / len(seen),
-                       bo_eval=sum(b for _, b in seen) / len(seen))
+                       bo_eval=sum(b for _, b in seen) / len(seen), profile=str(score.get("profile") or "paper"))
 
 
 def _needs_model(resource: Any) -> bool:
@@ -222,7 +222,8 @@ def _run_campaign(campaign: Any, runs_dir: Path, runtime: Any, plots: bool, publ
 
         for task, cells in outcome.board.per_task.items():
             for entry, cell in cells.items():
-                metrics.set_scores(name, entry, task, o_eval=cell.o_eval, bo_eval=cell.bo_eval)
+                metrics.set_scores(name, entry, task, o_eval=cell.o_eval, bo_eval=cell.bo_eval,
+                                   profile=outcome.board.profile.split("@")[0])
     outputs = write_outputs(outcome.directory, campaign.metadata.name, outcome.board, outcome.records, with_plots=plots)
     _print_board(outcome, outputs)
 
@@ -233,7 +234,7 @@ def _print_board(outcome: Any, outputs: dict[str, Path]) -> None:
 
     from anchorage.report.tables import to_text
 
-    table = Table(title=f"Leaderboard — {outcome.directory.name}")
+    table = Table(title=f"Leaderboard — {outcome.directory.name} — scoring profile {outcome.board.profile}")
     columns = ["entry", "Art.", "O-Eval (mean ± std)", "Robust BO-Eval (mean ± std)", "cost/seed"]
     for column in columns + (["panel confirmed"] if outcome.board.has_panel else []) + (
             ["CBU"] if outcome.board.has_cbu else []):

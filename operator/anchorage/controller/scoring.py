@@ -13,6 +13,7 @@ rescored). The post-agent steps the verifier runs are the lifecycle core's
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -20,13 +21,15 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
+from anchorage.campaigns.aggregation import TrialResult, leaderboard
 from anchorage.controller import kube, trials
 from anchorage.controller.settings import config, store
 from anchorage.controller.trials import _finished, condition
 from anchorage.errors import InputError
 from anchorage.manifests import API_GROUP, API_VERSION, ScoringRunSpec
 from anchorage.runtime import kubejobs, kuberescoring
-from anchorage.runtime.kubestatus import Condition, ScoreSummary, ScoringRunStatus, now_rfc3339
+from anchorage.runtime.kubestatus import Condition, LeaderboardRow, ScoreSummary, ScoringRunStatus, now_rfc3339
+from anchorage.scoring.profiles import get_profile
 from anchorage.trials.agents import OPERATOR
 from anchorage.trials.pipeline import refusals
 
@@ -97,7 +100,7 @@ def start(run: dict[str, Any]) -> None:
     task, items, out = _run_sources(run, spec)
     kube.create_job(kubejobs.verifier_job(run, task=task, artifacts=items, out=out, config=config(),
                                           baseline=spec.baseline, gates=spec.verification.gates,
-                                          lean=spec.verification.lean))
+                                          lean=spec.verification.lean, profile=spec.scoring.profile))
 
 
 def launch(run: dict[str, Any]) -> None:
@@ -165,22 +168,41 @@ def finish(run: dict[str, Any], result: str) -> None:
     """Publish the scores of a finished verifier Job in the run's status (its only write)."""
     meta = run["metadata"]
     spec = ScoringRunSpec.model_validate(run["spec"])
-    _, items, out = _run_sources(run, spec)
+    task, items, out = _run_sources(run, spec)
     scores = _summaries(run, items, out)
     ok = result == "Complete" and all("error" not in s["_record"] or s["_record"].get("o_eval") is not None
                                       for s in scores)
     first = scores[0] if scores else {}
+    board = _campaign_board(run, spec, task, scores, out) if spec.campaign_ref else []
     done = ScoringRunStatus(
         phase="Succeeded" if ok else "Failed", job_name=verifier_job_name(run),
         record_uri=f"{config().store_uri.rstrip('/')}/{out}", observed_generation=meta.get("generation"),
         raw=first.get("raw"), o_eval=first.get("oEval"), bo_eval=first.get("boEval"),
         scores=[ScoreSummary.model_validate({k: v for k, v in s.items() if k != "_record" and v is not None})
                 for s in scores],
+        profile=get_profile(spec.scoring.profile).ref, leaderboard=board,
         message=None if ok else f"verifier job ended: {result}",
         conditions=[Condition.model_validate(condition(
             "Ready", "True" if ok else "False", "Scored" if ok else "VerifierFailed",
             f"{len(scores)} artifact(s) scored at {now_rfc3339()}"))])
     kube.patch_status("scoringruns", meta["namespace"], meta["name"], done.patch())
+
+
+def _campaign_board(run: Mapping[str, Any], spec: ScoringRunSpec, task: str, scores: list[dict[str, Any]],
+                    out: str) -> list[LeaderboardRow]:
+    """campaignRef: the rescored task's leaderboard under the run's profile (F: the campaign's baseline
+    entry), written beside the score records and summarised in the status."""
+    campaign = kube.get_custom("verificationcampaigns", run["metadata"]["namespace"], spec.campaign_ref or "") or {}
+    baseline = (campaign.get("spec") or {}).get("baseline")
+    results = [TrialResult.from_record({"entry": s["entry"], "task": task, "seed": s["seed"], "phase": "Succeeded",
+                                        "score": s["_record"], "scoring_profile": spec.scoring.profile})
+               for s in scores]
+    board = leaderboard(results, baseline)
+    store().put_bytes("/".join(p for p in (out, "leaderboard.json") if p),
+                      json.dumps(dataclasses.asdict(board), indent=1).encode())
+    return [LeaderboardRow.model_validate({"entry": r.entry, "oEval": r.o_eval_mean, "oEvalStd": r.o_eval_std,
+                                           "boEval": r.bo_eval_mean, "boEvalStd": r.bo_eval_std,
+                                           "artifacts": f"{r.artifacts_mean:g}/{r.tasks}"}) for r in board.rows]
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "verifier", **kubejobs.MANAGED_BY},

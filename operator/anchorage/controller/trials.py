@@ -457,7 +457,8 @@ def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
     store().put_bytes(f"{prefix}/{ATTEMPT_RECORD}", json.dumps(record.to_json()).encode())
     store().put_bytes(f"{prefix}/agent/prompt.txt", _task_cached(spec.task)[0].instruction.encode())
     run = kubejobs.child_scoring_run(trial, scoring_run_name(meta["name"]),
-                                     spec.verification.model_dump(by_alias=True, exclude_none=True, mode="json"))
+                                     spec.verification.model_dump(by_alias=True, exclude_none=True, mode="json"),
+                                     spec.scoring.model_dump(by_alias=True, mode="json"))
     kube.create_custom("scoringruns", run)
 
 

@@ -51,15 +51,18 @@ def render(name: str, board: Leaderboard, records: list[dict[str, Any]], plots: 
     """The whole report as one HTML string."""
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Anchorage — {html.escape(name)}</title>",
              f"<style>{_STYLE}</style></head><body>", f"<h1>Campaign {html.escape(name)}</h1>",
-             "<h2>Leaderboard</h2>", _table(leaderboard_header(board), rows(board)),
-             f"<p class='note'>Standard deviation: {html.escape(board.std)}. Baseline entry (F): "
+             f"<h2>Leaderboard — scoring profile {html.escape(board.profile)}</h2>",
+             _table(leaderboard_header(board), rows(board)),
+             f"<p class='note'>Scoring profile: {html.escape(board.profile)}. "
+             f"Standard deviation: {html.escape(board.std)}. Baseline entry (F): "
              f"{html.escape(board.baseline or 'none — F from each task configuration')}.</p>",
              f"<p class='note'>{html.escape(board.ranking)}</p>"]
     parts += [_image(p) for p in plots]
     for metric, title in (("o_eval", "O-Eval"), ("bo_eval", "Robust BO-Eval")):
         header, body = per_task_body(board, metric)
-        parts += [f"<h2>Per task: {title} (mean over seeds)</h2>", _table(header, body)]
+        parts += [f"<h2>Per task: {title} (mean over seeds) — profile {html.escape(board.profile)}</h2>",
+                  _table(header, body)]
     f_rows = [[t, f"{v['F']:.4f}", v["source"]] for t, v in board.f_by_task.items()]
-    parts += ["<h2>F per task</h2>", _table(["task", "F", "source"], f_rows)]
-    parts += ["<h2>Trials</h2>", _trials_table(records), "</body></html>"]
+    parts += [f"<h2>F per task — profile {html.escape(board.profile)}</h2>", _table(["task", "F", "source"], f_rows)]
+    parts += [f"<h2>Trials — profile {html.escape(board.profile)}</h2>", _trials_table(records), "</body></html>"]
     return "\n".join(parts)

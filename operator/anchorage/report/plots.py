@@ -36,6 +36,7 @@ def leaderboard_bars(board: Leaderboard, path: Path) -> Path:
     ax.set_xticks(xs, entries, rotation=20, ha="right")
     ax.set_ylim(-1.05, 1.1)
     ax.set_ylabel("score (mean ± std over seeds)")
+    ax.set_title(f"Leaderboard — profile {board.profile}", fontsize=9)
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -66,6 +67,7 @@ def per_task_heatmap(board: Leaderboard, path: Path, metric: str = "o_eval") -> 
                 shade = "black" if grid[i, j] > (low + 1.0) / 2 else "white"  # readable on viridis' light end
                 ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7, color=shade)
     fig.colorbar(image, ax=ax, label=metric.replace("_", "-"))
+    ax.set_title(f"Per task {metric.replace('_', '-')} — profile {board.profile}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

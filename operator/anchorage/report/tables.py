@@ -53,10 +53,11 @@ def rows(board: Leaderboard) -> list[list[str]]:
 
 
 def to_csv(board: Leaderboard) -> str:
+    """The leaderboard as CSV; the last column names the scoring profile of every row."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header(board))
-    writer.writerows(rows(board))
+    writer.writerow([*header(board), "profile"])
+    writer.writerows([*cells, board.profile] for cells in rows(board))
     return buffer.getvalue()
 
 
@@ -79,15 +80,16 @@ def to_markdown(board: Leaderboard) -> str:
     leader = [[r[1], r[2], f"{r[3]} ± {r[4]}", f"{r[5]} ± {r[6]}", r[7], r[8], r[9], *r[10:]] for r in rows(board)]
     columns = ["entry", "Art.", "O-Eval (mean ± std)", "Robust BO-Eval (mean ± std)", "cost/seed USD", "seeds",
                "infra failed"] + [{"confirmed": "panel confirmed"}.get(c, c) for c in extra_header(board)]
-    parts = ["# Leaderboard", "",
+    parts = [f"# Leaderboard — scoring profile {board.profile}", "",
              _md_table(columns, leader), "",
-             f"Standard deviation: {board.std}. "
+             f"Scoring profile: {board.profile}. Standard deviation: {board.std}. "
              f"Baseline entry (F): {board.baseline or 'none (F from each task configuration)'}.",
              "", board.ranking, ""]
     for metric, title in (("o_eval", "O-Eval"), ("bo_eval", "Robust BO-Eval")):
         header, body = per_task_body(board, metric)
         means = ["column mean"] + [f"{_column_mean(board, e, metric):.4f}" for e in header[1:]]
-        parts += [f"## Per task: {title} (mean over seeds)", "", _md_table(header, [*body, means]), ""]
+        parts += [f"## Per task: {title} (mean over seeds) — profile {board.profile}", "",
+                  _md_table(header, [*body, means]), ""]
     return "\n".join(parts)
 
 

@@ -263,7 +263,8 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
 
 
 def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], out: str,
-                 config: OperatorConfig, baseline: str | None, gates: bool, lean: bool = False) -> Manifest:
+                 config: OperatorConfig, baseline: str | None, gates: bool, lean: bool = False,
+                 profile: str = "paper") -> Manifest:
     """The Job scoring a ScoringRun's artifacts with the Anchorage scorer: no network, 180 s deadline.
 
     ``artifacts`` are ``{"uri", "entry", "seed", "out"}``: read from the store by an init container,
@@ -282,6 +283,7 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
         score.append("--no-gates")
     if lean:
         score.append("--lean")
+    score += ["--profile", profile]
     env, env_from = _storage_env(config, out)
     task_env = [{"name": "ANCHORAGE_TASKS", "value": config.task_source}] if config.task_source else []
     mounts = [{"name": "work", "mountPath": "/scratch"}, {"name": "tmp", "mountPath": "/tmp"}]
@@ -431,8 +433,9 @@ def child_trial(campaign: Manifest, name: str, spec: TrialSpec) -> Manifest:
             "spec": body}
 
 
-def child_scoring_run(trial: Manifest, name: str, verification: dict[str, Any]) -> Manifest:
-    """The ScoringRun of a finished Trial, owned by it."""
+def child_scoring_run(trial: Manifest, name: str, verification: dict[str, Any],
+                      scoring: dict[str, Any] | None = None) -> Manifest:
+    """The ScoringRun of a finished Trial, owned by it (scored under the Trial's ``scoring.profile``)."""
     labels = {**MANAGED_BY, LABEL_TRIAL: trial["metadata"]["name"]}
     campaign = (trial["metadata"].get("labels") or {}).get(LABEL_CAMPAIGN)
     if campaign:
@@ -440,4 +443,5 @@ def child_scoring_run(trial: Manifest, name: str, verification: dict[str, Any]) 
     return {"apiVersion": API, "kind": "ScoringRun",
             "metadata": {"name": name, "namespace": trial["metadata"]["namespace"], "labels": labels,
                          "ownerReferences": [owner_ref(trial)]},
-            "spec": {"trialRef": trial["metadata"]["name"], "verification": verification}}
+            "spec": {"trialRef": trial["metadata"]["name"], "verification": verification,
+                     **({"scoring": scoring} if scoring else {})}}

@@ -182,7 +182,7 @@ def score(args: argparse.Namespace) -> None:
     for item in args.item:
         index, _, out = item.partition("=")
         record = score_artifact(task, Path(args.src, index), baseline=args.baseline, gates=args.gates,
-                                lean=args.lean)
+                                lean=args.lean, profile=args.profile)
         target = Path(args.out, out)
         target.mkdir(parents=True, exist_ok=True)
         (target / "score.json").write_text(json.dumps(record.to_dict(), indent=1, default=str))
@@ -246,6 +246,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline")
     p.add_argument("--no-gates", dest="gates", action="store_false")
     p.add_argument("--lean", action="store_true", help="fill obligations{} with the Lean layer (verification.lean)")
+    p.add_argument("--profile", default="paper", help="the scoring profile (spec.scoring.profile)")
     p.set_defaults(fn=score)
     p = sub.add_parser("protocol", help="a trial's verification panel or consequence-based utility")
     p.add_argument("--step", required=True, choices=["panel", "cbu"])

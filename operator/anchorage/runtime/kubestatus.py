@@ -102,21 +102,6 @@ class ScoreSummary(_Status):
     record_uri: str | None = Field(default=None, description="URI of the full score record (score.json).")
 
 
-class ScoringRunStatus(_Status):
-    """Progress and headline results of a ScoringRun."""
-
-    phase: RunPhase = Field(default="Pending", description="Pending, Running, Succeeded or Failed.")
-    message: str | None = Field(default=None, description="Human-readable detail of the last transition.")
-    job_name: str | None = Field(default=None, description="Name of the verifier Job.")
-    o_eval: float | None = Field(default=None, description="O-Eval of the first (usually only) artifact.")
-    bo_eval: float | None = Field(default=None, description="Robust BO-Eval of the first artifact.")
-    raw: float | None = Field(default=None, description="Panel score R of the first artifact.")
-    record_uri: str | None = Field(default=None, description="URI of the full score record(s).")
-    scores: list[ScoreSummary] = Field(default_factory=list, description="One summary per scored artifact.")
-    observed_generation: int | None = Field(default=None, description="metadata.generation last acted on.")
-    conditions: list[Condition] = Field(default_factory=list, description="The Ready condition.")
-
-
 class LeaderboardRow(_Status):
     """One entry of the compact leaderboard (the full report is in the store)."""
 
@@ -132,6 +117,24 @@ class LeaderboardRow(_Status):
                                "cost could not be read at the gateway (not counted in costUSD).")
     unmetered_requests: int = Field(default=0, ge=0, description="Requests of those trials that the gateway relayed "
                                     "without usage (their cost is unknown: costUSD is then a lower bound).")
+
+
+class ScoringRunStatus(_Status):
+    """Progress and headline results of a ScoringRun."""
+
+    phase: RunPhase = Field(default="Pending", description="Pending, Running, Succeeded or Failed.")
+    message: str | None = Field(default=None, description="Human-readable detail of the last transition.")
+    job_name: str | None = Field(default=None, description="Name of the verifier Job.")
+    o_eval: float | None = Field(default=None, description="O-Eval of the first (usually only) artifact.")
+    bo_eval: float | None = Field(default=None, description="Robust BO-Eval of the first artifact.")
+    raw: float | None = Field(default=None, description="Panel score R of the first artifact.")
+    record_uri: str | None = Field(default=None, description="URI of the full score record(s).")
+    scores: list[ScoreSummary] = Field(default_factory=list, description="One summary per scored artifact.")
+    profile: str | None = Field(default=None, description="The scoring profile of every score (name@version).")
+    leaderboard: list[LeaderboardRow] = Field(default_factory=list, description="campaignRef: the rescored "
+                                              "task's leaderboard under this run's profile (full board in the store).")
+    observed_generation: int | None = Field(default=None, description="metadata.generation last acted on.")
+    conditions: list[Condition] = Field(default_factory=list, description="The Ready condition.")
 
 
 class CampaignStatus(_Status):

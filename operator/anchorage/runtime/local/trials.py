@@ -66,15 +66,16 @@ class GatewayLike(Protocol):
     def transcript(self, trial_id: str) -> list[dict[str, Any]]: ...
 
 
-Scorer = Callable[[Task, Path, bool, bool], dict[str, Any]]  # (task, results dir, gates, lean) -> record
+Scorer = Callable[[Task, Path, bool, bool, str], dict[str, Any]]  # (task, results, gates, lean, profile) -> record
 
 
-def default_scorer(task: Task, results_dir: Path, gates: bool, lean: bool = False) -> dict[str, Any]:
+def default_scorer(task: Task, results_dir: Path, gates: bool, lean: bool = False, profile: str = "paper") -> dict[str, Any]:
     """Score the results folder in-process with the shared scorer (F from the task's configuration);
-    ``gates``/``lean`` are the trial's ``verification.gates``/``verification.lean``."""
+    ``gates``/``lean`` are the trial's ``verification.gates``/``verification.lean``, ``profile`` its
+    ``scoring.profile``."""
     from anchorage.scoring import score_artifact
 
-    record: dict[str, Any] = score_artifact(task, results_dir, gates=gates, lean=lean).to_dict()
+    record: dict[str, Any] = score_artifact(task, results_dir, gates=gates, lean=lean, profile=profile).to_dict()
     return record
 
 
@@ -344,7 +345,7 @@ def _score(job: TrialJob, runtime: LocalRuntime, dirs: dict[str, Path], record: 
     verification = job.spec.verification
     try:
         score = runtime.scorer(job.task, dirs["verifier"] if oversized else dirs["artifacts"],
-                               verification.gates, verification.lean)
+                               verification.gates, verification.lean, job.spec.scoring.profile)
     except Exception as exc:  # the scorer is in-process: a crash is the platform's failure, not the model's
         record.end(Phase.INFRASTRUCTURE_FAILED, Reason.STORAGE_ERROR if isinstance(exc, OSError) else Reason.SANDBOX_ERROR,
                    f"scoring failed: {type(exc).__name__}: {exc}")

@@ -1,0 +1,41 @@
+"""``anchorage rescore RUN_DIR --profile P``: the same run's artifacts scored under another scoring profile.
+
+Registered by :mod:`anchorage.cli`. Writes ``RUN_DIR/profiles/P/`` (records, leaderboard.*, plots,
+report.html) without touching the run or rerunning any agent (:mod:`anchorage.report.rescoring`), and
+prints that profile's leaderboard.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from anchorage.commands import PROFILE_HELP
+
+
+def register(app: typer.Typer) -> None:
+    app.command("rescore")(rescore)
+
+
+def rescore(
+    run_dir: Path = typer.Argument(..., help="A campaign's run folder (runs/<campaign>)."),
+    profile: str = typer.Option(..., "--profile", help=PROFILE_HELP),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Also draw the PNG plots."),
+) -> None:
+    """Rescore RUN_DIR's artifacts under PROFILE into RUN_DIR/profiles/PROFILE and print its leaderboard."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from anchorage.report.rescoring import rescore_run
+    from anchorage.report.tables import to_text
+
+    _, board, outputs = rescore_run(run_dir, profile, with_plots=plots)
+    table = Table(title=f"Leaderboard — {run_dir.name} — scoring profile {board.profile} (rescored)")
+    for column in ("entry", "Art.", "O-Eval", "Robust BO-Eval", "cost/seed"):
+        table.add_column(column)
+    for cells in to_text(board):
+        table.add_row(*cells[:5])
+    Console(width=160).print(table)
+    for kind, path in sorted(outputs.items()):
+        typer.echo(f"{kind}: {path}")
