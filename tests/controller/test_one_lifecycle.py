@@ -4,6 +4,7 @@ obligations and leaderboard — and what the operator cannot run yet is refused,
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from collections.abc import Iterator
@@ -207,7 +208,7 @@ def _without(block: dict[str, Any]) -> dict[str, Any]:
     """A protocol block without timings and per-call accounts, and without the individual ballots: parallel
     verifiers finish in any order, so *which* ones an early exit counted varies from run to run on either
     driver (their counts, outcomes and launches are compared)."""
-    out = {k: v for k, v in block.items() if k not in ("duration_sec", "usage")}
+    out = copy.deepcopy({k: v for k, v in block.items() if k not in ("duration_sec", "usage")})
     for round_ in (out.get("record") or {}).get("rounds") or []:
         if round_.get("vote"):
             round_["vote"].pop("ballots")

@@ -175,3 +175,19 @@ def test_unknown_profile_is_one_clear_error() -> None:
     result = CliRunner().invoke(app, ["score", "--task", DRAGON, str(TASKS / DRAGON / "tests" / "expected_result.json"),
                                       "--profile", "nope"])
     assert isinstance(result.exception, InputError) and "use one of: paper, strict" in (result.exception.hint or "")
+
+
+def test_tasks_readme_states_each_anchor_per_profile() -> None:
+    readme = (TASKS / "README.md").read_text(encoding="utf-8")
+    assert "sit where a *total*-output cap lands" not in readme          # a claim the numbers do not support
+    for slug in SLUGS:
+        declared = load_profiles(TASKS / slug)
+        rows = [line for line in readme.splitlines() if line.startswith(f"| `{slug}` |") and "seed-class" not in line]
+        row = rows[-1]   # the last table of the README is the per-profile one
+        for erratum in declared.anchors.errata:
+            assert f"`{erratum.id}`" in row
+        for gate in declared.gates.paper:
+            assert gate.seed_class in row
+        compat = declared.anchors.compat.get("tbmm-report-2026-09")
+        if compat is not None and compat.baseline is not None:
+            assert f"F = {compat.baseline.raw:.6f}" in row

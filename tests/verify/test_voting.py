@@ -28,7 +28,7 @@ def counted_outcome(thresholds: Thresholds, kinds: Sequence[Kind]) -> Outcome:
     return Outcome.UNDECIDED
 
 
-def simulate(thresholds: Thresholds, kinds: Sequence[Kind], *, policy: Policy = "wave",
+def simulate(thresholds: Thresholds, kinds: Sequence[Kind], *, policy: Policy = "staggered",
              max_parallel: int | None = None, rng: random.Random | None = None) -> tuple[Outcome, int]:
     """Run the machine: verifier i answers kinds[i]; in-flight verifiers finish in launch order or at random."""
     tally, inflight = Tally(), []
@@ -44,7 +44,7 @@ def simulate(thresholds: Thresholds, kinds: Sequence[Kind], *, policy: Policy = 
         tally = tally.record(kinds[index])
 
 
-@pytest.mark.parametrize("policy", ["wave", "eager"])
+@pytest.mark.parametrize("policy", ["staggered", "wave", "eager"])
 @pytest.mark.parametrize("max_parallel", [None, 1, 2], ids=["unbounded", "sequential", "two"])
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_early_exit_never_changes_the_outcome(name: str, policy: Policy, max_parallel: int | None,
@@ -83,16 +83,33 @@ def test_outcome_is_independent_of_arrival_order(name: str) -> None:
         assert outcome == counted_outcome(thresholds, kinds), kinds
 
 
+def test_default_policy_realises_the_seed_s_early_exit_saving() -> None:
+    """Seed 002, step 5: "2 HOLE FOUND -> refuted, the remaining 3 calls saved; 4 HOLDS -> confirmed, the 5th
+    saved" — with the default launch policy and verdicts arriving in any order (no call is in flight then)."""
+    five, rng = Thresholds(5, 4, 2), random.Random(11)
+    assert PanelSettings().policy == "staggered"
+    assert to_launch(five, Tally()) == 2                          # at most the HOLE FOUND needed to refute
+    for tail in itertools.product([H, F, U], repeat=3):
+        assert simulate(five, (F, F, *tail)) == (Outcome.REFUTED, 2)
+        assert simulate(five, (F, F, *tail), rng=rng) == (Outcome.REFUTED, 2)
+    for last in (H, F, U):
+        assert simulate(five, (H, H, H, H, last)) == (Outcome.CONFIRMED, 4)
+    assert to_launch(five, Tally(holds=3, launched=3)) == 1       # "3 HOLDS + 0 HOLE: launch 1 more"
+    assert to_launch(five, Tally(holds=2, holes=1, launched=3)) == 1  # one at a time once a HOLE FOUND is in
+    wave = [simulate(five, (F, F, H, H, H), policy="wave")[1], simulate(five, (F, F, H, H, H), policy="eager")[1]]
+    assert wave == [4, 5]                                         # the other policies had more calls out already
+
+
 def test_launch_schedule_follows_the_seed() -> None:
     five = Thresholds(5, 4, 2)
-    assert to_launch(five, Tally()) == 4                          # enough to confirm if all HOLD
+    assert to_launch(five, Tally(), policy="wave") == 4           # wave: enough to confirm if all HOLD
     three_holds = Tally(holds=3, launched=3)
-    assert to_launch(five, three_holds) == 1                      # "3 HOLDS + 0 HOLE: launch 1 more"
-    assert to_launch(five, Tally(holds=2, holes=1, launched=3)) == 2   # "2 HOLDS + 1 HOLE: launch 2 more"
+    assert to_launch(five, three_holds, policy="wave") == 1       # "3 HOLDS + 0 HOLE: launch 1 more"
+    assert to_launch(five, Tally(holds=2, holes=1, launched=3), policy="wave") == 2  # "2 HOLDS + 1 HOLE: launch 2 more"
     assert decide(five, Tally(holes=2, launched=2)) is Outcome.REFUTED   # 2 HOLE FOUND refute, 3 calls saved
     assert decide(five, Tally(holds=4, launched=4)) is Outcome.CONFIRMED  # 4 HOLDS confirm, the 5th saved
-    assert to_launch(five, Tally(holds=3, launched=4)) == 0       # a wave is in flight: wait for it
-    assert to_launch(five, Tally(holes=1, launched=4)) == 0       # ... even after a HOLE FOUND
+    assert to_launch(five, Tally(holds=3, launched=4), policy="wave") == 0   # a wave is in flight: wait for it
+    assert to_launch(five, Tally(holes=1, launched=4), policy="wave") == 0   # ... even after a HOLE FOUND
     assert to_launch(five, Tally(holes=1, launched=4), policy="eager") == 1   # eager tops up to the bound
 
 

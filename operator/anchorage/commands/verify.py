@@ -130,8 +130,9 @@ def panel(
     refute: int | None = typer.Option(None, "--refute", help="HOLE FOUND votes that refute (default: tier)."),
     max_revisions: int | None = typer.Option(None, "--max-revisions", help="Revision rounds before abstaining "
                                              "(default: tier; 0 = judge only)."),
-    policy: str = typer.Option("wave", "--policy", help="wave (launch what could confirm, wait for it) | eager "
-                               "(keep the pigeonhole bound filled)."),
+    policy: str = typer.Option("staggered", "--policy", help="staggered (default: never more in flight than the HOLE "
+                               "FOUND still needed to refute, so two early ones stop the rest) | wave (launch what "
+                               "could confirm, wait for it) | eager (keep the pigeonhole bound filled)."),
     max_parallel: int | None = typer.Option(None, "--max-parallel", help="Verifiers in flight at most (1: sequential)."),
     model: str = typer.Option("mock-model", "--model", help="Model id sent through the gateway."),
     base_url: str | None = typer.Option(None, "--base-url", help=BASE_URL_HELP),

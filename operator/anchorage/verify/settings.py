@@ -60,7 +60,8 @@ class PanelSettings(_Model):
                                       description="Revision rounds before abstaining (default: tier).")
     pattern_sweep: bool | None = Field(default=None, alias="patternSweep",
                                        description="One extra verifier per pattern (default: large tier only).")
-    policy: Policy = Field(default="wave", description="Launch policy within the pigeonhole bound.")
+    policy: Policy = Field(default="staggered", description="Launch policy within the pigeonhole bound: staggered "
+                           "(default: never more in flight than the HOLE FOUND still needed to refute), wave, eager.")
     max_parallel: int | None = Field(default=None, ge=1, alias="maxParallel",
                                      description="Verifiers in flight at most (1: sequential).")
     prompts: str = Field(default="v1", description="Prompt version under prompts/verify/.")

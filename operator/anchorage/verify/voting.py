@@ -11,9 +11,15 @@ answers two questions, given the votes so far and how many verifiers are still r
 Launch policy. Launching is capped by the *pigeonhole bound*: with ``h`` HOLDS and ``f`` HOLE FOUND
 so far, at most ``(confirm − h) + (refute − f) − 1`` further decisive votes can arrive before one
 threshold is reached, so verifiers in flight beyond that bound carry no information (``inflight ≥
-confirm + refute − 1`` at the start) and are never launched. Within the bound two policies:
+confirm + refute − 1`` at the start) and are never launched. Within the bound three policies:
 
-* ``"wave"`` (default, the seed's): when nothing is in flight, launch just enough verifiers to confirm
+* ``"staggered"`` (default): never more verifiers in flight than the HOLE FOUND votes still needed to
+  refute (``refute − f``), topped up as verdicts arrive, towards the wave's target below. So the seed's
+  saving happens whatever the order of arrival: two early HOLE FOUND refute after two calls and the
+  remaining three are never launched; four HOLDS confirm and the 5th is never launched; "3 HOLDS + 0 HOLE:
+  launch 1 more". Once one HOLE FOUND is in, verifiers go one at a time (a second would refute, so a
+  second call in flight could be wasted) — where the seed's wave launches 2 after "2 HOLDS + 1 HOLE".
+* ``"wave"`` (the seed's description): when nothing is in flight, launch just enough verifiers to confirm
   if they all say HOLDS (``confirm − h``) — or, once confirmation is out of reach, to refute
   (``refute − f``) — and wait for that wave. With 5 verifiers and 4/2: a wave of 4; four HOLDS confirm
   (the 5th is saved); two HOLE FOUND refute; 3 HOLDS + 1 HOLE launch one more ("3 HOLDS + 0 HOLE:
@@ -36,7 +42,7 @@ from typing import Literal
 from anchorage.errors import InputError
 from anchorage.verify.verdicts import Kind
 
-Policy = Literal["wave", "eager"]
+Policy = Literal["staggered", "wave", "eager"]
 
 
 class Outcome(StrEnum):
@@ -116,7 +122,7 @@ def pigeonhole_bound(thresholds: Thresholds, tally: Tally) -> int:
     return (thresholds.confirm - tally.holds) + (thresholds.refute - tally.holes) - 1
 
 
-def to_launch(thresholds: Thresholds, tally: Tally, *, policy: Policy = "wave",
+def to_launch(thresholds: Thresholds, tally: Tally, *, policy: Policy = "staggered",
               max_parallel: int | None = None) -> int:
     """How many verifiers to start now (0 once the outcome is settled or enough are in flight)."""
     if decide(thresholds, tally) is not Outcome.PENDING or (policy == "wave" and tally.inflight > 0):
@@ -127,6 +133,8 @@ def to_launch(thresholds: Thresholds, tally: Tally, *, policy: Policy = "wave",
         wanted = pigeonhole_bound(thresholds, tally)
     else:
         wanted = thresholds.confirm - tally.holds if reachable else thresholds.refute - tally.holes
+    if policy == "staggered":   # two early HOLE FOUND must find nothing else launched
+        wanted = min(wanted, thresholds.refute - tally.holes)
     wanted = min(wanted, pigeonhole_bound(thresholds, tally))
     if max_parallel is not None:
         wanted = min(wanted, max_parallel)
