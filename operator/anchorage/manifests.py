@@ -136,6 +136,11 @@ class TrialSpec(_Model):
     transcripts: bool = Field(
         default=False, description="Keep the agent's model requests and responses (redacted, size-capped by the "
         "gateway) as the trial's transcript.jsonl.")
+    runtime_class_name: str | None = Field(
+        default=None, pattern=DNS_LABEL, max_length=63, alias="runtimeClassName",
+        description="Cluster only: the RuntimeClass of the trial's pod (e.g. gVisor or Kata); default: the "
+                    "operator's --runtime-class-name. The local engine's sandbox is bubblewrap either way.",
+    )
 
 
 class Entry(_Model):
@@ -182,6 +187,11 @@ class CampaignSpec(_Model):
     transcripts: bool = Field(
         default=False, description="Keep every trial's model requests and responses as its transcript.jsonl "
         "(entries may say otherwise).")
+    runtime_class_name: str | None = Field(
+        default=None, pattern=DNS_LABEL, max_length=63, alias="runtimeClassName",
+        description="Cluster only: the RuntimeClass of every trial pod (e.g. gVisor or Kata); default: the "
+                    "operator's --runtime-class-name. The local engine's sandbox is bubblewrap either way.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> CampaignSpec:

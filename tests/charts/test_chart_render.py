@@ -184,6 +184,13 @@ def test_operator_flags_follow_the_values(render: Render) -> None:
     assert not any(a.startswith(("--priority", "--peering-lifetime")) for a in standalone)
 
 
+def test_trials_namespace_enforces_the_restricted_standard_and_runtime_class_reaches_the_pods(render: Render) -> None:
+    namespace = next(n for n in render({}).of_kind("Namespace") if n["metadata"]["name"] == "anchorage-trials")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert operator_config(render({})).runtime_class_name is None
+    assert operator_config(render({"trials": {"runtimeClassName": "gvisor"}})).runtime_class_name == "gvisor"
+
+
 def test_store_credentials_only_by_secret_reference(render: Render) -> None:
     rendered = render(FULL)
     assert rendered.of_kind("Secret") == [], "the chart must never create Secrets (credentials by reference)"
@@ -203,7 +210,7 @@ def operator_config(rendered: Rendered, deployment: str = "anchorage-operator") 
 
     params = cli_params("operator", container(rendered, deployment)["args"][1:])
     names = ("trials_namespace", "storage_secret", "kueue_queue", "task_source", "gateway_url", "gateway_admin_url",
-             "gateway_namespace", "operator_image", "agent_image", "verifier_image")
+             "gateway_namespace", "operator_image", "agent_image", "verifier_image", "runtime_class_name")
     return build(store=params["store"], gateway_selector=params["gateway_selector"], **{n: params[n] for n in names})
 
 

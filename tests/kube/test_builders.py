@@ -58,6 +58,43 @@ def test_trial_job_is_valid_and_restricted(agent: dict[str, Any]) -> None:
     assert job["metadata"]["ownerReferences"][0]["uid"] == "0000-1111"
 
 
+@pytest.mark.parametrize("agent", AGENTS, ids=lambda a: a["kind"])
+def test_agent_root_is_read_only_and_its_writable_folders_are_size_limited(agent: dict[str, Any]) -> None:
+    pod = _job(agent, resultMaxBytes=3 * 1024 * 1024)["spec"]["template"]["spec"]
+    agent_c = pod["containers"][0]
+    assert agent_c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {e["name"]: e.get("value") for e in agent_c["env"]}["HOME"] == "/root"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in agent_c["volumeMounts"]}
+    limits = {path: volumes[name]["emptyDir"].get("sizeLimit") for path, name in mounts.items()
+              if not next(m for m in agent_c["volumeMounts"] if m["mountPath"] == path).get("readOnly")}
+    assert limits == {"/root": "1024Mi", "/root/results": "3Mi", "/logs/agent": "256Mi", "/tmp": "1024Mi",
+                      kubejobs.RUN_DIR: None}
+    sidecar = next(c for c in pod["initContainers"] if c["name"] == "upload")
+    sidecar_tmp = next(m["name"] for m in sidecar["volumeMounts"] if m["mountPath"] == "/tmp")
+    assert sidecar_tmp not in set(mounts.values())  # the credentialed sidecar shares no scratch with the agent
+    assert "runtimeClassName" not in pod
+
+
+def test_runtime_class_from_the_trial_else_the_operator() -> None:
+    config = OperatorConfig(runtime_class_name="gvisor")
+    assert _job({"kind": "oracle"}, config)["spec"]["template"]["spec"]["runtimeClassName"] == "gvisor"
+    spec = TrialSpec.model_validate({"task": "smoke-inventory", "agent": {"kind": "oracle"}, "runtimeClassName": "kata"})
+    job = kubejobs.trial_job(TRIAL, spec, plan=plan_agent(spec.agent, TASK, 0), task_defaults=DEFAULTS,
+                             config=config, job_name="t1-a0", campaign=None)
+    kubernetes_validate.validate(job, K8S, strict=True)
+    assert job["spec"]["template"]["spec"]["runtimeClassName"] == "kata"
+
+
+def test_a_campaigns_runtime_class_reaches_its_trials() -> None:
+    from anchorage.campaigns.planning import plan
+    from anchorage.manifests import CampaignSpec
+
+    spec = CampaignSpec.model_validate({"tasks": ["smoke-inventory"], "runtimeClassName": "gvisor",
+                                        "entries": [{"name": "o", "agent": {"kind": "oracle"}}]})
+    assert {p.spec.runtime_class_name for p in plan("c", spec, ["smoke-inventory"])} == {"gvisor"}
+
+
 def test_prompt_is_the_positional_argument_of_model_agents() -> None:
     argv = _job(AGENTS[2])["spec"]["template"]["spec"]["containers"][0]["command"]
     assert argv[-2:] == ["--", TASK.instruction] and "gpt-5.5" in argv

@@ -46,6 +46,7 @@ def plan(campaign_name: str, spec: CampaignSpec, tasks: list[str]) -> list[Plann
                     task=task, agent=entry.agent, seed=seed, entry=entry.name, limits=spec.limits,
                     verification=spec.verification, scoring=spec.scoring, retries=spec.retries.infrastructure,
                     transcripts=spec.transcripts if entry.transcripts is None else entry.transcripts,
+                    runtime_class_name=spec.runtime_class_name,
                 )
                 planned.append(PlannedTrial(name, entry.name, task, seed, trial, entry.cost_per_run_usd))
     return planned

@@ -28,6 +28,9 @@ def run_operator(
     trials_namespace: str = typer.Option("", "--trials-namespace", help="Namespace of Jobs (default: the CR's)."),
     storage_secret: str = typer.Option("", "--storage-secret", help="Secret with store credentials (sidecars only)."),
     kueue_queue: str = typer.Option("", "--kueue-queue", help="Kueue LocalQueue to label Jobs with."),
+    runtime_class_name: str = typer.Option(
+        "", "--runtime-class-name", help="RuntimeClass of trial pods (e.g. gvisor, kata) unless a Trial or campaign "
+        "names its own (spec.runtimeClassName)."),
     task_source: str = typer.Option("", "--task-source", help="ANCHORAGE_TASKS for pods (task folders)."),
     gateway_url: str = typer.Option("", "--gateway-url",
                                     help="Gateway URL for agents, ending in /v1 (default: "
@@ -70,7 +73,8 @@ def run_operator(
     import kopf
 
     cfg = operator_config(store=store, trials_namespace=trials_namespace, storage_secret=storage_secret,
-                          kueue_queue=kueue_queue, task_source=task_source, gateway_url=gateway_url,
+                          kueue_queue=kueue_queue, runtime_class_name=runtime_class_name, task_source=task_source,
+                          gateway_url=gateway_url,
                           gateway_admin_url=gateway_admin_url, gateway_namespace=gateway_namespace,
                           gateway_selector=gateway_selector, operator_image=operator_image, agent_image=agent_image,
                           verifier_image=verifier_image)

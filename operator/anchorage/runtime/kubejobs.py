@@ -74,6 +74,8 @@ class OperatorConfig(BaseModel):
                                              description="Labels of the gateway pods (NetworkPolicy egress).")
     gateway_namespace: str | None = Field(default=None, description="Namespace of the gateway pods.")
     kueue_queue: str | None = Field(default=None, description="Kueue LocalQueue name (label on Jobs).")
+    runtime_class_name: str | None = Field(default=None, description="RuntimeClass of trial pods (gVisor, Kata, ...) "
+                                           "unless a Trial or campaign names its own.")
     ttl_seconds_after_finished: int = Field(default=3600, ge=0, description="Job TTL after it ends.")
     verifier_deadline_sec: int = Field(default=180, gt=0, description="Verifier Job deadline.")
     task_source: str | None = Field(default=None, description="ANCHORAGE_TASKS inside the operator image.")
@@ -166,6 +168,24 @@ def _resources(spec: TrialSpec, defaults: dict[str, float]) -> Manifest:
     return {"requests": dict(values), "limits": dict(values)}
 
 
+MIB = 1024 * 1024
+LOG_LIMIT_MIB = 256
+"""Size of the agent's log folder (the local engine's log quota)."""
+SCRATCH_LIMIT_MIB = 1024
+"""Size of the agent's writable HOME (/root) and /tmp, each (the local engine's tmp_mb)."""
+
+
+def writable_volumes(spec: TrialSpec, defaults: dict[str, float]) -> list[Manifest]:
+    """The agent's writable folders as size-limited emptyDirs: results (``resultMaxBytes``, default the
+    local engine's min(storage, 512 MiB)), logs, HOME and /tmp. Over a limit, the kubelet evicts the pod."""
+    storage_mib = int(spec.limits.storage_mb or defaults.get("storage_mb") or 20480)
+    results_bytes = spec.limits.result_max_bytes or min(storage_mib, 512) * MIB
+    scratch = min(storage_mib, SCRATCH_LIMIT_MIB)
+    sizes = {"results": f"{-(-results_bytes // MIB)}Mi", "logs": f"{min(storage_mib, LOG_LIMIT_MIB)}Mi",
+             "home": f"{scratch}Mi", "tmp": f"{scratch}Mi"}
+    return [{"name": name, "emptyDir": {"sizeLimit": size}} for name, size in sizes.items()]
+
+
 def _restricted(read_only_root: bool = True) -> Manifest:
     return {"runAsNonRoot": True, "runAsUser": 65532, "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": read_only_root, "capabilities": {"drop": ["ALL"]},
@@ -183,7 +203,8 @@ def _storage_env(config: OperatorConfig, dest: str) -> tuple[list[Manifest], lis
     return env, env_from
 
 
-def _sidecar(config: OperatorConfig, dest: str, paths: dict[str, str], marker: str = "upload.json") -> Manifest:
+def _sidecar(config: OperatorConfig, dest: str, paths: dict[str, str], marker: str = "upload.json",
+             tmp: str = "tmp") -> Manifest:
     env, env_from = _storage_env(config, dest)
     args = ["upload", "--wait", RUN_DIR, "--marker", marker]
     for name, path in paths.items():
@@ -195,7 +216,7 @@ def _sidecar(config: OperatorConfig, dest: str, paths: dict[str, str], marker: s
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "50m", "memory": "128Mi"}},
         "volumeMounts": [{"name": "results", "mountPath": "/root/results", "readOnly": True},
                          {"name": "logs", "mountPath": "/logs/agent", "readOnly": True},
-                         {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}],
+                         {"name": "run", "mountPath": RUN_DIR}, {"name": tmp, "mountPath": "/tmp"}],
     }
 
 
@@ -214,12 +235,14 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
         fetch_args += ["--replay-in-task" if plan.replay.in_task else "--replay", plan.replay.source,
                        "--results", "/root/results"]
     task_env = [{"name": "ANCHORAGE_TASKS", "value": config.task_source}] if config.task_source else []
-    agent_mounts = [{"name": "task", "mountPath": "/root/data", "subPath": "data", "readOnly": True},
+    agent_mounts = [{"name": "home", "mountPath": "/root"},
+                    {"name": "task", "mountPath": "/root/data", "subPath": "data", "readOnly": True},
                     {"name": "results", "mountPath": "/root/results"}, {"name": "logs", "mountPath": "/logs/agent"},
                     {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
     for mount, folder in sorted(plan.binds.items()):
         agent_mounts.append({"name": "task", "mountPath": mount, "subPath": folder, "readOnly": True})
-    env: list[Manifest] = [{"name": k, "value": v} for k, v in sorted({**plan.env, "MPLBACKEND": "Agg"}.items())]
+    env: list[Manifest] = [{"name": k, "value": v} for k, v in sorted(
+        {**plan.env, "MPLBACKEND": "Agg", "HOME": "/root", "TMPDIR": "/tmp"}.items())]
     if plan.needs_gateway:
         secret = {"name": token_secret_name(job_name), "key": TOKEN_KEY}
         env.append({"name": "OPENAI_BASE_URL", "value": config.gateway_url})
@@ -241,15 +264,20 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
              "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "100m", "memory": "256Mi"}},
              "volumeMounts": [{"name": "task", "mountPath": "/task"}, {"name": "results", "mountPath": "/root/results"},
                               {"name": "tmp", "mountPath": "/tmp"}]},
-            _sidecar(config, dest, {"artifacts": "/root/results", "agent": "/logs/agent"}),
+            # the sidecar holds the store's credentials: it shares nothing writable with the agent but what it uploads
+            _sidecar(config, dest, {"artifacts": "/root/results", "agent": "/logs/agent"}, tmp="upload-tmp"),
         ],
         "containers": [{
             "name": "agent", "image": spec.agent.image or config.agent_image, "command": wrapped, "env": env,
             "workingDir": "/root", "resources": _resources(spec, task_defaults),
-            "securityContext": _restricted(read_only_root=False), "volumeMounts": agent_mounts,
+            "securityContext": _restricted(), "volumeMounts": agent_mounts,
         }],
-        "volumes": [{"name": v, "emptyDir": {}} for v in ("task", "results", "logs", "run", "tmp")],
+        "volumes": [{"name": v, "emptyDir": {}} for v in ("task", "run", "upload-tmp")]
+        + writable_volumes(spec, task_defaults),
     }
+    runtime_class = spec.runtime_class_name or config.runtime_class_name
+    if runtime_class:
+        pod_spec["runtimeClassName"] = runtime_class
     metadata: Manifest = {"name": job_name, "namespace": ns, "labels": job_labels,
                           "annotations": {"anchorage.dev/trial-namespace": trial["metadata"]["namespace"]}}
     if ns == trial["metadata"]["namespace"]:
