@@ -38,7 +38,7 @@ evidence. Every outcome is returned as data; this module raises only when no san
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import functools
 import math
 import os
 import shutil
@@ -48,7 +48,7 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,7 +56,6 @@ from anchorage import confined
 from anchorage.errors import InfrastructureError
 from anchorage.runtime.local import cgroups, identity, quotas
 from anchorage.runtime.local.identity import Identity
-from anchorage.trials.agents.templating import expand_references
 
 Mechanism = Literal["bwrap", "unshare", "none"]
 Outcome = Literal["exited", "timeout", "oom", "sandbox_error"]
@@ -183,13 +182,18 @@ def _probe(argv: list[str]) -> bool:
 
 
 def _root_link_args() -> list[str]:
+    return list(_root_links())
+
+
+@functools.lru_cache(maxsize=1)
+def _root_links() -> tuple[str, ...]:
     args: list[str] = []
     for link in _ROOT_LINKS:
         if os.path.islink(link):
             args += ["--symlink", os.readlink(link), link]
         elif os.path.isdir(link):
             args += ["--ro-bind", link, link]
-    return args
+    return tuple(args)
 
 
 def agent_identity(mechanism: Mechanism) -> Identity:
@@ -203,10 +207,15 @@ def agent_identity(mechanism: Mechanism) -> Identity:
 
 def python_prefixes() -> list[str]:
     """Interpreter folders the sandbox must see so Python agents (and the launcher) run."""
+    return list(_python_prefixes())
+
+
+@functools.lru_cache(maxsize=1)
+def _python_prefixes() -> tuple[str, ...]:
     prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     real_exe = os.path.realpath(sys.executable)
     prefixes.add(str(Path(real_exe).parent.parent))
-    return sorted(p for p in prefixes if not p.startswith(_SYSTEM_DIRS))
+    return tuple(sorted(p for p in prefixes if not p.startswith(_SYSTEM_DIRS)))
 
 
 def sandbox_python() -> str:
@@ -405,21 +414,26 @@ def build_command(
 
 @dataclass
 class _Quotas:
-    """The quota mounts of one run (or, where none could be mounted, why), by folder name."""
+    """The quota tmpfs of one run (or, where none could be had, why), by folder name."""
 
     mounts: dict[str, quotas.QuotaMount | str]
     folders: dict[str, Path]
     limits: dict[str, quotas.Quota]
 
+    def bound(self, name: str) -> Path:
+        """What the sandbox binds for a folder: its quota tmpfs, else the trial's folder itself."""
+        mounted = self.mounts[name]
+        return mounted.path if isinstance(mounted, quotas.QuotaMount) else self.folders[name]
+
     def release(self) -> None:
         for item in self.mounts.values():
-            if isinstance(item, quotas.QuotaMount) and item.under_fd >= 0:
+            if isinstance(item, quotas.QuotaMount):
                 item.release()
 
 
-def _outer_first(folders: dict[str, Path]) -> list[str]:
-    """Folder names, a folder before any folder inside it (a model call's results sit in its log folder)."""
-    return sorted(folders, key=lambda name: len(folders[name].resolve().parts))
+def _inner_first(folders: dict[str, Path]) -> list[str]:
+    """Folder names, a folder inside another first (a model call's results sit in its log folder)."""
+    return sorted(folders, key=lambda name: -len(folders[name].resolve().parts))
 
 
 def _open_quotas(spec: SandboxSpec, mechanism: Mechanism, ident: Identity) -> _Quotas:
@@ -430,9 +444,8 @@ def _open_quotas(spec: SandboxSpec, mechanism: Mechanism, ident: Identity) -> _Q
     folders = {"results": spec.results_dir, "logs": spec.logs_dir}
     if mechanism == "none":
         return _Quotas(dict.fromkeys(folders, "unsandboxed: sizes are checked after the run"), folders, wanted)
-    mounts: dict[str, quotas.QuotaMount | str] = {}
-    for name in _outer_first(folders):
-        mounts[name] = quotas.mount(folders[name], wanted[name], uid=ident.host_uid, gid=ident.host_gid)
+    mounts: dict[str, quotas.QuotaMount | str] = {
+        name: quotas.acquire(folders[name], wanted[name], uid=ident.host_uid, gid=ident.host_gid) for name in folders}
     if os.geteuid() == 0 and ident.host_uid != 0:  # a folder without its tmpfs must still be the agent's
         for name, mounted in mounts.items():
             if not isinstance(mounted, quotas.QuotaMount):
@@ -458,21 +471,20 @@ def run(spec: SandboxSpec, *, mechanism: Mechanism, trial_id: str | None = None)
         scratch.mkdir(parents=True, exist_ok=True)
     host_port = _free_port() if mechanism == "none" and spec.gateway_socket is not None else None
     env = sandbox_env(spec, mechanism, host_port or GATEWAY_PORT)
-    if spec.expand_references:
-        spec = dataclasses.replace(spec, argv=[expand_references(part, env) for part in spec.argv])
     if mechanism == "unshare":
         env["CHDIR"] = spec.cwd
     mounts = _open_quotas(spec, mechanism, who)
     started = time.monotonic()
     try:
-        command = build_command(spec, mechanism, group, enforced, scratch, host_port)
+        bound = replace(spec, results_dir=mounts.bound("results"), logs_dir=mounts.bound("logs"))
+        command = build_command(bound, mechanism, group, enforced, scratch, host_port)
         enforced["wall_time"] = f"SIGKILL of the process group after {limits.timeout_sec:g}s"
-        result = _supervise(spec, command, env, mechanism, group, enforced, started)
+        result = _supervise(bound, command, env, mechanism, group, enforced, started)
         result.user = who.describe()
-        _finish_quotas(result, mounts)
-        if group is not None:
+        if group is not None:  # _wait killed everything left in the group: nothing writes while we copy out
             result.evidence["cgroup_events"] = group.events()
             result.evidence["cgroup_limits_after"] = group.read_limits()
+        _finish_quotas(result, mounts)
         return result
     finally:
         mounts.release()
@@ -487,7 +499,7 @@ def run(spec: SandboxSpec, *, mechanism: Mechanism, trial_id: str | None = None)
 def _finish_quotas(result: SandboxResult, mounts: _Quotas) -> None:
     """Measure (and copy out of their tmpfs, inner folders first) the results and logs; decide ``oversized``."""
     verdicts: dict[str, quotas.Collected] = {}
-    for name in reversed(_outer_first(mounts.folders)):
+    for name in _inner_first(mounts.folders):
         mounted, quota = mounts.mounts[name], mounts.limits[name]
         if isinstance(mounted, quotas.QuotaMount):
             verdicts[name] = mounted.collect(keep_tail=name == "logs")
