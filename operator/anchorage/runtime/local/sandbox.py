@@ -56,6 +56,7 @@ from anchorage import confined
 from anchorage.errors import InfrastructureError
 from anchorage.runtime.local import cgroups, identity, quotas
 from anchorage.runtime.local.identity import Identity
+from anchorage.trials.agents.templating import expand_references
 
 Mechanism = Literal["bwrap", "unshare", "none"]
 Outcome = Literal["exited", "timeout", "oom", "sandbox_error"]
@@ -471,6 +472,8 @@ def run(spec: SandboxSpec, *, mechanism: Mechanism, trial_id: str | None = None)
         scratch.mkdir(parents=True, exist_ok=True)
     host_port = _free_port() if mechanism == "none" and spec.gateway_socket is not None else None
     env = sandbox_env(spec, mechanism, host_port or GATEWAY_PORT)
+    if spec.expand_references:
+        spec = replace(spec, argv=[expand_references(part, env) for part in spec.argv])
     if mechanism == "unshare":
         env["CHDIR"] = spec.cwd
     mounts = _open_quotas(spec, mechanism, who)
