@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,8 +69,9 @@ def test_an_unprivileged_engine_still_sandboxes(open_tmp: Path) -> None:
         (base / name).mkdir(parents=True)
     for path in (base, base / "results", base / "logs", base / "cache"):
         os.chown(path, USER, USER)
+    site = [p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix)]  # pydantic & co
     env = {"PATH": "/usr/bin:/bin", "HOME": str(base), "ANCHORAGE_CACHE": str(base / "cache"),
-           "PYTHONPATH": str(SOURCE)}
+           "PYTHONPATH": ":".join([str(SOURCE), *site])}
     done = subprocess.run(["setpriv", f"--reuid={USER}", f"--regid={USER}", "--clear-groups", python, "-c", ENGINE,
                            str(base)], env=env, capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0 and "No module named" in done.stderr:
