@@ -4,24 +4,25 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml devcluster/pyproject.toml | sha1sum | cut -c1-12)
 SYSTEM_PACKAGES := bubblewrap prometheus poppler-utils iproute2
 
-.PHONY: demo test lint unit system venv agents clean
+.PHONY: demo test lint unit system venv agents kube clean
 
 ## demo: run the demo campaign on the embedded default and print the leaderboard
 demo: venv system
 	$(BIN)/anchorage run examples/demo.yaml
 
-## test: lint (ruff, mypy strict, import-linter, CRD drift) and the whole test suite
-test: venv system
+## test: lint (ruff, mypy strict, import-linter, CRD drift) and the whole test suite (the real-cluster tests
+## run against the control plane `make kube` builds once into the cache)
+test: venv system kube
 	@status=0; \
 	$(MAKE) --no-print-directory lint || { status=1; echo "lint FAILED (the tests run anyway)"; }; \
 	$(MAKE) --no-print-directory unit || status=1; \
 	exit $$status
 
 lint: venv
-	$(BIN)/ruff check operator tests bench tools
+	$(BIN)/ruff check operator devcluster tests bench tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -40,10 +41,11 @@ agents: venv
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml devcluster/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e ./devcluster
 	$(BIN)/python -m pip install --quiet --ignore-requires-python helm-sdkpy
 	touch $@
 
@@ -56,6 +58,11 @@ system:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	  else echo "note: missing system packages:$$missing (install them as root; tests that need them say so and skip)"; fi; \
 	fi
+
+## kube: build (once, cached by version) the pinned Kubernetes control plane the real-cluster tests and
+## `anchorage dev cluster` run: kube-apiserver, controller manager, scheduler, kubectl, etcd (needs Go)
+kube:
+	@bash tools/kube/build.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache runs

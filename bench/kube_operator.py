@@ -102,12 +102,15 @@ def main() -> None:
                         help="also run a no-op kopf operator on the same objects and print its CPU per trial")
     args = parser.parse_args()
 
-    from anchorage.devcluster.serving import ClusterThread
+    from anchorage_devcluster.serving import ClusterThread
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from simulated_pods import anchorage_pod
 
     root = Path(tempfile.mkdtemp(prefix="anchorage-bench-"))
     store = root / "runs"
     store.mkdir()
-    thread = ClusterThread(root / "kubeconfig", crds_dir=REPO / "crds", writable=(store,), simulate=True,
+    thread = ClusterThread(root / "kubeconfig", crds_dir=REPO / "crds", writable=(store,), simulate=anchorage_pod,
                            namespaces=("raw", "bench"))
     cluster = thread.__enter__()
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "ANCHORAGE_CAMPAIGN_INTERVAL": "0.5",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["services"]  # moto and Prometheus fixtures (tests/services.py)
+pytest_plugins = ["services", "kube_cluster"]  # moto, Prometheus (tests/services.py); the real control plane
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = Path(os.environ.get("ANCHORAGE_REFERENCE", REPO.parent / "shared" / "reference"))

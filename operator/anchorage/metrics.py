@@ -179,7 +179,8 @@ def trial_labels(trial: Mapping[str, Any]) -> tuple[str, str, str]:
     A lone Trial's campaign is ``none`` and its entry, when ``spec.entry`` is unset, its agent kind.
     """
     meta, spec = trial.get("metadata") or {}, trial.get("spec") or {}
-    campaign = (meta.get("labels") or {}).get(_CAMPAIGN_LABEL) or LONE
+    campaign = (meta.get("annotations") or {}).get(_CAMPAIGN_LABEL) or (meta.get("labels") or {}).get(
+        _CAMPAIGN_LABEL) or LONE
     entry = spec.get("entry") or (spec.get("agent") or {}).get("kind") or "unknown"
     return str(campaign), str(entry), str(spec.get("task") or "unknown")
 

@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 
-from anchorage.devcluster.serving import Cluster, ClusterThread
-from anchorage.devcluster.storage import Event, Resource
+from anchorage_devcluster.serving import Cluster, ClusterThread
+from anchorage_devcluster.storage import Event, Resource
+from kube_cluster import kubectl_env
+from simulated_pods import anchorage_pod
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,8 +85,8 @@ class Env:
 
 
 def _requirements() -> None:
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not on PATH (the end-to-end tests drive the fake with it)")
+    if shutil.which("kubectl", path=kubectl_env(dict(os.environ))["PATH"]) is None:
+        pytest.skip("kubectl is not on PATH nor built (`make kube`): the end-to-end tests drive the fake with it")
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap (bwrap) is not installed: the fake kubelet runs pods with it (apt install bubblewrap)")
 
@@ -93,10 +95,11 @@ def _requirements() -> None:
 def _cluster_env(tmp_path: Path, *, simulate: bool, interval: str) -> Iterator[Env]:
     store = tmp_path / "runs"
     store.mkdir()
-    thread = ClusterThread(tmp_path / "kubeconfig", crds_dir=REPO / "crds", writable=(store,), simulate=simulate)
+    thread = ClusterThread(tmp_path / "kubeconfig", crds_dir=REPO / "crds", writable=(store,),
+                           simulate=anchorage_pod if simulate else None, authenticate=True)
     cluster = thread.__enter__()
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "ANCHORAGE_CAMPAIGN_INTERVAL": interval,
-           "ANCHORAGE_WATCH_TIMEOUT": "20", "HOME": str(tmp_path)}
+    env = kubectl_env({**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "ANCHORAGE_CAMPAIGN_INTERVAL": interval,
+                       "ANCHORAGE_WATCH_TIMEOUT": "20", "HOME": str(tmp_path)})
     state = Env(cluster, thread, store, tmp_path, env)
     try:
         yield state
@@ -116,8 +119,8 @@ def kube_env(tmp_path: Path) -> Iterator[Env]:
 @pytest.fixture
 def sim_env(tmp_path: Path) -> Iterator[Env]:
     """The fake with simulated pods (nothing runs; the store gets what the pod programs would write)."""
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not on PATH (the tests drive the fake with it)")
+    if shutil.which("kubectl", path=kubectl_env(dict(os.environ))["PATH"]) is None:
+        pytest.skip("kubectl is not on PATH nor built (`make kube`): the tests drive the fake with it")
     with _cluster_env(tmp_path, simulate=True, interval="0.3") as env:
         yield env
 

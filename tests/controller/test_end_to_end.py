@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from anchorage.devcluster.apiserver import Fault
+from anchorage_devcluster.apiserver import Fault
 
 from .conftest import REPO, Env
 

@@ -14,7 +14,7 @@ import json
 import pytest
 import yaml
 
-from anchorage.devcluster.apiserver import Fault
+from anchorage_devcluster.apiserver import Fault
 
 from .conftest import Env
 

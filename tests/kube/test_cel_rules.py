@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from anchorage.devcluster.serving import ClusterThread, load_crd_docs
+from anchorage_devcluster.serving import ClusterThread, load_crd_docs
 
 REPO = Path(__file__).resolve().parents[2]
 API = "anchorage.dev/v1alpha1"
@@ -162,7 +162,7 @@ def test_a_rule_the_fake_cannot_evaluate_fails_the_crd(kubectl: Any, rule: str, 
 def test_errors_inside_macros_stay_small() -> None:
     """cel-python quoted both errors of ``error || error`` in a new one: over a list inside exists() the
     text doubled per element (a 40-entry campaign without a baseline took gigabytes in the fake)."""
-    from anchorage.devcluster import cel
+    from anchorage_devcluster import cel
 
     node = cel.compile_schema({"type": "object", "properties": {"names": {"type": "array", "items": {"type": "string"}}},
                                "x-kubernetes-validations": [{"rule": "self.names.exists(n, n == self.missing)"}]})

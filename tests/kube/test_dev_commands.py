@@ -1,14 +1,20 @@
-"""`anchorage dev crds` and `anchorage dev cluster` work from the command line."""
+"""`anchorage dev crds` and `anchorage dev cluster` work from the command line: the cluster is the real control
+plane where it is built (``[real]``), the API fake with ``--fake`` (``[fake]``), and without the
+anchorage-devcluster package the command says how to install it."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
-import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+
+from anchorage.cli import main
+from kube_cluster import kubectl_env
 
 ANCHORAGE = str(Path(sys.executable).parent / "anchorage")
 
@@ -23,25 +29,49 @@ def test_dev_crds_check_passes_and_reports_drift(tmp_path: Path, repo_root: Path
     assert bad.returncode == 2 and "use FIELD=NUMBER" in bad.stderr
 
 
-def test_dev_cluster_serves_kubectl(tmp_path: Path, repo_root: Path) -> None:
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not on PATH")
+@pytest.mark.parametrize("variant", ["fake", pytest.param("real", marks=pytest.mark.cluster)])
+def test_dev_cluster_serves_kubectl(tmp_path: Path, repo_root: Path, variant: str) -> None:
+    if variant == "real":
+        from anchorage_devcluster import binaries
+
+        found = binaries.find()
+        if isinstance(found, str):
+            pytest.skip(found)
     kubeconfig = tmp_path / "kubeconfig"
-    proc = subprocess.Popen([ANCHORAGE, "dev", "cluster", "--kubeconfig", str(kubeconfig), "--no-kubelet",
-                             "--crds", str(repo_root / "crds"), "--store", f"file://{tmp_path / 'runs'}"],
-                            stdout=subprocess.PIPE, text=True)
+    argv = [ANCHORAGE, "dev", "cluster", "--kubeconfig", str(kubeconfig), "--no-kubelet", "--crds",
+            str(repo_root / "crds"), "--store", f"file://{tmp_path / 'runs'}", *(["--fake"] if variant == "fake" else [])]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         assert proc.stdout is not None
-        lines = [proc.stdout.readline(), proc.stdout.readline()]
-        assert lines[1].strip() == f"export KUBECONFIG={kubeconfig}"
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(tmp_path)}
-        out = subprocess.run(["kubectl", "get", "crd"], env=env, capture_output=True, text=True, timeout=30)
+        lines = [proc.stdout.readline()]
+        while lines[-1] and not lines[-1].startswith("ready"):
+            lines.append(proc.stdout.readline())
+        assert lines[1].strip() == f"export KUBECONFIG={kubeconfig}", lines
+        assert ("a mock, not a real API server" in lines[0]) == (variant == "fake"), lines[0]
+        env = kubectl_env({**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(tmp_path)})
+        out = subprocess.run(["kubectl", "get", "crd"], env=env, capture_output=True, text=True, timeout=60)
         assert "trials.anchorage.dev" in out.stdout, out.stderr
-        explain = subprocess.run(["kubectl", "explain", "trial.spec.agent.kind"], env=env, capture_output=True,
-                                 text=True, timeout=30)
+        deadline = time.monotonic() + 60  # a real API server publishes a new CRD's OpenAPI after a moment
+        while True:
+            explain = subprocess.run(["kubectl", "explain", "trial.spec.agent.kind"], env=env, capture_output=True,
+                                     text=True, timeout=60)
+            if "oracle | replay" in explain.stdout or time.monotonic() > deadline:
+                break
+            time.sleep(1)
         assert "oracle | replay" in explain.stdout, explain.stderr
     finally:
         proc.terminate()
-        proc.wait(10)
+        proc.wait(60)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_dev_cluster_without_the_package_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **_: [])  # as where it is not installed
+    monkeypatch.setattr(sys, "argv", ["anchorage", "dev", "cluster"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert "needs the anchorage-devcluster package" in err and "pip install -e ./devcluster" in err

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from anchorage.devcluster.apiserver import Fault
-from anchorage.devcluster.serving import Cluster, running_cluster
+from anchorage_devcluster.apiserver import Fault
+from anchorage_devcluster.serving import Cluster, running_cluster
 
 TRIALS = "/apis/anchorage.dev/v1alpha1/namespaces/default/trials"
 JOBS = "/apis/batch/v1/namespaces/default/jobs"

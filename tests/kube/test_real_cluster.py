@@ -1,29 +1,21 @@
-"""The CRDs and a trial against a Kubernetes cluster: a real one when ``KUBECONFIG`` is set, and always the fake.
+"""The CRDs and a trial against Kubernetes: the real control plane (``[real]``) and the cluster fake (``[fake]``).
 
-Every test runs twice: ``[fake]`` against the cluster fake (started empty, like a new cluster, so CI
-exercises this module) and ``[real]`` against the cluster of ``$KUBECONFIG`` (skipped when it is unset).
-The checks: ``crds/`` applies after a server-side dry run and becomes Established; ``kubectl explain``
-shows the fields' descriptions; the printer columns; invalid manifests get the API's schema and CEL
-errors (server-side dry run, nothing is stored); and ``examples/trial.yaml`` runs to O-Eval 1.0 through an
-``anchorage operator`` the test starts.
-
-Real-cluster settings (environment):
-
-* ``ANCHORAGE_E2E_NAMESPACE`` — namespace of the test's objects (default ``anchorage-e2e``; created if absent).
-* ``ANCHORAGE_E2E_IMAGES`` — ``operator=IMAGE,agent=IMAGE,verifier=IMAGE``: images the cluster can pull; the
-  trial test is skipped without them.
-* ``ANCHORAGE_E2E_STORE`` — store URI the pods and this machine both reach (e.g. ``s3://bucket/e2e``),
-  ``ANCHORAGE_E2E_STORAGE_SECRET`` — Secret with its credentials in that namespace,
-  ``ANCHORAGE_E2E_TASK_SOURCE`` — task folders inside the images.
-
-The real-cluster trial needs no operator of the chart running in the namespace (this test starts its own).
+Every test runs twice: ``[real]`` against the session's real control plane (``tests/kube_cluster.py``: the
+pinned kube-apiserver, etcd, controller manager and scheduler that ``make kube`` builds, a sandbox node,
+the chart installed) and ``[fake]`` against the cluster fake, started empty like a new cluster, so the fake
+is held to what the real server does. The checks: ``crds/`` applies after a server-side dry run and
+becomes Established; ``kubectl explain`` shows the fields' descriptions; the printer columns; invalid
+manifests get the API's schema and CEL errors (server-side dry run, nothing is stored); and
+``examples/trial.yaml`` runs to O-Eval 1.0 through an ``anchorage operator`` the test starts — on the real
+control plane with the chart's own arguments and its ServiceAccount's token (the chart's RBAC, not the
+admin's), its pods on the sandbox node in the chart's trials namespace (PodSecurity ``restricted``), and
+its Events in ``kubectl describe``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -35,11 +27,11 @@ from typing import Any
 import pytest
 import yaml
 
-from anchorage.devcluster.serving import ClusterThread
+from anchorage_devcluster.serving import ClusterThread
+from kube_cluster import OPERATOR_NAMESPACE, Operator, RealCluster, kubectl_env
 
 REPO = Path(__file__).resolve().parents[2]
 API = "anchorage.dev/v1alpha1"
-IMAGE_KEYS = ("operator", "agent", "verifier")
 
 
 @dataclass
@@ -50,10 +42,11 @@ class Target:
     env: dict[str, str]
     namespace: str
     root: Path
-    store: str | None = None  # store URI for the operator (None: the trial test is skipped)
-    skip_trial: str = ""  # why the trial test cannot run here
+    real: RealCluster | None = None
+    store: str | None = None
     operator_flags: list[str] = field(default_factory=list)
     applied: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
+    operator: Operator | None = None
 
     def kubectl(self, *args: str, stdin: Any = None, check: bool = False) -> subprocess.CompletedProcess[str]:
         text = yaml.safe_dump(stdin) if isinstance(stdin, dict) else stdin
@@ -64,64 +57,26 @@ class Target:
         return result
 
 
-def _images() -> dict[str, str] | str:
-    """The images of ``ANCHORAGE_E2E_IMAGES``, or why they are missing."""
-    raw = os.environ.get("ANCHORAGE_E2E_IMAGES", "")
-    if not raw:
-        return ("ANCHORAGE_E2E_IMAGES is not set (operator=IMAGE,agent=IMAGE,verifier=IMAGE): no images the cluster "
-                "can pull, so the trial is not run there")
-    pairs = dict(item.split("=", 1) for item in raw.split(",") if "=" in item)
-    missing = [k for k in IMAGE_KEYS if not pairs.get(k)]
-    if missing:
-        raise pytest.UsageError(f"ANCHORAGE_E2E_IMAGES={raw!r} lacks {missing}: give operator=,agent=,verifier=")
-    return pairs
-
-
-def _real(root: Path) -> Iterator[Target]:
-    if not os.environ.get("KUBECONFIG"):
-        pytest.skip("KUBECONFIG is not set: the real-cluster variant needs a cluster (the [fake] variant runs the same "
-                    "checks against the cluster fake)")
-    target = Target("real", {**os.environ}, os.environ.get("ANCHORAGE_E2E_NAMESPACE", "anchorage-e2e"), root)
-    created = target.kubectl("create", "namespace", target.namespace).returncode == 0
-    images, store = _images(), os.environ.get("ANCHORAGE_E2E_STORE", "")
-    if isinstance(images, str):
-        target.skip_trial = images
-    elif not store:
-        target.skip_trial = "ANCHORAGE_E2E_STORE is not set: no store the pods and this test both reach"
-    else:
-        target.store = store
-        target.operator_flags = [f"--{k}-image={images[k]}" for k in IMAGE_KEYS]
-        if os.environ.get("ANCHORAGE_E2E_STORAGE_SECRET"):
-            target.operator_flags.append(f"--storage-secret={os.environ['ANCHORAGE_E2E_STORAGE_SECRET']}")
-        if os.environ.get("ANCHORAGE_E2E_TASK_SOURCE"):
-            target.operator_flags.append(f"--task-source={os.environ['ANCHORAGE_E2E_TASK_SOURCE']}")
-    try:
-        yield target
-    finally:
-        if created:
-            target.kubectl("delete", "namespace", target.namespace, "--wait=false")
+def _real(root: Path, real: RealCluster) -> Iterator[Target]:
+    namespace = real.namespace("anchorage-e2e")
+    yield Target("real", real.env(), namespace, root, real=real)
 
 
 def _fake(root: Path) -> Iterator[Target]:
     store = root / "runs"
     store.mkdir()
     namespace = "anchorage-e2e"
-    with ClusterThread(root / "kubeconfig", writable=(store,), namespaces=(namespace,)) as cluster:
-        target = Target("fake", {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "HOME": str(root),
-                                 "ANCHORAGE_CAMPAIGN_INTERVAL": "0.5"}, namespace, root, store=f"file://{store}",
-                        operator_flags=[f"--task-source={REPO / 'tasks'}"])
-        if shutil.which("bwrap") is None:
-            target.skip_trial = "bubblewrap (bwrap) is not installed: the fake's kubelet runs pods with it"
-        yield target
+    with ClusterThread(root / "kubeconfig", writable=(store,), namespaces=(namespace,), authenticate=True) as cluster:
+        yield Target("fake", kubectl_env({**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "HOME": str(root),
+                                          "ANCHORAGE_CAMPAIGN_INTERVAL": "0.5"}), namespace, root,
+                     store=f"file://{store}", operator_flags=[f"--task-source={REPO / 'tasks'}"])
 
 
 @pytest.fixture(scope="module", params=["fake", pytest.param("real", marks=pytest.mark.cluster)])
 def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not on PATH")
     root = tmp_path_factory.mktemp(request.param)
-    variant = _fake if request.param == "fake" else _real
-    for cluster in variant(root):
+    variant = _fake(root) if request.param == "fake" else _real(root, request.getfixturevalue("real_cluster"))
+    for cluster in variant:
         # crds/ after a server-side dry run (what an admin would do first), then for real; both kept for the test
         cluster.applied["dry-run"] = cluster.kubectl("apply", "--dry-run=server", "-f", str(REPO / "crds"))
         cluster.applied["apply"] = cluster.kubectl("apply", "-f", str(REPO / "crds"))
@@ -214,31 +169,48 @@ def _table(text: str) -> list[dict[str, str]]:
             for line in lines]
 
 
+def _operator(target: Target) -> tuple[subprocess.Popen[bytes] | None, Callable[[], str], str]:
+    """Start the operator for the trial test: (process or None when the real cluster's helper runs it, its log,
+    the namespace the Trial goes to)."""
+    if target.real is not None:
+        operator = target.real.chart_operator(target.root)
+        operator.start()
+        target.operator = operator
+        return None, operator.tail, OPERATOR_NAMESPACE
+    log = target.root / "operator.log"
+    with log.open("wb") as handle:
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / "anchorage"), "operator", "-n", target.namespace, "--trials-namespace",
+             target.namespace, "--store", target.store or "", "--standalone", "--log-format", "plain",
+             *target.operator_flags], env=target.env, stdout=handle, stderr=subprocess.STDOUT)
+    return proc, lambda: log.read_text()[-3000:], target.namespace
+
+
 @pytest.mark.sandbox
 def test_example_trial_runs_to_a_score_through_an_operator(target: Target) -> None:
-    if target.skip_trial or target.store is None:
-        pytest.skip(target.skip_trial)
-    log = (target.root / "operator.log").open("wb")
-    operator = subprocess.Popen(
-        [str(Path(sys.executable).parent / "anchorage"), "operator", "-n", target.namespace, "--trials-namespace",
-         target.namespace, "--store", target.store, "--standalone", "--log-format", "plain", *target.operator_flags],
-        env=target.env, stdout=log, stderr=subprocess.STDOUT)
+    proc, tail, namespace = _operator(target)
     name = yaml.safe_load((REPO / "examples" / "trial.yaml").read_text())["metadata"]["name"]
     try:
-        target.kubectl("apply", "-n", target.namespace, "-f", str(REPO / "examples" / "trial.yaml"), check=True)
-        scored = _retry(lambda: target.kubectl("get", "tr", name, "-n", target.namespace, "-o",
-                                               "jsonpath={.status.oEval}"), lambda out: out != "",
-                        timeout=180 if target.name == "fake" else 900)
-        assert scored.stdout, (target.root / "operator.log").read_text()[-3000:]
-        rows = [r for r in _table(target.kubectl("get", "tr", "-n", target.namespace, check=True).stdout)
+        target.kubectl("apply", "-n", namespace, "-f", str(REPO / "examples" / "trial.yaml"), check=True)
+        scored = _retry(lambda: target.kubectl("get", "tr", name, "-n", namespace, "-o",
+                                               "jsonpath={.status.oEval}"), lambda out: out != "", timeout=300)
+        assert scored.stdout, tail()
+        rows = [r for r in _table(target.kubectl("get", "tr", "-n", namespace, check=True).stdout)
                 if r["NAME"] == name]
         assert rows and rows[0]["PHASE"] == "Succeeded" and float(rows[0]["O-EVAL"]) == 1.0, rows
         assert rows[0]["TASK"] == "smoke-inventory" and rows[0]["SEED"] == "0"
+        if target.real is not None:  # the operator's Events, as kubectl describe shows them
+            described = target.kubectl("describe", "tr", name, "-n", namespace, check=True).stdout
+            events = described[described.index("Events:"):]
+            for reason in ("Started", "Scored"):
+                assert reason in events and "anchorage-operator" in events, described
     finally:
-        target.kubectl("delete", "tr", name, "-n", target.namespace, "--wait=false")
-        operator.terminate()
-        try:
-            operator.wait(30)
-        except subprocess.TimeoutExpired:
-            operator.kill()
-        log.close()
+        target.kubectl("delete", "tr", name, "-n", namespace, "--wait=false")
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        elif target.operator is not None:
+            target.operator.stop()

@@ -28,6 +28,26 @@ def dns_label(text: str, max_len: int = MAX_LEN) -> str:
     return f"{label[: max_len - 9].rstrip('-')}-{digest}"
 
 
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+
+
+def label_value(text: str) -> str:
+    """``text`` as a Kubernetes label value (≤ 63 characters of ``[A-Za-z0-9-_.]``, alphanumeric at both ends):
+    itself when it already is one, else cut with an 8-hex-digit hash of the whole text appended (deterministic:
+    the same name gives the same value; the full name goes in an annotation beside it)."""
+    if len(text) <= MAX_LEN and (text == "" or _LABEL_VALUE.fullmatch(text)):
+        return text
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-_.") or "x"
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{cleaned[: MAX_LEN - 9].rstrip('-_.')}-{digest}"
+
+
+def child_name(parent: str, suffix: str) -> str:
+    """The name of an object derived from ``parent`` (``<parent>-<suffix>``), a DNS label of ≤ 63 characters
+    (a Job's name becomes its pods' label value), cut and hashed when too long."""
+    return dns_label(f"{parent}-{suffix}")
+
+
 def task_short(task: str) -> str:
     """The task part of a name: the last path component, without a leading ``owner/``."""
     return task.rstrip("/").rsplit("/", 1)[-1]
@@ -40,4 +60,4 @@ def trial_name(campaign: str, entry: str, task: str, seed: int) -> str:
 
 def scoring_run_name(trial: str) -> str:
     """Name of the ScoringRun that scores ``trial``."""
-    return dns_label(f"{trial}-score")
+    return child_name(trial, "score")

@@ -3,20 +3,23 @@
 Registered by ``anchorage.cli``. ``dev crds`` writes the CustomResourceDefinitions generated from the
 pydantic models (``anchorage.runtime.kubecrds``), ``dev schemas`` the JSON Schema of score_config.json
 (``anchorage.scoring.schema``); ``--check`` fails when the checked-in files drift.
-``dev cluster`` starts the HTTP-level Kubernetes fake (``anchorage.devcluster``) on loopback and
-prints a kubeconfig for kubectl and the operator.
+``dev cluster`` runs a local cluster from the separate ``anchorage-devcluster`` distribution (found through
+its ``anchorage.dev`` entry point; the product never imports it): the pinned real control plane with a
+sandbox node when built, else the HTTP-level API fake; it prints the kubeconfigs.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib.metadata
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from anchorage.errors import InputError
 
-dev_app = typer.Typer(help="Developer tools: CRD generation and a local Kubernetes fake.", no_args_is_help=True)
+dev_app = typer.Typer(help="Developer tools: CRD generation and a local Kubernetes cluster.", no_args_is_help=True)
 
 
 def _parse_ceilings(values: list[str]) -> dict[str, float]:
@@ -101,21 +104,29 @@ def schemas_command(
 
 @dev_app.command("cluster")
 def cluster_command(
-    port: int = typer.Option(0, "--port", help="TCP port on 127.0.0.1 (0: pick a free one)."),
+    port: int = typer.Option(0, "--port", help="TCP port of the API fake on 127.0.0.1 (0: pick a free one)."),
     kubeconfig: Path = typer.Option(Path(".anchorage/kubeconfig"), "--kubeconfig", help="Where to write the kubeconfig."),
     crds_dir: Path = typer.Option(Path("crds"), "--crds", help="Folder of CRDs to register at start."),
     store: str = typer.Option("file://./runs", "--store", help="Artifact store URI the pods write to."),
-    no_kubelet: bool = typer.Option(False, "--no-kubelet", help="Do not run Jobs' pods (API only)."),
+    no_kubelet: bool = typer.Option(False, "--no-kubelet", help="Do not run pods (API only: no node)."),
+    fake: bool = typer.Option(False, "--fake", help="Serve the API fake even when the real control plane is built."),
+    chart: Path | None = typer.Option(None, "--chart", help="Install this Helm chart (e.g. charts/anchorage) and "
+                                      "write a kubeconfig of its operator ServiceAccount (real control plane only)."),
 ) -> None:
-    """Run the Kubernetes API fake on loopback until Ctrl-C; prints the kubeconfig path."""
-    try:
-        import kmock  # noqa: F401
-    except ImportError as exc:
-        raise InputError("the cluster fake needs kmock (a dev dependency)",
-                         hint="pip install 'anchorage-operator[dev]'  (or: pip install kmock)") from exc
-    from anchorage.devcluster.serving import serve_forever
+    """Run a local cluster until Ctrl-C: the real Kubernetes control plane (``make kube`` builds it) with a
+    sandbox node, or the API fake; prints the kubeconfig(s)."""
+    run = _plugin("cluster")
+    run(port=port, kubeconfig=kubeconfig, crds_dir=crds_dir, store=store, kubelet=not no_kubelet, fake=fake,
+        chart=chart, echo=lambda line: typer.echo(line))
 
-    serve_forever(port=port, kubeconfig=kubeconfig, crds_dir=crds_dir, store=store, kubelet=not no_kubelet)
+
+def _plugin(name: str) -> Any:
+    """The ``anchorage.dev`` entry point ``name`` of the anchorage-devcluster distribution."""
+    found = [ep for ep in importlib.metadata.entry_points(group="anchorage.dev") if ep.name == name]
+    if not found:
+        raise InputError("`anchorage dev cluster` needs the anchorage-devcluster package, which is not installed",
+                         hint="from the repository: pip install -e ./devcluster  (make venv does it)")
+    return found[0].load()
 
 
 def register(app: typer.Typer) -> None:

@@ -52,8 +52,8 @@ TrialState = tuple[str, str | None, bool, float | None, float]
 
 
 @kopf.index(API_GROUP, API_VERSION, "trials", labels={kubejobs.LABEL_CAMPAIGN: kopf.PRESENT})
-async def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labels, status: kopf.Status,
-                             **_: Any) -> dict[tuple[str | None, str], TrialState]:
+async def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labels, annotations: kopf.Annotations,
+                             status: kopf.Status, **_: Any) -> dict[tuple[str | None, str], TrialState]:
     """(namespace, campaign) → a small tuple per campaign Trial (never its body: 10,000s of them).
 
     Async although it awaits nothing: kopf runs a sync index function in its thread pool, a thread hop on
@@ -61,7 +61,8 @@ async def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labe
     phase = status.get("phase")
     done = is_terminal(phase)  # a Trial stays Running until it is scored (or ends InfrastructureFailed)
     cost = None if status.get("costUnknownReason") else float(status.get("costUSD") or 0)
-    return {(namespace, labels[kubejobs.LABEL_CAMPAIGN]): (name, phase, done, cost, time.monotonic())}
+    campaign = annotations.get(kubejobs.LABEL_CAMPAIGN) or labels[kubejobs.LABEL_CAMPAIGN]
+    return {(namespace, campaign): (name, phase, done, cost, time.monotonic())}
 
 
 #: Trials this process created, by campaign uid, until the index shows them: the index sees a new

@@ -3,88 +3,142 @@
 Used by the handlers of ``anchorage.controller`` (in worker threads: kopf's for sync handlers,
 :func:`in_thread` for the work of the async watch-event handlers).
 A 409 on create means "already there" (deterministic names make creation idempotent); 5xx, 429 and
-connection errors are retried a few times, then become ``kopf.TemporaryError`` (kopf retries timers
-and campaign handlers; for watch-event handlers the next event, the campaign sweep or the watchdog
-does); other 4xx are permanent.
+connection errors are retried by :class:`Client` (the one retry layer), then become
+``kopf.TemporaryError`` (kopf retries timers and campaign handlers; for watch-event handlers the next
+event, the campaign sweep or the watchdog does); other 4xx are permanent.
 
 The calls go through :class:`Client`, a thin JSON client over one urllib3 connection pool: bodies in
 and out are plain dicts (what the watch delivers too). The kubernetes package only loads the
-credentials (kubeconfig or in-cluster, with its token refresh; TLS client certificates and a proxy
-are honoured). Its generated client's model (de)serialisation was the operator's largest CPU cost in
-``bench/kube_operator.py``; the method names here are the kubernetes client's, so reading the code
-(and ``tests/charts``'s RBAC derivation) works alike.
+credentials (kubeconfig or in-cluster); the client uses them as that package stores them: the bearer
+token under ``api_key["BearerToken"]`` (``authorization`` in older versions) refreshed through its hook
+(exec plugins, in-cluster token files), a kubeconfig ``tokenFile`` re-read as it rotates, client
+certificates, ``tls-server-name``, ``proxy-url`` and ``NO_PROXY``, a path prefix in the server URL.
+Every write carries ``fieldValidation=Strict`` (an unknown or misplaced field is an error, never pruned
+silently); the server's ``Warning`` headers are logged. Its generated client's model (de)serialisation
+was the operator's largest CPU cost in ``bench/kube_operator.py``; the method names here are the
+kubernetes client's, so reading the code (and ``tests/charts``'s RBAC derivation) works alike.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import email.utils
 import functools
 import json
+import logging
 import os
+import re
 import ssl
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import kopf
 import kubernetes
 import urllib3
+import yaml
+from kubernetes.client.rest import should_bypass_proxies
 
 from anchorage.manifests import API_GROUP, API_VERSION
 
 T = TypeVar("T")
 Obj = dict[str, Any]
+log = logging.getLogger("anchorage.kube")
+RETRIED = frozenset({429, 500, 502, 503, 504})
+_WARNING = re.compile(r'^\d{3} \S+ "((?:[^"\\]|\\.)*)"')
 
 
 class ApiError(Exception):
-    """The API answered an error status; ``message`` is the Status body's message (else the reason)."""
+    """The API answered an error status; ``message`` is the Status body's message (else the reason).
 
-    def __init__(self, status: int, message: str) -> None:
+    ``retry_after``: the seconds the server asked to wait (``Retry-After``), when it did.
+    """
+
+    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
         super().__init__(f"{status}: {message}")
         self.status = status
         self.message = message
+        self.retry_after = retry_after
+
+
+def _retry_after(response: Any) -> float | None:
+    value = response.headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
 class Client:
-    """The subset of the Kubernetes API the handlers use: plain JSON over one urllib3 pool (thread-safe)."""
+    """The subset of the Kubernetes API the handlers use: plain JSON over one urllib3 pool (thread-safe).
 
-    def __init__(self, configuration: kubernetes.client.Configuration) -> None:
+    One retry layer (:meth:`request`): connection errors and 429/5xx are tried :data:`ATTEMPTS` times in
+    all, waiting what ``Retry-After`` says (else a short backoff), never longer than :data:`RETRY_BUDGET`
+    seconds in all; then the error goes to the caller. urllib3 retries nothing itself. Every call
+    has a connect and a read timeout (:data:`TIMEOUT`), so a hung server cannot hold a worker thread.
+    """
+
+    #: How long an Authorization header is reused before the credentials are asked again.
+    TOKEN_TTL = 10.0
+    ATTEMPTS = 4
+    RETRY_BUDGET = 20.0
+    TIMEOUT = urllib3.Timeout(connect=5.0, read=30.0)
+
+    def __init__(self, configuration: kubernetes.client.Configuration, *, token_file: Path | None = None) -> None:
         self.configuration = configuration
-        self.host = configuration.host.rstrip("/")
+        self.token_file = token_file
+        parts = urllib.parse.urlsplit(configuration.host.rstrip("/"))
+        self.host = f"{parts.scheme}://{parts.netloc}"
+        self.prefix = parts.path.rstrip("/")  # a server URL may carry a path (an API proxy's prefix)
         self._cached_token: tuple[float, str | None] | None = None
-        kwargs: dict[str, Any] = {"maxsize": 32, "block": False,  # one per worker thread, with room to spare
-                                  # Connection-level retries (a keep-alive socket the server closed): every
-                                  # call is idempotent (creates take 409 as done, patches are merges).
-                                  "retries": urllib3.Retry(total=3, connect=3, read=3, backoff_factor=0.1,
-                                                           allowed_methods=None, status_forcelist=())}
-        if self.host.startswith("https"):
+        self._warned: set[str] = set()
+        kwargs: dict[str, Any] = {"maxsize": 32, "block": False, "retries": False, "timeout": self.TIMEOUT}
+        if parts.scheme == "https":
             kwargs.update(cert_reqs=ssl.CERT_REQUIRED if configuration.verify_ssl else ssl.CERT_NONE,
                           ca_certs=configuration.ssl_ca_cert, cert_file=configuration.cert_file,
                           key_file=configuration.key_file)
+            if getattr(configuration, "ca_cert_data", None):
+                kwargs["ca_cert_data"] = configuration.ca_cert_data
+            if configuration.tls_server_name:
+                kwargs["server_hostname"] = configuration.tls_server_name
+                kwargs["assert_hostname"] = configuration.tls_server_name
             if configuration.assert_hostname is not None:
                 kwargs["assert_hostname"] = configuration.assert_hostname
-        if configuration.proxy:
+        if configuration.proxy and not should_bypass_proxies(self.host, configuration.no_proxy or ""):
             self.pool = urllib3.ProxyManager(configuration.proxy, proxy_headers=configuration.proxy_headers,
                                              **kwargs).connection_from_url(self.host)
         else:
             self.pool = urllib3.connection_from_url(self.host, **kwargs)
 
-    #: How long an Authorization header is reused before the credentials' refresh hook is asked again.
-    TOKEN_TTL = 10.0
+    def _read_token(self) -> str | None:
+        if self.token_file is not None:
+            text = self.token_file.read_text().strip()
+            return f"Bearer {text}" if text else None
+        token = self.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if token:
+            return str(token)
+        if self.configuration.username:
+            return str(self.configuration.get_basic_auth_token())
+        return None
 
     def _token(self, fresh: bool = False) -> str | None:
-        """The Authorization header's value, refreshed at most every :data:`TOKEN_TTL` s (or when ``fresh``).
+        """The Authorization header's value, read again at most every :data:`TOKEN_TTL` s (or when ``fresh``).
 
         The kubernetes package's refresh hook (expiring exec-plugin and in-cluster tokens) re-applies the
         whole kubeconfig to the configuration on every call, a tenth of the handlers' API-call CPU; a 401
-        refreshes at once (:meth:`request`).
+        reads the credentials again at once (:meth:`request`).
         """
         now = time.monotonic()
         cached = self._cached_token
         if fresh or cached is None or now - cached[0] > self.TOKEN_TTL:
-            cached = self._cached_token = (now, self.configuration.get_api_key_with_prefix("authorization"))
+            cached = self._cached_token = (now, self._read_token())
         return cached[1]
 
     def _headers(self, content_type: str, fresh: bool = False) -> dict[str, str]:
@@ -94,13 +148,50 @@ class Client:
             headers["Authorization"] = token
         return headers
 
+    def _warnings(self, method: str, path: str, response: Any) -> None:
+        for warning in response.headers.getlist("Warning"):
+            quoted = _WARNING.match(warning)  # 299 - "text with \"escapes\""
+            text = re.sub(r"\\(.)", r"\1", quoted.group(1)) if quoted else warning
+            if text not in self._warned and len(self._warned) < 1000:
+                self._warned.add(text)
+                log.warning("the API server warns about %s %s: %s", method, path.split("?")[0], text)
+
+    def _send(self, method: str, url: str, data: bytes | None, content_type: str) -> Any:
+        response = self.pool.urlopen(method, url, body=data, headers=self._headers(content_type),
+                                     retries=False, timeout=self.TIMEOUT)
+        if response.status == 401:  # the token may have expired since it was read: read it again, once
+            response = self.pool.urlopen(method, url, body=data, headers=self._headers(content_type, fresh=True),
+                                         retries=False, timeout=self.TIMEOUT)
+        return response
+
     def request(self, method: str, path: str, body: Obj | None = None,
                 content_type: str = "application/json", *, answer: bool = True) -> Obj:
-        """One call; the decoded JSON answer ({} with ``answer=False``), or :class:`ApiError` for an error status."""
+        """One call; the decoded JSON answer ({} with ``answer=False``), or :class:`ApiError` for an error status.
+
+        Connection errors that outlast the retries are raised as they are (``urllib3`` / ``OSError``).
+        """
         data = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
-        response = self.pool.urlopen(method, path, body=data, headers=self._headers(content_type))
-        if response.status == 401:  # the token may have expired since it was read: refresh it, once
-            response = self.pool.urlopen(method, path, body=data, headers=self._headers(content_type, fresh=True))
+        url = self.prefix + path
+        if method in ("POST", "PUT", "PATCH"):
+            url += ("&" if "?" in url else "?") + "fieldValidation=Strict"
+        deadline = time.monotonic() + self.RETRY_BUDGET
+        for attempt in range(1, self.ATTEMPTS + 1):
+            wait = min(0.2 * 2 ** attempt, 5.0)
+            try:
+                response = self._send(method, url, data, content_type)
+            except (OSError, urllib3.exceptions.HTTPError):
+                if attempt == self.ATTEMPTS or time.monotonic() + wait > deadline:
+                    raise
+                time.sleep(wait)
+                continue
+            self._warnings(method, path, response)
+            if response.status in RETRIED and attempt < self.ATTEMPTS:
+                asked = _retry_after(response)
+                wait = asked if asked is not None else wait
+                if time.monotonic() + wait <= deadline:
+                    time.sleep(wait)
+                    continue
+            break
         if response.status < 400 and not answer:
             return {}
         try:
@@ -113,7 +204,7 @@ class Client:
     def _checked(response: Any, answer: Any) -> Obj:
         if response.status >= 400:
             message = answer.get("message") if isinstance(answer, dict) else None
-            raise ApiError(response.status, str(message or response.reason or "error"))
+            raise ApiError(response.status, str(message or response.reason or "error"), _retry_after(response))
         return answer if isinstance(answer, dict) else {}
 
     def _custom(self, group: str, version: str, namespace: str, plural: str) -> str:
@@ -144,6 +235,29 @@ class Client:
     def create_namespaced_secret(self, namespace: str, body: Obj) -> Obj:
         return self.request("POST", f"/api/v1/namespaces/{namespace}/secrets", body, answer=False)
 
+    def create_namespaced_event(self, namespace: str, body: Obj) -> Obj:
+        return self.request("POST", f"/api/v1/namespaces/{namespace}/events", body, answer=False)
+
+
+def kubeconfig_token_file(path: str | None = None) -> Path | None:
+    """The ``tokenFile`` of the kubeconfig's current user, if it names one (the kubernetes package reads it once;
+    a rotated token must be read again)."""
+    for name in (path or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")).split(os.pathsep):
+        try:
+            doc = yaml.safe_load(Path(name).read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        context = next((c.get("context") or {} for c in doc.get("contexts") or []
+                        if c.get("name") == doc.get("current-context")), None)
+        if context is None:
+            continue
+        user = next((u.get("user") or {} for u in doc.get("users") or [] if u.get("name") == context.get("user")), {})
+        token_file = user.get("tokenFile")
+        if isinstance(token_file, str) and token_file and not user.get("token"):
+            return (Path(name).parent / token_file).resolve()
+        return None
+    return None
+
 
 @functools.cache
 def _executor() -> concurrent.futures.ThreadPoolExecutor:
@@ -166,26 +280,23 @@ def client() -> Client:
     configuration = kubernetes.client.Configuration()
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        kubernetes.config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    return Client(configuration)
+        return Client(configuration)
+    kubernetes.config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return Client(configuration, token_file=kubeconfig_token_file())
 
 
-def call(fn: Callable[[], T], *, what: str, retries: int = 4) -> T:
-    """Run an API call; retry 5xx/429/connection errors a few times, then hand them to kopf."""
-    for attempt in range(retries + 1):
-        try:
-            return fn()
-        except ApiError as exc:
-            if exc.status < 500 and exc.status != 429:
-                raise
-            if attempt == retries:
-                raise kopf.TemporaryError(f"{what}: API error {exc.status}; retrying", delay=2) from exc
-        except (OSError, urllib3.exceptions.HTTPError) as exc:
-            if attempt == retries:
-                raise kopf.TemporaryError(f"{what}: {exc}; retrying", delay=2) from exc
-        time.sleep(0.2 * (attempt + 1))
-    raise AssertionError("unreachable")
+def call(fn: Callable[[], T], *, what: str) -> T:
+    """Run an API call (the client has retried what is worth retrying); 5xx/429/connection errors go to kopf
+    as temporary, after the server's ``Retry-After`` when it gave one."""
+    try:
+        return fn()
+    except ApiError as exc:
+        if exc.status < 500 and exc.status != 429:
+            raise
+        raise kopf.TemporaryError(f"{what}: API error {exc.status}: {exc.message}; retrying",
+                                  delay=max(2.0, exc.retry_after or 0)) from exc
+    except (OSError, urllib3.exceptions.HTTPError) as exc:
+        raise kopf.TemporaryError(f"{what}: {exc}; retrying", delay=2) from exc
 
 
 def create(fn: Callable[[], Any], *, what: str) -> bool:
@@ -210,14 +321,49 @@ def get_custom(plural: str, namespace: str, name: str) -> Obj | None:
         raise
 
 
-def patch_status(plural: str, namespace: str, name: str, status: Obj) -> None:
-    """Merge ``status`` into the object's status subresource (404: gone, nothing to do)."""
+def patch_status(plural: str, namespace: str, name: str, status: Obj, *, resource_version: str | None = None) -> bool:
+    """Merge ``status`` into the object's status subresource; True when written.
+
+    With ``resource_version`` the patch applies only to that version of the object (optimistic concurrency:
+    the caller decided on that version); a 409 Conflict then means the object changed since, and returns
+    False (its newer version comes as a watch event, where the caller decides again). 404: gone, False.
+    """
+    body: Obj = {"status": status}
+    if resource_version:
+        body["metadata"] = {"resourceVersion": resource_version}
     try:
         call(lambda: client().patch_namespaced_custom_object_status(
-            API_GROUP, API_VERSION, namespace, plural, name, {"status": status}), what=f"patch {plural}/{name}")
+            API_GROUP, API_VERSION, namespace, plural, name, body), what=f"patch {plural}/{name}")
     except ApiError as exc:
-        if exc.status != 404:
-            raise
+        if exc.status in (404, 409):
+            return False
+        raise
+    return True
+
+
+#: Who posts the operator's Events (``kubectl describe`` shows it as the events' source).
+EVENT_SOURCE = "anchorage-operator"
+
+
+def post_event(obj: Obj, kind: str, reason: str, message: str) -> None:
+    """Post a Kubernetes Event (``kind``: ``Normal`` or ``Warning``) about ``obj``; best effort (logged on failure).
+
+    ``obj`` is the object as the API gave it (``apiVersion``, ``kind``, ``metadata`` with ``uid``). Shown by
+    ``kubectl describe`` and ``kubectl get events``.
+    """
+    meta = obj["metadata"]
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    body = {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{meta['name'][:200]}.{time.time_ns():x}", "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": obj.get("apiVersion", f"{API_GROUP}/{API_VERSION}"),
+                               "kind": obj.get("kind", ""), "name": meta["name"], "namespace": meta["namespace"],
+                               "uid": meta.get("uid", "")},
+            "type": kind, "reason": reason, "message": message[:1024], "source": {"component": EVENT_SOURCE},
+            "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
+    try:
+        call(lambda: client().create_namespaced_event(meta["namespace"], body), what=f"event {reason}")
+    except (ApiError, kopf.TemporaryError) as exc:
+        log.warning("could not post the event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
 
 
 def create_custom(plural: str, body: Obj) -> bool:

@@ -85,7 +85,7 @@ def _run_sources(run: Mapping[str, Any], spec: ScoringRunSpec) -> tuple[str, lis
 
 def verifier_job_name(run: Mapping[str, Any]) -> str:
     """The verifier Job of a run (the name ``kubejobs.verifier_job`` gives it)."""
-    return f"{run['metadata']['name']}-verify"
+    return kubejobs.verifier_job_name(run["metadata"]["name"])
 
 
 def start(run: dict[str, Any]) -> None:
@@ -215,9 +215,9 @@ async def verifier_job_event(type: str | None, body: kopf.Body, logger: kopf.Log
 
 
 def _job_ended(job: dict[str, Any], result: str, logger: kopf.Logger) -> None:
-    labels, annotations = job["metadata"].get("labels") or {}, job["metadata"].get("annotations") or {}
+    annotations = job["metadata"].get("annotations") or {}
     ns = annotations.get("anchorage.dev/scoring-run-namespace", job["metadata"]["namespace"])
-    run = RUNS.current(ns, labels[kubejobs.LABEL_SCORING], _unfinished)
+    run = RUNS.current(ns, kubejobs.named(job["metadata"], kubejobs.LABEL_SCORING) or "", _unfinished)
     if run is None or (run.get("status") or {}).get("phase") in FINAL:
         return
     try:

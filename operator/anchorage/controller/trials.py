@@ -37,7 +37,7 @@ from pydantic import ValidationError
 
 from anchorage import metrics
 from anchorage import trials as trials_core
-from anchorage.campaigns.names import dns_label, scoring_run_name
+from anchorage.campaigns.names import child_name, scoring_run_name
 from anchorage.controller import gatewaying, kube
 from anchorage.controller.settings import config, store
 from anchorage.errors import AnchorageError
@@ -72,8 +72,8 @@ MECHANISM = "kubernetes-pod"
 
 
 def job_name(trial: str, attempt: int) -> str:
-    """The Job of attempt ``attempt`` of ``trial``."""
-    return dns_label(f"{trial}-a{attempt}")
+    """The Job of attempt ``attempt`` of ``trial`` (a DNS label: ≤ 63 characters)."""
+    return child_name(trial, f"a{attempt}")
 
 
 def condition(type_: str, status: str, reason: str, message: str = "", generation: int | None = None) -> dict[str, Any]:
@@ -115,7 +115,7 @@ def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
     A crash between the two is repaired by :func:`repair`, which re-creates a missing Job.
     """
     meta = body["metadata"]
-    campaign = (meta.get("labels") or {}).get(kubejobs.LABEL_CAMPAIGN)
+    campaign = kubejobs.named(meta, kubejobs.LABEL_CAMPAIGN)
     admit(spec.agent, spec.verification, OPERATOR)
     gatewaying.check(spec)  # a model-calling trial needs a token: refuse before anything is written
     plan, defaults = _task_inputs(spec)
@@ -376,7 +376,7 @@ def _attempt_record(trial: Mapping[str, Any], spec: TrialSpec, end: AttemptEnd) 
     outcome = classify(end)
     resources = kubejobs.resources_in_force(spec, defaults)
     record = TrialRecord(
-        name=meta["name"], campaign=(meta.get("labels") or {}).get(kubejobs.LABEL_CAMPAIGN), entry=entry_name(spec),
+        name=meta["name"], campaign=kubejobs.named(meta, kubejobs.LABEL_CAMPAIGN), entry=entry_name(spec),
         task=task.slug, seed=spec.seed, attempt=int(status.get("attempt") or 0) + 1, driver="operator",
         agent=AgentInfo(kind=spec.agent.kind, model=spec.agent.model, reasoning_effort=spec.agent.reasoning_effort,
                         label=plan.label),
@@ -627,9 +627,10 @@ def first_end(type_: str | None, body: kopf.Body, once: Once) -> str | None:
 
 
 def _job_ended(job: dict[str, Any], result: str, logger: kopf.Logger) -> None:
-    labels, annotations = job["metadata"].get("labels") or {}, job["metadata"].get("annotations") or {}
+    annotations = job["metadata"].get("annotations") or {}
     ns = annotations.get("anchorage.dev/trial-namespace", job["metadata"]["namespace"])
-    trial = TRIALS.current(ns, labels[kubejobs.LABEL_TRIAL], functools.partial(_runs_job, job["metadata"]["name"]))
+    trial = TRIALS.current(ns, kubejobs.named(job["metadata"], kubejobs.LABEL_TRIAL) or "",
+                           functools.partial(_runs_job, job["metadata"]["name"]))
     if trial is None or not _runs_job(job["metadata"]["name"], trial):
         return
     try:

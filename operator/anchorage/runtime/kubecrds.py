@@ -223,7 +223,7 @@ def crd(kind: str, ceilings: Mapping[str, float] | None = None) -> Schema:
         "properties": {
             "apiVersion": {"type": "string", "description": "anchorage.dev/v1alpha1"},
             "kind": {"type": "string", "description": kind},
-            "metadata": {"type": "object", "description": "Standard object metadata."},
+            "metadata": {"type": "object"},  # a description here is refused by the API server
             "spec": spec,
             "status": status,
         },

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import urllib.parse
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from anchorage.campaigns.names import child_name, label_value
 from anchorage.errors import InputError
 from anchorage.manifests import API, AgentSpec, TrialSpec
 from anchorage.trials.agents import AgentPlan, needs_gateway
@@ -44,6 +46,26 @@ LABEL_NETWORK = "anchorage.dev/network"
 RUN_DIR = "/run/anchorage"
 DEFAULT_DEADLINE = 14400
 TOKEN_KEY = "token"  # key of the per-trial gateway token in its Secret
+#: Labels that name an object (trial, campaign, scoring run): their value is the name made a label value
+#: (``label_value``: hashed when longer than 63 characters); the full name is in the annotation of the same key.
+NAME_LABELS = (LABEL_TRIAL, LABEL_CAMPAIGN, LABEL_SCORING)
+
+
+def name_labels(**names: str | None) -> tuple[dict[str, str], dict[str, str]]:
+    """(labels, annotations) naming related objects, e.g. ``name_labels(trial=..., campaign=...)``."""
+    keys = {"trial": LABEL_TRIAL, "campaign": LABEL_CAMPAIGN, "scoring_run": LABEL_SCORING}
+    present = {keys[k]: v for k, v in names.items() if v}
+    return {k: label_value(v) for k, v in present.items()}, dict(present)
+
+
+def named(meta: Manifest, key: str) -> str | None:
+    """The full name an object's name label ``key`` stands for (its annotation, else the label itself)."""
+    return (meta.get("annotations") or {}).get(key) or (meta.get("labels") or {}).get(key)
+
+
+def verifier_job_name(run: str) -> str:
+    """The verifier Job of the ScoringRun ``run`` (a DNS label: ≤ 63 characters)."""
+    return child_name(run, "verify")
 TOKEN_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")  # the gateway takes Bearer and x-api-key alike
 SCRATCH_IN = "/scratch/in"  # where the verifier pod's init container puts the artifacts it scores
 
@@ -108,9 +130,10 @@ def gateway_token_secret(job: Manifest, token: str) -> Manifest:
     """
     meta = job["metadata"]
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k in (*MANAGED_BY, LABEL_TRIAL, LABEL_CAMPAIGN)}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k in NAME_LABELS}
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "immutable": True,
             "metadata": {"name": token_secret_name(meta["name"]), "namespace": meta["namespace"],
-                         "labels": {**labels, LABEL_ROLE: "gateway-token"},
+                         "labels": {**labels, LABEL_ROLE: "gateway-token"}, "annotations": annotations,
                          "ownerReferences": [owner_ref({"apiVersion": "batch/v1", **job, "kind": "Job"})]},
             "data": {TOKEN_KEY: base64.b64encode(token.encode("utf-8")).decode("ascii")}}
 
@@ -150,8 +173,9 @@ def resources_in_force(spec: TrialSpec, defaults: dict[str, float]) -> dict[str,
 
 
 def deadline(spec: TrialSpec, defaults: dict[str, float]) -> int:
-    """The attempt's ``activeDeadlineSeconds``: the agent timeout of the Trial, else of task.toml."""
-    return int(spec.limits.agent_timeout_sec or defaults.get("agent_timeout_sec", DEFAULT_DEADLINE))
+    """The attempt's ``activeDeadlineSeconds``: the agent timeout of the Trial, else of task.toml, rounded up to
+    whole seconds (rounding down would cut the agent's time, and 0.5 s would be an invalid 0)."""
+    return math.ceil(spec.limits.agent_timeout_sec or defaults.get("agent_timeout_sec", DEFAULT_DEADLINE))
 
 
 def artifact_in_trial(path: str | None) -> str | None:
@@ -248,9 +272,8 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
         env.append({"name": "OPENAI_BASE_URL", "value": config.gateway_url})
         env.append({"name": "ANTHROPIC_BASE_URL", "value": config.gateway_url.removesuffix("/v1")})
         env += [{"name": name, "valueFrom": {"secretKeyRef": dict(secret)}} for name in TOKEN_ENV]
-    labels = {**MANAGED_BY, LABEL_TRIAL: name, LABEL_ROLE: "trial"}
-    if campaign:
-        labels[LABEL_CAMPAIGN] = campaign
+    named_labels, names = name_labels(trial=name, campaign=campaign)
+    labels = {**MANAGED_BY, **named_labels, LABEL_ROLE: "trial"}
     job_labels = dict(labels)
     if config.kueue_queue:
         job_labels["kueue.x-k8s.io/queue-name"] = config.kueue_queue
@@ -279,7 +302,7 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
     if runtime_class:
         pod_spec["runtimeClassName"] = runtime_class
     metadata: Manifest = {"name": job_name, "namespace": ns, "labels": job_labels,
-                          "annotations": {"anchorage.dev/trial-namespace": trial["metadata"]["namespace"]}}
+                          "annotations": {"anchorage.dev/trial-namespace": trial["metadata"]["namespace"], **names}}
     if ns == trial["metadata"]["namespace"]:
         metadata["ownerReferences"] = [owner_ref(trial)]
     return {
@@ -319,7 +342,8 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
     sidecar = _sidecar(config, out, {"": "/scratch/out"}, marker="verifier-upload.json")
     sidecar["volumeMounts"] = [{"name": "work", "mountPath": "/scratch", "readOnly": True},
                                {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
-    labels = {**MANAGED_BY, LABEL_SCORING: name, LABEL_ROLE: "verifier", LABEL_NETWORK: "none"}
+    named_labels, names = name_labels(scoring_run=name)
+    labels = {**MANAGED_BY, **named_labels, LABEL_ROLE: "verifier", LABEL_NETWORK: "none"}
     pod_spec = {
         "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
         "securityContext": _pod_security(),
@@ -338,8 +362,8 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
         }],
         "volumes": [{"name": v, "emptyDir": {}} for v in ("work", "run", "tmp")],
     }
-    metadata: Manifest = {"name": f"{name}-verify", "namespace": ns, "labels": labels,
-                          "annotations": {"anchorage.dev/scoring-run-namespace": run["metadata"]["namespace"]}}
+    metadata: Manifest = {"name": verifier_job_name(name), "namespace": ns, "labels": labels,
+                          "annotations": {"anchorage.dev/scoring-run-namespace": run["metadata"]["namespace"], **names}}
     if ns == run["metadata"]["namespace"]:
         metadata["ownerReferences"] = [owner_ref(run)]
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
@@ -454,9 +478,10 @@ def network_policies(namespace: str, config: OperatorConfig) -> list[Manifest]:
 def child_trial(campaign: Manifest, name: str, spec: TrialSpec) -> Manifest:
     """A campaign's Trial, owned by the campaign (deleting the campaign deletes it)."""
     body = spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+    labels, annotations = name_labels(campaign=campaign["metadata"]["name"])
     return {"apiVersion": API, "kind": "Trial",
             "metadata": {"name": name, "namespace": campaign["metadata"]["namespace"],
-                         "labels": {**MANAGED_BY, LABEL_CAMPAIGN: campaign["metadata"]["name"]},
+                         "labels": {**MANAGED_BY, **labels}, "annotations": annotations,
                          "ownerReferences": [owner_ref(campaign)]},
             "spec": body}
 
@@ -464,12 +489,11 @@ def child_trial(campaign: Manifest, name: str, spec: TrialSpec) -> Manifest:
 def child_scoring_run(trial: Manifest, name: str, verification: dict[str, Any],
                       scoring: dict[str, Any] | None = None) -> Manifest:
     """The ScoringRun of a finished Trial, owned by it (scored under the Trial's ``scoring.profile``)."""
-    labels = {**MANAGED_BY, LABEL_TRIAL: trial["metadata"]["name"]}
-    campaign = (trial["metadata"].get("labels") or {}).get(LABEL_CAMPAIGN)
-    if campaign:
-        labels[LABEL_CAMPAIGN] = campaign
+    named_labels, annotations = name_labels(trial=trial["metadata"]["name"], campaign=named(trial["metadata"],
+                                                                                             LABEL_CAMPAIGN))
     return {"apiVersion": API, "kind": "ScoringRun",
-            "metadata": {"name": name, "namespace": trial["metadata"]["namespace"], "labels": labels,
+            "metadata": {"name": name, "namespace": trial["metadata"]["namespace"],
+                         "labels": {**MANAGED_BY, **named_labels}, "annotations": annotations,
                          "ownerReferences": [owner_ref(trial)]},
             "spec": {"trialRef": trial["metadata"]["name"], "verification": verification,
                      **({"scoring": scoring} if scoring else {})}}

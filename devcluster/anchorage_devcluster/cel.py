@@ -1,6 +1,6 @@
 """The CRDs' CEL validation rules (``x-kubernetes-validations``), evaluated as the API server does.
 
-Used by ``devcluster.apiserver``: :func:`compile_schema` runs when a CRD is registered (and rejects a
+Used by ``anchorage_devcluster.apiserver``: :func:`compile_schema` runs when a CRD is registered (and rejects a
 rule the fake cannot evaluate, so nothing is silently accepted), :func:`validate` on every write of a
 custom resource. Rules are evaluated with cel-python (``celpy``) against the object converted by its
 schema (``integer`` → int, ``number`` → double, so ``1.0`` is a double as in Kubernetes).
@@ -228,7 +228,7 @@ def _compile(expr: str, where: str, allow_old: bool) -> tuple[celpy.Runner, bool
     for kind, name in names:
         if kind == "function" and name not in SUPPORTED_FUNCTIONS:
             raise RuleError(f"{where}: {expr!r} calls {name}(), which the cluster fake cannot evaluate "
-                            f"(supported: see anchorage.devcluster.cel)")
+                            f"(supported: see anchorage_devcluster.cel)")
         if kind == "unsupported":
             raise RuleError(f"{where}: {expr!r} uses a leading-dot name {name}, which the cluster fake does not support")
         if kind == "ident" and name not in bound | TYPE_NAMES | {"self", "oldSelf", "null"}:

@@ -1,6 +1,6 @@
 """Structural-schema checks of custom resources as the API server does them: unknown fields, schema errors.
 
-Used by ``devcluster.apiserver`` on every create and update of a custom resource: fields the CRD's
+Used by ``anchorage_devcluster.apiserver`` on every create and update of a custom resource: fields the CRD's
 structural schema does not declare are dropped (the default, ``fieldValidation`` Ignore or Warn) or,
 with ``?fieldValidation=Strict`` (what kubectl sends), reject the request with 400 BadRequest and
 ``strict decoding error: unknown field "spec.x"``. ``metadata`` and nodes marked
@@ -101,3 +101,45 @@ def schema_causes(schema: dict[str, Any], value: Any, prefix: list[str | int] | 
     validator = jsonschema.Draft4Validator(schema)
     errors = sorted(validator.iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path])
     return [_cause(error, prefix or []) for error in errors]
+
+
+# ----------------------------------------------------------------- the rules a CRD's schema must follow
+
+
+def _node_causes(node: dict[str, Any], path: str, *, in_free_form: bool) -> list[str]:
+    errors: list[str] = []
+    free = in_free_form or bool(node.get("x-kubernetes-preserve-unknown-fields"))
+    if not node.get("type") and not free and not node.get("x-kubernetes-int-or-string"):
+        errors.append(f"{path}.type: Required value: must not be empty for specified object fields")
+    if "properties" in node and node.get("additionalProperties") not in (None, False):
+        errors.append(f"{path}.additionalProperties: Forbidden: additionalProperties and properties are mutual "
+                      "exclusive")
+    if "$ref" in node:
+        errors.append(f"{path}.$ref: Forbidden: $ref is not supported")
+    for name, sub in (node.get("properties") or {}).items():
+        errors += _node_causes(sub, f"{path}.properties[{name}]", in_free_form=free)
+    if isinstance(node.get("items"), dict):
+        errors += _node_causes(node["items"], f"{path}.items", in_free_form=free)
+    if isinstance(node.get("additionalProperties"), dict):
+        errors += _node_causes(node["additionalProperties"], f"{path}.additionalProperties", in_free_form=free)
+    return errors
+
+
+def crd_schema_causes(schema: dict[str, Any], path: str = "spec.validation.openAPIV3Schema") -> list[str]:
+    """Why a CRD's ``openAPIV3Schema`` is not structural, in the API server's words (empty when it is).
+
+    Checked as the API server does when a CRD is created or updated: every specified field has a
+    ``type`` (except under ``x-kubernetes-preserve-unknown-fields`` / ``x-kubernetes-int-or-string``),
+    ``properties`` and ``additionalProperties`` exclude each other, no ``$ref``, and the root ``metadata``
+    may specify nothing but ``type: object`` and restrictions of ``name`` / ``generateName`` — not even a
+    ``description``.
+    """
+    errors = [f"{path}.type: Required value: must be object at the root"] if schema.get("type") != "object" else []
+    metadata = (schema.get("properties") or {}).get("metadata")
+    if isinstance(metadata, dict):
+        rest = {k: v for k, v in metadata.items() if k not in ("type", "properties")}
+        names = set(metadata.get("properties") or {}) - {"name", "generateName"}
+        if rest or names or metadata.get("type", "object") != "object":
+            errors.append(f"{path}.properties[metadata]: Forbidden: must not specify anything other than name and "
+                          "generateName, but metadata is implicitly specified")
+    return errors + _node_causes(schema, path, in_free_form=False)

@@ -1,6 +1,6 @@
 """The object store of the cluster fake: what etcd plus the API server's generic registry do.
 
-Used by ``devcluster.apiserver`` (HTTP) and ``devcluster.kubelet`` (in-process writes). Keeps one
+Used by ``anchorage_devcluster.apiserver`` (HTTP) and ``anchorage_devcluster.kubelet`` (in-process writes). Keeps one
 global resourceVersion counter, a bounded event log per resource (so a watch can resume from a
 resourceVersion, or gets 410 Gone when it is older than the log), optimistic concurrency (409 on a
 stale resourceVersion), generation bumps on spec changes, deletion with finalizers and

@@ -1,24 +1,30 @@
 """Start the cluster fake on loopback and write a kubeconfig for it.
 
-Called by ``anchorage dev cluster`` (``serve_forever``) and by tests (``running_cluster``, an async
-context manager yielding the API server and the kubeconfig path).
+Called by ``anchorage dev cluster`` (``serve_forever``, when the real control plane is not built) and by
+tests (``running_cluster``, an async context manager yielding the API server and the kubeconfig path;
+``ClusterThread`` for synchronous callers). The kubeconfig carries a bearer token; with
+``authenticate=True`` the fake answers 401 to a request without it, as an API server does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp.test_utils
 import kmock
 import yaml
 
-from anchorage.devcluster.apiserver import FakeApiServer
-from anchorage.devcluster.kubelet import FakeKubelet
+from anchorage_devcluster import pki
+from anchorage_devcluster.apiserver import FakeApiServer
+from anchorage_devcluster.kubelet import FakeKubelet
+from anchorage_devcluster.pods import Simulate
 
 T = TypeVar("T")
 
@@ -31,18 +37,36 @@ class Cluster:
     kubelet: FakeKubelet | None
     kubeconfig: Path
     url: str
+    ca: Path | None = None  # the CA of an HTTPS fake (``authenticate=True``)
 
 
-def kubeconfig_text(url: str) -> str:
-    """A kubeconfig pointing kubectl (and kopf) at ``url`` with no credentials."""
+TOKEN = "anchorage-dev-fake"
+READY = "ready (Ctrl-C stops it)"
+
+
+def kubeconfig_text(url: str, token: str = TOKEN, ca: Path | None = None) -> str:
+    """A kubeconfig pointing kubectl (and kopf) at ``url`` with a bearer token (and the CA of an HTTPS fake)."""
+    cluster: dict[str, str] = {"server": url}
+    if ca is not None:
+        cluster["certificate-authority"] = str(ca)
     doc = {
         "apiVersion": "v1", "kind": "Config", "current-context": "anchorage-dev",
-        "clusters": [{"name": "anchorage-dev", "cluster": {"server": url}}],
-        "users": [{"name": "anchorage-dev", "user": {"token": "anchorage-dev-fake"}}],
+        "clusters": [{"name": "anchorage-dev", "cluster": cluster}],
+        "users": [{"name": "anchorage-dev", "user": {"token": token}}],
         "contexts": [{"name": "anchorage-dev", "context": {"cluster": "anchorage-dev", "user": "anchorage-dev",
                                                           "namespace": "default"}}],
     }
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+def _tls_server(context: ssl.SSLContext) -> type[aiohttp.test_utils.RawTestServer]:
+    """kmock's server class, listening with TLS."""
+
+    class TlsServer(aiohttp.test_utils.RawTestServer):
+        async def start_server(self, **kwargs: Any) -> None:
+            await super().start_server(ssl=context, **kwargs)
+
+    return TlsServer
 
 
 def load_crd_docs(crds_dir: Path) -> list[dict[str, Any]]:
@@ -56,28 +80,41 @@ def load_crd_docs(crds_dir: Path) -> list[dict[str, Any]]:
 @contextlib.asynccontextmanager
 async def running_cluster(kubeconfig: Path, *, port: int = 0, crds_dir: Path | None = None,
                           kubelet: bool = True, writable: tuple[Path, ...] = (),
-                          namespaces: tuple[str, ...] = (), simulate: bool = False) -> AsyncIterator[Cluster]:
-    """Serve the fake on 127.0.0.1 for the duration of the ``async with`` block."""
-    api = FakeApiServer()
+                          namespaces: tuple[str, ...] = (), simulate: Simulate | None = None,
+                          authenticate: bool = False) -> AsyncIterator[Cluster]:
+    """Serve the fake on 127.0.0.1 for the duration of the ``async with`` block.
+
+    ``authenticate``: over HTTPS (kubectl sends a bearer token only over TLS) with the kubeconfig's token
+    required, as an API server does (:meth:`FakeApiServer._refused`).
+    """
+    api = FakeApiServer(token=TOKEN if authenticate else None)
     if crds_dir is not None:
         api.load_crds(load_crd_docs(crds_dir))
     for ns in namespaces:
         api.store.create(api.store.resource("", "namespaces"), None, {"metadata": {"name": ns}})
-    async with api, kmock.Server(api, port=port or None) as server:
-        url = f"http://{server.host}:{server.port}"
-        kubeconfig.parent.mkdir(parents=True, exist_ok=True)
-        kubeconfig.write_text(kubeconfig_text(url))
+    kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+    ca, options = None, {}
+    if authenticate:
+        authority = pki.Authority(kubeconfig.parent / f"{kubeconfig.name}-pki")
+        serving = authority.issue("fake-apiserver", "anchorage-fake-apiserver", server=True,
+                                  hosts=("127.0.0.1", "localhost"))
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(str(serving.cert), str(serving.key))
+        ca, options = authority.pair.cert, {"server_cls": _tls_server(context)}
+    async with api, kmock.Server(api, port=port or None, **options) as server:
+        url = f"{'https' if ca else 'http'}://{server.host}:{server.port}"
+        kubeconfig.write_text(kubeconfig_text(url, ca=ca))
         runner = FakeKubelet(api.store, writable=writable, simulate=simulate) if kubelet else None
         if runner is not None:
             runner.start()
         try:
-            yield Cluster(api, runner, kubeconfig, url)
+            yield Cluster(api, runner, kubeconfig, url, ca)
         finally:
             if runner is not None:
                 await runner.stop()
 
 
-def serve_forever(*, port: int, kubeconfig: Path, crds_dir: Path, store: str, kubelet: bool) -> None:
+def serve_forever(*, port: int, kubeconfig: Path, crds_dir: Path, store: str, kubelet: bool, note: str = "") -> None:
     """Run the fake until interrupted (``anchorage dev cluster``)."""
     writable = (Path(store.removeprefix("file://")).resolve(),) if store.startswith("file://") else ()
     for path in writable:
@@ -86,8 +123,9 @@ def serve_forever(*, port: int, kubeconfig: Path, crds_dir: Path, store: str, ku
     async def main() -> None:
         async with running_cluster(kubeconfig.resolve(), port=port, crds_dir=crds_dir if crds_dir.is_dir() else None,
                                    kubelet=kubelet, writable=writable, namespaces=("anchorage-trials",)) as cluster:
-            print(f"Kubernetes API fake on {cluster.url}", flush=True)
+            print(f"Kubernetes API fake (a mock, not a real API server) on {cluster.url}{note}", flush=True)
             print(f"export KUBECONFIG={cluster.kubeconfig}", flush=True)
+            print(READY, flush=True)
             await asyncio.Event().wait()
 
     with contextlib.suppress(KeyboardInterrupt):

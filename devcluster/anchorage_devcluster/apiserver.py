@@ -1,6 +1,6 @@
 """The HTTP side of the cluster fake: kmock's ``KubernetesEmulator`` with real API semantics.
 
-Started by ``devcluster.serving`` (``anchorage dev cluster``) and by the operator tests. kmock gives
+Started by ``anchorage_devcluster.serving`` (``anchorage dev cluster``) and by the operator tests. kmock gives
 the HTTP server, request parsing, discovery (``/api``, ``/apis``, group/version resource lists from
 ``self.resources``), Status-shaped errors, the request log (``self.requests`` for assertions) and its
 DSL: reactions declared with ``fake[...] << ...`` take precedence over the built-in behaviour here,
@@ -9,7 +9,7 @@ which is registered as a fallback. The built-in behaviour (``ObjectStore``) adds
 registration (``POST customresourcedefinitions`` makes the kind servable; a CEL rule the fake
 cannot evaluate is refused with 422), validation of custom resources as the API server does it
 (unknown fields pruned, or 400 with ``fieldValidation=Strict``; the CRD's openAPIV3Schema with
-jsonschema; then the CRD's own ``x-kubernetes-validations`` CEL rules, ``devcluster.cel``) and
+jsonschema; then the CRD's own ``x-kubernetes-validations`` CEL rules, ``anchorage_devcluster.cel``) and
 server-side Table printing for kubectl.
 
 Fault injection for tests: ``fake.faults.append(Fault(...))`` fails matching requests with a status
@@ -30,29 +30,15 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp.web
 import attrs
 import kmock
-from kmock._internal import apps, enums, parsing, rendering
 
 from anchorage import manifests
-from anchorage.devcluster import cel, structural
-from anchorage.devcluster.storage import ApiError, Event, Obj, ObjectStore, Resource, json_patch, merge_patch, now
+from anchorage_devcluster import cel, kmockfix, structural
+from anchorage_devcluster.storage import ApiError, Event, Obj, ObjectStore, Resource, json_patch, merge_patch, now
 
-_kmock_parse_path = parsing.parse_path
-
-
-def _parse_path(path: str) -> parsing.ParsedPath:
-    """kmock 0.8 reads ``/api/v1/namespaces[/NAME[/status]]`` as a namespace prefix; it is the
-    Namespace resource itself. Everything else goes to kmock's parser."""
-    parts = path.strip("/").split("/")
-    core = parts[:2] == ["api", "v1"] and len(parts) >= 3 and parts[2] == "namespaces"
-    if core and len(parts) <= 5 and (len(parts) < 5 or parts[4] in ("status", "finalize")):
-        return parsing.ParsedPath("", "v1", "namespaces", None, parts[3] if len(parts) > 3 else None,
-                                  parts[4] if len(parts) > 4 else None)
-    return _kmock_parse_path(path)
-
-
-parsing.parse_path = _parse_path  # rendering.Request._parse looks it up on the module at call time
+kmockfix.install()
 
 CORE: list[tuple[str, str, str, str, bool, bool]] = [
     # group, version, plural, kind, namespaced, status subresource
@@ -130,11 +116,50 @@ def _field_match(selector: str) -> Callable[[Obj], bool]:
     return lambda obj: all(str(_jsonpath(obj, k.rstrip("="))) == v.lstrip("=") for k, v in terms)
 
 
+_PUBLIC = {"/version", "/healthz", "/readyz", "/livez"}
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+#: Kinds whose names must be DNS labels (≤ 63): a Job's name becomes its pods' ``job-name`` label value.
+_LABEL_NAMED = {"jobs", "namespaces", "services"}
+
+
+def metadata_causes(res: Resource, meta: Obj) -> list[dict[str, str]]:
+    """What the API server says about an object's name and labels (DNS names, 63-character label values)."""
+    causes: list[dict[str, str]] = []
+
+    def invalid(field: str, value: str, message: str) -> None:
+        causes.append({"reason": "FieldValueInvalid", "field": field,
+                       "message": f"Invalid value: {json.dumps(value)}: {message}"})
+
+    name = meta.get("name")
+    if name:
+        limit = 63 if res.plural in _LABEL_NAMED else 253
+        if len(name) > limit:
+            invalid("metadata.name", name, f"must be no more than {limit} characters")
+        elif not _SUBDOMAIN.fullmatch(name) or (limit == 63 and "." in name):
+            invalid("metadata.name", name, "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                    "characters, '-' or '.', and must start and end with an alphanumeric character")
+    for key, value in (meta.get("labels") or {}).items():
+        prefix, _, label = key.rpartition("/")
+        if len(label) > 63 or not _LABEL_NAME.fullmatch(label) or len(prefix) > 253 or \
+                (prefix and not _SUBDOMAIN.fullmatch(prefix)):
+            invalid("metadata.labels", key, "name part must consist of alphanumeric characters, '-', '_' or '.', "
+                    "and must start and end with an alphanumeric character (at most 63 characters)")
+        if not isinstance(value, str) or len(value) > 63:
+            invalid("metadata.labels", str(value), "must be no more than 63 characters")
+        elif not _LABEL_VALUE.fullmatch(value):
+            invalid("metadata.labels", value, "a valid label must be an empty string or consist of alphanumeric "
+                    "characters, '-', '_' or '.', and must start and end with an alphanumeric character")
+    return causes
+
+
 @attrs.define(kw_only=True)
 class FakeApiServer(kmock.KubernetesEmulator):
     """The fake Kubernetes API server (see the module docstring)."""
 
     store: ObjectStore = attrs.field(factory=ObjectStore)
+    token: str | None = None  # when set, a request without ``Authorization: Bearer <token>`` gets 401
     faults: list[Fault] = attrs.field(factory=list)
     bookmark_interval: float = 5.0
     keep_requests: int = 20
@@ -146,7 +171,8 @@ class FakeApiServer(kmock.KubernetesEmulator):
 
     def __attrs_post_init__(self) -> None:
         kmock.KubernetesScaffold.__attrs_post_init__(self)
-        (self ** -1e9)[self._is_object_request] << self._serve
+        # JSON for every answer, watch streams included (kubectl picks its decoder by the Content-Type)
+        (self ** -1e9)[self._is_object_request] << {"Content-Type": "application/json"} << self._serve
         (self ** -1e9)["get", re.compile(r"^/openapi/v3/.+")] << self._openapi_group_version
         (self ** -1e9)["get /openapi/v3"] << self._openapi_root
         for group, version, plural, kind, namespaced, status in CORE:
@@ -157,7 +183,10 @@ class FakeApiServer(kmock.KubernetesEmulator):
     # The emulator's own object tracking is replaced by ObjectStore: skip KubernetesEmulator._handle.
     # kmock matches every request against views over its whole request log, which makes a long run
     # quadratic; the log is cut to its last ``keep_requests`` (20) entries (``counts`` keeps the totals).
-    async def _handle(self, request: rendering.Request) -> Any:
+    async def _handle(self, request: kmock.Request) -> Any:
+        refused = self._refused(request)
+        if refused is not None:
+            return aiohttp.web.json_response(refused.status(), status=refused.code)
         method = request.method.value.upper() if request.method else "GET"
         verb = "WATCH" if request.params.get("watch") == "true" else method
         plural = request.resource.plural if request.resource is not None and request.resource.plural else "-"
@@ -165,7 +194,21 @@ class FakeApiServer(kmock.KubernetesEmulator):
         self.counts[f"{verb} {plural}{sub}"] += 1
         if len(self._requests) > self.keep_requests:
             del self._requests[: len(self._requests) - self.keep_requests]
-        return await apps.RawHandler._handle(self, request)
+        return await kmock.RawHandler._handle(self, request)
+
+    def _refused(self, request: kmock.Request) -> ApiError | None:
+        """As an API server with token authentication and anonymous requests allowed: a wrong token is 401, no
+        token is the user ``system:anonymous``, who may read only the public health and version endpoints (403)."""
+        if self.token is None:
+            return None
+        given = request.headers.get("Authorization")
+        if given is None:
+            if request.url.path in _PUBLIC:
+                return None
+            verb = (request.method.value if request.method else "get").lower()
+            return ApiError(403, "Forbidden", f'forbidden: User "system:anonymous" cannot {verb} path '
+                            f'"{request.url.path}"')
+        return None if given == f"Bearer {self.token}" else ApiError(401, "Unauthorized", "Unauthorized")
 
     # ----------------------------------------------------------------- discovery and CRDs
     def _serve_kind(self, res: Resource, short: list[str], categories: list[str]) -> None:
@@ -175,7 +218,7 @@ class FakeApiServer(kmock.KubernetesEmulator):
             kind=res.kind, singular=res.kind.lower(), namespaced=res.namespaced, verbs=VERBS,
             shortnames=short, categories=categories, subresources=["status"] if res.status_subresource else [])
 
-    async def _serve_version(self, request: rendering.Request) -> Any:
+    async def _serve_version(self, request: kmock.Request) -> Any:
         listing: dict[str, Any] = await super()._serve_version(request)  # type: ignore[assignment]
         listing["groupVersion"] = listing["groupVersion"].lstrip("/")  # the core group is "v1", not "/v1"
         for item in listing["resources"]:  # subresources carry no short names nor categories
@@ -192,10 +235,10 @@ class FakeApiServer(kmock.KubernetesEmulator):
             versions.setdefault(prefix, []).append(res)
         return versions
 
-    async def _openapi_root(self, request: rendering.Request) -> Any:
+    async def _openapi_root(self, request: kmock.Request) -> Any:
         return {"paths": {gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash=fake"} for gv in self._group_versions()}}
 
-    async def _openapi_group_version(self, request: rendering.Request) -> Any:
+    async def _openapi_group_version(self, request: kmock.Request) -> Any:
         prefix = request.url.path.removeprefix("/openapi/v3/")
         resources = self._group_versions().get(prefix)
         if resources is None:
@@ -240,11 +283,18 @@ class FakeApiServer(kmock.KubernetesEmulator):
         """The CRD's compiled CEL rules; 422 (as the API server refuses a bad rule) when one cannot be evaluated."""
         spec = crd.get("spec") or {}
         version: Obj = next((v for v in spec.get("versions") or [] if v.get("served", True)), {})
+        name = (crd.get("metadata") or {}).get("name", "")
+        problems = structural.crd_schema_causes((version.get("schema") or {}).get("openAPIV3Schema") or {})
+        if problems:
+            text = problems[0] if len(problems) == 1 else f"[{', '.join(problems)}]"
+            raise ApiError(422, "Invalid", f'CustomResourceDefinition.apiextensions.k8s.io "{name}" is invalid: {text}',
+                           {"name": name, "group": "apiextensions.k8s.io", "kind": "CustomResourceDefinition",
+                            "causes": [{"reason": "FieldValueInvalid", "field": p.partition(": ")[0],
+                                        "message": p.partition(": ")[2]} for p in problems]})
         try:
             return cel.compile_schema((version.get("schema") or {}).get("openAPIV3Schema") or {},
                                       f"spec.validation.openAPIV3Schema ({version.get('name', '?')})")
         except cel.RuleError as exc:
-            name = (crd.get("metadata") or {}).get("name", "")
             cause = {"reason": "FieldValueInvalid", "field": "spec.validation.openAPIV3Schema", "message": str(exc)}
             raise ApiError(422, "Invalid", f'CustomResourceDefinition.apiextensions.k8s.io "{name}" is invalid: {exc}',
                            {"name": name, "group": "apiextensions.k8s.io", "kind": "CustomResourceDefinition",
@@ -284,11 +334,11 @@ class FakeApiServer(kmock.KubernetesEmulator):
 
     # ----------------------------------------------------------------- request routing
     @staticmethod
-    def _is_object_request(request: rendering.Request) -> bool:
+    def _is_object_request(request: kmock.Request) -> bool:
         res = request.resource
         return bool(res is not None and res.plural and res.version and res.group is not None)
 
-    async def _serve(self, request: rendering.Request) -> Any:
+    async def _serve(self, request: kmock.Request) -> Any:
         method = request.method.value.upper() if request.method else "GET"
         for fault in self.faults:
             if fault.take(method, request.url.path):
@@ -306,13 +356,13 @@ class FakeApiServer(kmock.KubernetesEmulator):
         return kmock.KubernetesError(status=exc.code, reason=exc.reason, message=exc.message,
                                      details=exc.details or {"kind": "", "name": ""})
 
-    async def _dispatch(self, request: rendering.Request, method: str) -> Any:
+    async def _dispatch(self, request: kmock.Request, method: str) -> Any:
         assert request.resource is not None
         res = self.store.resource(request.resource.group or "", request.resource.plural or "")
         ns, name, sub = request.namespace, request.name, request.subresource
         if sub not in (None, "status"):
             raise ApiError(404, "NotFound", f"subresource {sub} is not served by the fake")
-        if request.action == enums.action.WATCH:
+        if request.action == kmock.action.WATCH:
             return self._watch(request, res, ns)
         if method == "GET":
             return self._table(request, res, self._get(request, res, ns, name))
@@ -324,7 +374,7 @@ class FakeApiServer(kmock.KubernetesEmulator):
             return self._write(request, res, ns, name, method, sub == "status")
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on this path")
 
-    def _get(self, request: rendering.Request, res: Resource, ns: str | None, name: str | None) -> Obj:
+    def _get(self, request: kmock.Request, res: Resource, ns: str | None, name: str | None) -> Obj:
         if name:
             return self.store.get(res, ns, name)
         match_labels = _label_match(request.params.get("labelSelector", ""))
@@ -333,7 +383,7 @@ class FakeApiServer(kmock.KubernetesEmulator):
         return {"apiVersion": res.api_version, "kind": f"{res.kind}List",
                 "metadata": {"resourceVersion": str(self.store.rv)}, "items": items}
 
-    def _create(self, request: rendering.Request, res: Resource, ns: str | None) -> Obj:
+    def _create(self, request: kmock.Request, res: Resource, ns: str | None) -> Obj:
         body = request.data if isinstance(request.data, dict) else {}
         ns = ns or body.get("metadata", {}).get("namespace") or (None if not res.namespaced else "default")
         body = self._admit(request, res, body, None)
@@ -341,7 +391,7 @@ class FakeApiServer(kmock.KubernetesEmulator):
             return body
         return self.store.create(res, ns, body)
 
-    def _delete(self, request: rendering.Request, res: Resource, ns: str | None, name: str | None) -> Obj:
+    def _delete(self, request: kmock.Request, res: Resource, ns: str | None, name: str | None) -> Obj:
         options = request.data if isinstance(request.data, dict) else {}
         orphan = (options.get("propagationPolicy") or request.params.get("propagationPolicy")) == "Orphan"
         if name and (request.params.get("dryRun") or options.get("dryRun")):
@@ -352,7 +402,7 @@ class FakeApiServer(kmock.KubernetesEmulator):
             self.store.delete(res, obj["metadata"].get("namespace"), obj["metadata"]["name"], orphan=orphan)
         return {"apiVersion": "v1", "kind": "Status", "status": "Success", "metadata": {}}
 
-    def _write(self, request: rendering.Request, res: Resource, ns: str | None, name: str, method: str,
+    def _write(self, request: kmock.Request, res: Resource, ns: str | None, name: str, method: str,
                status_only: bool) -> Obj:
         current = self.store.get(res, ns, name)
         body = request.data
@@ -375,8 +425,12 @@ class FakeApiServer(kmock.KubernetesEmulator):
         return self.store.update(res, ns, name, new, status_only=status_only, expected_rv=expected)
 
     # ----------------------------------------------------------------- validation
-    def _admit(self, request: rendering.Request, res: Resource, obj: Obj, old: Obj | None) -> Obj:
-        """What the API server does before storing a write: CRD rules compile, unknown fields, schema, CEL."""
+    def _admit(self, request: kmock.Request, res: Resource, obj: Obj, old: Obj | None) -> Obj:
+        """What the API server does before storing a write: names and labels, CRD rules compile, unknown
+        fields, schema, CEL."""
+        meta_causes = metadata_causes(res, obj.get("metadata") or {})
+        if meta_causes:
+            raise self._invalid(res, (obj.get("metadata") or {}).get("name", ""), meta_causes)
         if res.plural == "customresourcedefinitions" and res.group == "apiextensions.k8s.io":
             self.compile_crd(obj)
         schema = self._schemas.get((res.group, res.plural))
@@ -419,7 +473,7 @@ class FakeApiServer(kmock.KubernetesEmulator):
                 raise self._invalid(res, obj.get("metadata", {}).get("name", ""), causes)
 
     # ----------------------------------------------------------------- watches
-    async def _watch(self, request: rendering.Request, res: Resource, ns: str | None) -> AsyncIterator[Any]:
+    async def _watch(self, request: kmock.Request, res: Resource, ns: str | None) -> AsyncIterator[Any]:
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         res.watchers.add(queue)
         self._streams.add(queue)
@@ -467,7 +521,7 @@ class FakeApiServer(kmock.KubernetesEmulator):
                 yield {"type": event.type, "object": event.obj}
 
     # ----------------------------------------------------------------- kubectl tables
-    def _table(self, request: rendering.Request, res: Resource, result: Obj) -> Obj:
+    def _table(self, request: kmock.Request, res: Resource, result: Obj) -> Obj:
         if "as=Table" not in request.headers.get("Accept", ""):
             return result
         items = result.get("items", [result])

@@ -1,0 +1,257 @@
+"""A real Kubernetes control plane on loopback: etcd, kube-apiserver, kube-controller-manager, kube-scheduler.
+
+Started by ``anchorage dev cluster`` (when :func:`binaries.find` finds the pinned binaries) and by the
+tests' session fixture. Run as a real cluster is run, on 127.0.0.1 only:
+
+* etcd with one member (``--unsafe-no-fsync``: a throw-away cluster, so nothing is fsynced);
+* kube-apiserver with TLS, client-certificate and ServiceAccount-token authentication (anonymous
+  requests get only what RBAC gives ``system:anonymous``), the ``Node,RBAC`` authorizers, the default
+  admission plugins (``PodSecurity`` enforces a namespace's ``pod-security.kubernetes.io/enforce`` label)
+  plus ``NodeRestriction`` and ``PodNodeSelector`` (a namespace annotation pins its pods to nodes), CRD
+  structural-schema and CEL validation by the server;
+  ``--endpoint-reconciler-type=none`` because the ``kubernetes`` Service cannot point at a loopback address;
+* kube-controller-manager (Job controller, garbage collector, TTL-after-finished, ServiceAccount, token
+  and root-CA controllers, node lifecycle, ...) with per-controller ServiceAccount credentials;
+* kube-scheduler.
+
+Nodes are added separately (``nodeagent``). Each component logs to ``<root>/logs/<name>.log``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from anchorage_devcluster import pki
+from anchorage_devcluster.binaries import Binaries
+
+SERVICE_CIDR = "10.96.0.0/16"  # addresses of Services (never routed here: no kube-proxy)
+ISSUER = "https://kubernetes.default.svc.cluster.local"
+
+
+class StartError(RuntimeError):
+    """A component exited or did not become ready; the message ends with its log's tail."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def kubeconfig(server: str, ca: Path, *, user: dict[str, str], namespace: str = "default", name: str = "anchorage-dev"
+               ) -> str:
+    """A kubeconfig for ``server`` whose user is ``user`` (``client-certificate``/``client-key`` or ``token``)."""
+    doc = {"apiVersion": "v1", "kind": "Config", "current-context": name,
+           "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority": str(ca)}}],
+           "users": [{"name": name, "user": user}],
+           "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": namespace}}]}
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+@dataclass
+class ControlPlane:
+    """A running control plane (see the module docstring); :meth:`stop` ends every process it started."""
+
+    root: Path
+    binaries: Binaries
+    url: str
+    authority: pki.Authority
+    admin_kubeconfig: Path
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def ca(self) -> Path:
+        return self.authority.pair.cert
+
+    def env(self, kubeconfig: Path | None = None) -> dict[str, str]:
+        """The environment for kubectl and clients: this cluster's kubeconfig, this kubectl first on PATH."""
+        path = f"{self.binaries.folder}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+        return {**os.environ, "KUBECONFIG": str(kubeconfig or self.admin_kubeconfig), "PATH": path}
+
+    def kubectl(self, *args: str, kubeconfig: Path | None = None, stdin: str | None = None,
+                check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run this cluster's kubectl (as the admin unless ``kubeconfig`` says otherwise)."""
+        result = subprocess.run([str(self.binaries.kubectl), *args], env=self.env(kubeconfig), input=stdin,
+                                capture_output=True, text=True, timeout=timeout)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        return result
+
+    def node_kubeconfig(self, node: str) -> Path:
+        """A kubeconfig authenticating as the kubelet of ``node`` (``system:node:<node>`` in ``system:nodes``)."""
+        pair = self.authority.issue(f"node-{node}", f"system:node:{node}", groups=("system:nodes",))
+        path = self.root / f"node-{node}.kubeconfig"
+        path.write_text(kubeconfig(self.url, self.ca, user={"client-certificate": str(pair.cert),
+                                                            "client-key": str(pair.key)}))
+        return path
+
+    def namespace(self, name: str, *, pod_security: str | None = "restricted", nodes: str | None = None) -> None:
+        """Create namespace ``name`` (if absent) enforcing PodSecurity ``pod_security``; ``nodes``: a node label
+        selector (``key=value``) its pods are pinned to (``PodNodeSelector``)."""
+        self.kubectl("create", "namespace", name, check=False)
+        if pod_security:
+            self.kubectl("label", "namespace", name, "--overwrite", f"pod-security.kubernetes.io/enforce={pod_security}")
+        if nodes:
+            self.kubectl("annotate", "namespace", name, "--overwrite", f"scheduler.alpha.kubernetes.io/node-selector={nodes}")
+
+    def service_account_kubeconfig(self, namespace: str, name: str, path: Path, *, hours: int = 48) -> Path:
+        """A kubeconfig with a bound token of ServiceAccount ``namespace/name`` (TokenRequest, as a pod gets)."""
+        token = self.kubectl("create", "token", name, "-n", namespace, f"--duration={hours}h").stdout.strip()
+        path.write_text(kubeconfig(self.url, self.ca, user={"token": token}, namespace=namespace,
+                                   name=f"{namespace}-{name}"))
+        return path
+
+    def alive(self) -> dict[str, int | None]:
+        """Each component's exit code (None while it runs)."""
+        return {name: proc.poll() for name, proc in self.procs.items()}
+
+    def stop(self) -> None:
+        """Stop the components (scheduler and controller manager first, etcd last)."""
+        for name in reversed(list(self.procs)):
+            proc = self.procs[name]
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(15)
+        self.procs.clear()
+
+
+def _tail(path: Path, size: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-size:]
+    except OSError:
+        return ""
+
+
+def _spawn(plane: ControlPlane, name: str, argv: list[str]) -> None:
+    logs = plane.root / "logs"
+    logs.mkdir(exist_ok=True)
+    with (logs / f"{name}.log").open("ab") as log:
+        plane.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                             start_new_session=True, cwd=plane.root)
+
+
+def _wait(plane: ControlPlane, name: str, ready: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code = plane.procs[name].poll()
+        if code is not None:
+            raise StartError(f"{name} exited with {code}:\n{_tail(plane.root / 'logs' / f'{name}.log')}")
+        if ready():
+            return
+        time.sleep(0.3)
+    raise StartError(f"{name} was not ready within {timeout:.0f} s:\n{_tail(plane.root / 'logs' / f'{name}.log')}")
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _https_ok(url: str, context: ssl.SSLContext) -> bool:
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=5) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def start(root: Path, binaries: Binaries, *, timeout: float = 180.0) -> ControlPlane:
+    """Start a control plane under ``root`` (certificates, etcd data, kubeconfigs, logs); ready when it returns."""
+    root.mkdir(parents=True, exist_ok=True)
+    pki_dir = root / "pki"
+    authority = pki.Authority(pki_dir)
+    port, etcd_port, peer_port = free_port(), free_port(), free_port()
+    serving = authority.issue("apiserver", "kube-apiserver", server=True, hosts=(
+        "127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local", "10.96.0.1"))
+    admin = authority.issue("admin", "anchorage-admin", groups=("system:masters",))
+    sa = pki.service_account_keys(pki_dir)
+    url = f"https://127.0.0.1:{port}"
+    admin_kubeconfig = root / "admin.kubeconfig"
+    admin_kubeconfig.write_text(kubeconfig(url, authority.pair.cert, user={"client-certificate": str(admin.cert),
+                                                                             "client-key": str(admin.key)}))
+    plane = ControlPlane(root, binaries, url, authority, admin_kubeconfig)
+    try:
+        _start_all(plane, serving, admin, sa, port, etcd_port, peer_port, timeout)
+    except BaseException:
+        plane.stop()
+        raise
+    return plane
+
+
+def _start_all(plane: ControlPlane, serving: pki.Pair, admin: pki.Pair, sa: pki.Pair, port: int, etcd_port: int,
+               peer_port: int, timeout: float) -> None:
+    root, binaries, ca = plane.root, plane.binaries, plane.ca
+    etcd_url, peer_url = f"http://127.0.0.1:{etcd_port}", f"http://127.0.0.1:{peer_port}"
+    _spawn(plane, "etcd", [
+        str(binaries.etcd), "--name=default", f"--data-dir={root / 'etcd'}", f"--listen-client-urls={etcd_url}",
+        f"--advertise-client-urls={etcd_url}", f"--listen-peer-urls={peer_url}",
+        f"--initial-advertise-peer-urls={peer_url}", f"--initial-cluster=default={peer_url}",
+        "--unsafe-no-fsync", "--log-level=warn", f"--quota-backend-bytes={8 * 1024 ** 3}"])
+    _wait(plane, "etcd", lambda: _port_open(etcd_port), timeout)
+    _spawn(plane, "kube-apiserver", [
+        str(binaries.kube_apiserver), f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1", f"--secure-port={port}", f"--tls-cert-file={serving.cert}",
+        f"--tls-private-key-file={serving.key}", f"--client-ca-file={ca}",
+        f"--service-account-issuer={ISSUER}", f"--service-account-key-file={sa.cert}",
+        f"--service-account-signing-key-file={sa.key}", "--authorization-mode=Node,RBAC",
+        "--enable-admission-plugins=NodeRestriction,PodNodeSelector", f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--endpoint-reconciler-type=none", "--allow-privileged=false", "--profiling=false", "--event-ttl=2h"])
+    context = ssl.create_default_context(cafile=str(ca))
+    context.load_cert_chain(str(admin.cert), str(admin.key))
+    _wait(plane, "kube-apiserver", lambda: _https_ok(f"{plane.url}/readyz", context), timeout)
+    for component, user in (("kube-controller-manager", "system:kube-controller-manager"),
+                            ("kube-scheduler", "system:kube-scheduler")):
+        pair = plane.authority.issue(component, user)
+        (root / f"{component}.kubeconfig").write_text(kubeconfig(plane.url, ca, user={
+            "client-certificate": str(pair.cert), "client-key": str(pair.key)}))
+    manager_config = root / "kube-controller-manager.kubeconfig"
+    _spawn(plane, "kube-controller-manager", [
+        str(binaries.kube_controller_manager), f"--kubeconfig={manager_config}",
+        f"--authentication-kubeconfig={manager_config}", f"--authorization-kubeconfig={manager_config}",
+        "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--leader-elect=false",
+        f"--service-account-private-key-file={sa.key}", f"--root-ca-file={ca}",
+        f"--cluster-signing-cert-file={ca}", f"--cluster-signing-key-file={plane.authority.pair.key}",
+        "--use-service-account-credentials", f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle-controller"])
+    scheduler_config = root / "kube-scheduler.kubeconfig"
+    _spawn(plane, "kube-scheduler", [
+        str(binaries.kube_scheduler), f"--kubeconfig={scheduler_config}",
+        f"--authentication-kubeconfig={scheduler_config}", f"--authorization-kubeconfig={scheduler_config}",
+        "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--leader-elect=false"])
+    # Ready when the controller manager's ServiceAccount controller made the default namespace's account.
+    _wait(plane, "kube-controller-manager", lambda: plane.kubectl(
+        "get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0, timeout)
+    for name in ("kube-scheduler", "kube-controller-manager"):
+        if plane.procs[name].poll() is not None:
+            raise StartError(f"{name} exited:\n{_tail(root / 'logs' / f'{name}.log')}")
+
+
+@contextlib.contextmanager
+def running(root: Path, binaries: Binaries, *, timeout: float = 180.0) -> Iterator[ControlPlane]:
+    """``with running(root, binaries) as plane:`` — started, then stopped at the end of the block."""
+    plane = start(root, binaries, timeout=timeout)
+    try:
+        yield plane
+    finally:
+        plane.stop()

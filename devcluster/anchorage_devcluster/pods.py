@@ -1,0 +1,453 @@
+"""Running one pod's containers on this machine, and the pod status a kubelet would report for it.
+
+Shared by the sandbox node agent (``nodeagent``: a real Node of the real control plane) and the fake's
+kubelet (``kubelet``). :class:`PodRun` takes a pod as the API server stores it and runs, as a kubelet
+does: init containers in order, native sidecars (init containers with ``restartPolicy: Always``) started
+in their turn and stopped with SIGTERM once every main container has ended, then the main containers in
+parallel; a failing init container fails the pod (``restartPolicy: Never`` is all this runner supports:
+Jobs' pods). After every change it hands the whole pod ``status`` (phase, conditions, container
+statuses with exit codes and reasons) to the caller's ``report``.
+
+Each container runs under bubblewrap: the host's root folders read-only, each pod volume bound at its
+``mountPath`` (``emptyDir`` as a fresh folder with mode 0777 as the kubelet makes it, ``secret`` /
+``configMap`` written from the API), a private network namespace for pods labelled
+``anchorage.dev/network: none``, a private pid namespace; as the ``runAsUser`` / ``runAsGroup`` of its
+security context inside a user namespace (mapped to the node's own user outside, as a rootless runtime
+does), every capability dropped, ``no_new_privs``;
+in a cgroup of its own with the container's CPU, memory and pids limits (Anchorage's
+``runtime.local.cgroups``: an OOM kill is reported ``OOMKilled``, exit code 137). Environment
+``secretKeyRef`` / ``configMapKeyRef`` are resolved through :class:`References`; while one is missing the
+container waits in ``CreateContainerConfigError`` and starts once it exists, as a kubelet retries.
+
+**The image is not used** (there is no container runtime): commands run with this machine's programs,
+with this Python's virtualenv first on ``PATH`` so ``python -m anchorage...`` works as in Anchorage's
+images; a container without ``command`` cannot run (``CreateContainerError``). Not enforced:
+ephemeral-storage limits and ``emptyDir.sizeLimit`` (a kubelet evicts for them), NetworkPolicies
+(no CNI: pods share the host's network unless labelled as above), probes.
+
+``simulate``: a callable given by the caller (tests, benchmarks) that receives the pod and returns the
+exit code of each container without running anything (see ``tests/simulated_pods.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import datetime as dt
+import os
+import re
+import shutil
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from anchorage.runtime.local import cgroups
+
+Obj = dict[str, Any]
+Simulate = Callable[[Obj], dict[str, int]]
+NO_NETWORK_LABEL = "anchorage.dev/network"
+ENV_RETRY_SEC = 0.2
+_SKIP_ROOT = {"proc", "dev", "sys", "tmp", "run", "root"}
+_SOURCE_ROOT = Path(sys.modules["anchorage"].__file__ or ".").resolve().parents[1]  # the checkout holding anchorage/
+_JOIN = 'for f; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"'
+
+
+def now() -> str:
+    """Now, as Kubernetes writes timestamps."""
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class MissingReference(Exception):
+    """An env ``valueFrom`` / ``envFrom`` names a Secret or ConfigMap (or key) that does not exist yet."""
+
+
+class References(Protocol):
+    """Where Secrets and ConfigMaps come from (the API for the node agent, the fake's store for its kubelet)."""
+
+    async def read(self, plural: str, namespace: str, name: str) -> Obj | None:
+        """The object (``secrets`` or ``configmaps``), None when it does not exist."""
+
+
+def cpu_cores(text: str) -> float:
+    """A CPU quantity (``500m``, ``2``) in cores."""
+    return int(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+_UNITS = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "K": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9,
+          "T": 10 ** 12, "": 1}
+
+
+def quantity_bytes(text: str) -> int:
+    """A memory quantity (``128Mi``, ``1Gi``, ``500M``, ``1048576``) in bytes."""
+    match = re.fullmatch(r"([0-9.]+)([KMGT]i?|)", text.strip())
+    if match is None:
+        raise ValueError(f"unsupported quantity {text!r}")
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+@dataclass
+class ContainerEnd:
+    """How a container ended."""
+
+    exit_code: int
+    reason: str
+    started_at: str
+    finished_at: str
+    message: str = ""
+
+
+@dataclass
+class StatusBook:
+    """The pod status a kubelet would report, kept up to date as containers change state."""
+
+    pod: Obj
+    phase: str = "Pending"
+    reason: str = ""
+    message: str = ""
+    start_time: str = ""
+    states: dict[str, Obj] = field(default_factory=dict)
+    started: set[str] = field(default_factory=set)
+    initialized: bool = False
+
+    def _spec(self) -> Obj:
+        return dict(self.pod["spec"])
+
+    def container_names(self, kind: str) -> list[str]:
+        return [c["name"] for c in self._spec().get(kind) or []]
+
+    def set(self, name: str, state: Obj) -> None:
+        self.states[name] = state
+        if "running" in state:
+            self.started.add(name)
+
+    def _status_of(self, container: Obj) -> Obj:
+        name = container["name"]
+        state = self.states.get(name, {"waiting": {"reason": "PodInitializing"}})
+        entry: Obj = {"name": name, "image": container.get("image", ""), "imageID": "", "restartCount": 0,
+                      "ready": "running" in state, "started": "running" in state, "state": state}
+        if name in self.started or "terminated" in state:
+            entry["containerID"] = f"anchorage://{self.pod['metadata'].get('uid', '')[:8]}-{name}"
+            entry["imageID"] = entry["image"]
+        return entry
+
+    def snapshot(self) -> Obj:
+        spec = self._spec()
+        mains = spec.get("containers") or []
+        ready = self.phase == "Running" and all("running" in self.states.get(c["name"], {}) for c in mains)
+        stamp = now()
+
+        def condition(kind: str, ok: bool) -> Obj:
+            return {"type": kind, "status": "True" if ok else "False", "lastProbeTime": None,
+                    "lastTransitionTime": stamp}
+
+        status: Obj = {"phase": self.phase, "hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}],
+                       "podIP": "127.0.0.1", "podIPs": [{"ip": "127.0.0.1"}], "qosClass": _qos(spec),
+                       "conditions": [condition("PodReadyToStartContainers", True),
+                                      condition("Initialized", self.initialized),
+                                      condition("Ready", ready), condition("ContainersReady", ready)],
+                       "containerStatuses": [self._status_of(c) for c in mains]}
+        if spec.get("initContainers"):
+            status["initContainerStatuses"] = [self._status_of(c) for c in spec["initContainers"]]
+        if self.start_time:
+            status["startTime"] = self.start_time
+        if self.reason:
+            status["reason"] = self.reason
+        if self.message:
+            status["message"] = self.message
+        return status
+
+
+def _qos(spec: Obj) -> str:
+    containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+    resources = [c.get("resources") or {} for c in containers]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+    guaranteed = all(r.get("limits") and {k: r["limits"].get(k) for k in ("cpu", "memory")} ==
+                     {k: (r.get("requests") or r["limits"]).get(k) for k in ("cpu", "memory")}
+                     and "cpu" in r["limits"] and "memory" in r["limits"] for r in resources)
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _terminated(end: ContainerEnd) -> Obj:
+    state: Obj = {"exitCode": end.exit_code, "reason": end.reason, "startedAt": end.started_at,
+                  "finishedAt": end.finished_at}
+    if end.message:
+        state["message"] = end.message
+    return {"terminated": state}
+
+
+class PodRun:
+    """One pod on this machine (see the module docstring). ``await run.run()`` returns the final phase."""
+
+    def __init__(self, pod: Obj, workdir: Path, refs: References, report: Callable[[Obj], Awaitable[None]], *,
+                 writable: tuple[Path, ...] = (), simulate: Simulate | None = None, grace: float = 5.0) -> None:
+        self.pod = pod
+        self.ns, self.name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        self.workdir = workdir
+        self.refs, self.report = refs, report
+        self.writable, self.simulate, self.grace = writable, simulate, grace
+        self.book = StatusBook(pod)
+        self.procs: dict[str, asyncio.subprocess.Process] = {}
+        self.groups: dict[str, cgroups.Group] = {}
+        self.bwrap = shutil.which("bwrap")
+        self.mounts: dict[str, Path] = {}
+        self.killed = False
+
+    async def _publish(self) -> None:
+        await self.report(self.book.snapshot())
+
+    # ------------------------------------------------------------------ the pod's lifecycle
+    async def run(self) -> str:
+        """Run the pod to its end; the phase it ended in (``Succeeded`` or ``Failed``)."""
+        spec = self.pod["spec"]
+        self.book.start_time = now()
+        if self.simulate is not None:
+            return await self._simulated(spec)
+        problem = self._unrunnable(spec)
+        if problem:
+            self.book.phase, self.book.reason, self.book.message = "Failed", "SandboxUnavailable", problem
+            await self._publish()
+            return "Failed"
+        await self._prepare_volumes()
+        await self._publish()
+        sidecars: dict[str, asyncio.Task[ContainerEnd]] = {}
+        for container in spec.get("initContainers") or []:
+            if container.get("restartPolicy") == "Always":
+                sidecars[container["name"]] = asyncio.create_task(self._container(container))
+                await self._until_started(container["name"], sidecars[container["name"]])
+                continue
+            end = await self._container(container)
+            if end.exit_code != 0:
+                await self._stop_sidecars(sidecars)
+                self.book.phase = "Failed"
+                await self._publish()
+                return "Failed"
+        self.book.initialized = True
+        self.book.phase = "Running"
+        mains = [asyncio.create_task(self._container(c)) for c in spec["containers"]]
+        ends = await asyncio.gather(*mains)
+        await self._stop_sidecars(sidecars)
+        self.book.phase = "Succeeded" if all(e.exit_code == 0 for e in ends) else "Failed"
+        await self._publish()
+        return self.book.phase
+
+    async def _simulated(self, spec: Obj) -> str:
+        assert self.simulate is not None
+        codes = await asyncio.to_thread(self.simulate, self.pod)
+        stamp = now()
+        for container in [*(spec.get("initContainers") or []), *spec["containers"]]:
+            code = codes.get(container["name"], 0)
+            self.book.set(container["name"], _terminated(ContainerEnd(code, "Completed" if code == 0 else "Error",
+                                                                      stamp, stamp)))
+        self.book.initialized = True
+        ok = all(codes.get(c["name"], 0) == 0 for c in spec["containers"])
+        self.book.phase = "Succeeded" if ok else "Failed"
+        await self._publish()
+        return self.book.phase
+
+    def _unrunnable(self, spec: Obj) -> str:
+        if self.bwrap is None:
+            return "bubblewrap (bwrap) is not installed: this node runs containers with it (apt install bubblewrap)"
+        for container in [*(spec.get("initContainers") or []), *spec["containers"]]:
+            if not container.get("command"):
+                return (f"container {container['name']!r} has no command: this node runs no images, so it cannot "
+                        "know the image's entrypoint")
+        return ""
+
+    async def _until_started(self, name: str, task: asyncio.Task[ContainerEnd]) -> None:
+        while name not in self.book.started and not task.done():
+            await asyncio.sleep(0.05)
+
+    async def _stop_sidecars(self, sidecars: dict[str, asyncio.Task[ContainerEnd]]) -> None:
+        """Let sidecars finish by themselves for a moment (ours upload, then exit), then SIGTERM and grace."""
+        if not sidecars:
+            return
+        tasks = list(sidecars.values())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(asyncio.gather(*tasks, return_exceptions=True)), self.grace)
+        for name in sidecars:
+            proc = self.procs.get(name)
+            if proc is not None and proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(asyncio.gather(*tasks, return_exceptions=True)), self.grace)
+        self.kill()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def kill(self) -> None:
+        """SIGKILL every container of the pod (deletion, deadline, node shutdown)."""
+        self.killed = True
+        for proc in self.procs.values():
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+        for group in self.groups.values():
+            group.kill_all()
+
+    def cleanup(self) -> None:
+        """Remove the pod's cgroups and its working folder."""
+        for group in self.groups.values():
+            group.remove()
+        self.groups.clear()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # ------------------------------------------------------------------ one container
+    async def _container(self, container: Obj) -> ContainerEnd:
+        name = container["name"]
+        env = await self._container_env(container)
+        group = self._cgroup(container)
+        argv = [*(["/bin/sh", "-c", _JOIN, "join", *map(str, group.procs_files), "--"] if group else []),
+                *self._bwrap_argv(container), "--", *container.get("command", []), *container.get("args", [])]
+        started = now()
+        log = (self.workdir / f"{name}.log").open("ab")
+        try:
+            proc = await asyncio.create_subprocess_exec(*argv, env=env, stdout=log, stderr=asyncio.subprocess.STDOUT,
+                                                        start_new_session=True)
+        except OSError as exc:
+            log.close()
+            end = ContainerEnd(128, "StartError", started, now(), str(exc))
+            self.book.set(name, _terminated(end))
+            await self._publish()
+            return end
+        self.procs[name] = proc
+        self.book.set(name, {"running": {"startedAt": started}})
+        await self._publish()
+        try:
+            code = await proc.wait()
+        finally:
+            log.close()
+        if group is not None and group.oom_killed():
+            end = ContainerEnd(137, "OOMKilled", started, now())
+        elif code < 0:
+            end = ContainerEnd(128 - code, "Error", started, now())
+        else:
+            end = ContainerEnd(code, "Completed" if code == 0 else "Error", started, now())
+        self.book.set(name, _terminated(end))
+        await self._publish()
+        return end
+
+    def _cgroup(self, container: Obj) -> cgroups.Group | None:
+        limits = (container.get("resources") or {}).get("limits") or {}
+        cpus = cpu_cores(str(limits["cpu"])) if "cpu" in limits else None
+        memory = quantity_bytes(str(limits["memory"])) // 2 ** 20 if "memory" in limits else None
+        uid = self.pod["metadata"].get("uid", "")[:8]
+        group = cgroups.open_group(f"pod-{uid}-{container['name']}", cpus=cpus, memory_mb=memory, pids_max=4096)
+        if group is not None:
+            self.groups[container["name"]] = group
+        return group
+
+    def _identity(self, container: Obj) -> list[str]:
+        """bubblewrap's options for the container's user: ``runAsUser`` / ``runAsGroup`` inside a user namespace
+        (mapped to this node's own user outside, as a rootless runtime does), every capability dropped."""
+        ctx = {**(self.pod["spec"].get("securityContext") or {}), **(container.get("securityContext") or {})}
+        uid = ctx.get("runAsUser")
+        if uid is None:
+            return []
+        return ["--unshare-user", "--uid", str(uid), "--gid", str(ctx.get("runAsGroup", uid)), "--cap-drop", "ALL"]
+
+    async def _prepare_volumes(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        for volume in self.pod["spec"].get("volumes") or []:
+            path = self.workdir / "volumes" / volume["name"]
+            path.mkdir(parents=True, exist_ok=True)
+            path.chmod(0o777)  # as the kubelet makes an emptyDir: any container user may write
+            for kind, plural in (("configMap", "configmaps"), ("secret", "secrets")):
+                if kind in volume:
+                    name = volume[kind].get("name") or volume[kind].get("secretName")
+                    obj = await self.refs.read(plural, self.ns, name)
+                    for key, value in ((obj or {}).get("data") or {}).items():
+                        target = path / key
+                        target.write_bytes(base64.b64decode(value) if kind == "secret" else str(value).encode())
+                        target.chmod(0o444)
+            self.mounts[volume["name"]] = path
+
+    async def _value(self, source: Obj) -> str | None:
+        for kind, plural in (("secretKeyRef", "secrets"), ("configMapKeyRef", "configmaps")):
+            ref = source.get(kind)
+            if ref is None:
+                continue
+            obj = await self.refs.read(plural, self.ns, ref["name"])
+            data = (obj or {}).get("data") or {}
+            if obj is None or ref["key"] not in data:
+                if ref.get("optional"):
+                    return None
+                what = f"{plural[:-1]} {ref['name']!r}" if obj is None else f"key {ref['key']!r} in {ref['name']!r}"
+                raise MissingReference(f"{what} not found")
+            value = data[ref["key"]]
+            return base64.b64decode(value).decode() if plural == "secrets" else str(value)
+        field_ref = (source.get("fieldRef") or {}).get("fieldPath")
+        if field_ref:
+            return {"metadata.name": self.name, "metadata.namespace": self.ns,
+                    "spec.nodeName": self.pod["spec"].get("nodeName", ""),
+                    "metadata.uid": self.pod["metadata"].get("uid", "")}.get(field_ref)
+        return None
+
+    async def _env(self, container: Obj) -> dict[str, str]:
+        env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
+               "HOSTNAME": self.name}
+        if os.environ.get("PYTHONPATH"):
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        for source in container.get("envFrom") or []:
+            for kind, plural in (("secretRef", "secrets"), ("configMapRef", "configmaps")):
+                if kind in source:
+                    obj = await self.refs.read(plural, self.ns, source[kind]["name"])
+                    if obj is None and not source[kind].get("optional"):
+                        raise MissingReference(f"{plural[:-1]} {source[kind]['name']!r} not found")
+                    for key, value in ((obj or {}).get("data") or {}).items():
+                        env[key] = base64.b64decode(value).decode() if plural == "secrets" else str(value)
+        for item in container.get("env") or []:
+            value = await self._value(item["valueFrom"]) if "valueFrom" in item else item.get("value", "")
+            if value is not None:
+                env[item["name"]] = str(value)
+        return env
+
+    async def _container_env(self, container: Obj) -> dict[str, str]:
+        """The container's environment, waiting (``CreateContainerConfigError``) until its references exist."""
+        reported = False
+        while True:
+            try:
+                return await self._env(container)
+            except MissingReference as exc:
+                if not reported:
+                    reported = True
+                    self.book.set(container["name"], {"waiting": {"reason": "CreateContainerConfigError",
+                                                                  "message": str(exc)}})
+                    await self._publish()
+                await asyncio.sleep(ENV_RETRY_SEC)
+
+    def _bwrap_argv(self, container: Obj) -> list[str]:
+        assert self.bwrap is not None
+        argv = [self.bwrap, "--die-with-parent", "--unshare-pid", *self._identity(container), "--dev", "/dev",
+                "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/root"]
+        for entry in sorted(os.listdir("/")):
+            path = Path("/") / entry
+            if entry in _SKIP_ROOT:
+                continue
+            if path.is_symlink():
+                argv += ["--symlink", os.readlink(path), str(path)]
+            elif path.is_dir():
+                argv += ["--ro-bind", str(path), str(path)]
+        for mount in container.get("volumeMounts") or []:
+            source = self.mounts[mount["name"]] / mount.get("subPath", "")
+            source.mkdir(parents=True, exist_ok=True)
+            argv += ["--ro-bind" if mount.get("readOnly") else "--bind", str(source), mount["mountPath"]]
+        # After the volumes (a volume at /tmp must not hide them): this Python and the checkout it runs from
+        # when they live under a folder the container gets fresh (/tmp, /root), then the writable store folders.
+        for prefix in sorted({sys.base_prefix, sys.prefix, str(_SOURCE_ROOT)}):
+            if Path(prefix).parts[1:2] and Path(prefix).parts[1] in _SKIP_ROOT:
+                argv += ["--ro-bind", prefix, prefix]
+        for path in self.writable:
+            argv += ["--bind", str(path), str(path)]
+        if (self.pod["metadata"].get("labels") or {}).get(NO_NETWORK_LABEL) == "none":
+            argv.append("--unshare-net")
+        return [*argv, "--chdir", container.get("workingDir", "/")]
+
+    def logs(self, container: str) -> str:
+        """What a container printed so far."""
+        path = self.workdir / f"{container}.log"
+        return path.read_text(errors="replace") if path.exists() else ""

@@ -1,0 +1,179 @@
+"""The real control plane for the tests: one per session, started the first time a test asks for it.
+
+Loaded from ``tests/conftest.py`` (``pytest_plugins``). ``real_cluster`` starts the pinned Kubernetes
+control plane that ``make kube`` builds (``anchorage_devcluster``: etcd, kube-apiserver with TLS, RBAC and
+Node authorizers, PodSecurity, controller manager, scheduler) with two nodes — ``sandbox-1``, the sandbox
+node agent that runs pods under bubblewrap, and ``simulated-1``, the same agent in simulate mode (pods write
+what Anchorage's pod programs would, ``simulated_pods``) — installs ``charts/anchorage`` with the Helm
+library (release ``anchorage`` in namespace ``anchorage``, trials namespace ``anchorage-trials`` enforcing
+PodSecurity ``restricted``, a ``file://`` store both nodes write to) and mints a kubeconfig of the chart's
+operator ServiceAccount. A namespace's pods go to one kind of node (:meth:`RealCluster.namespace`:
+``PodNodeSelector``). Without the binaries every test using it skips with the reason (``make kube`` builds
+them; ``make test`` does that first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SANDBOX_NODES = "anchorage.dev/node-agent=sandbox"
+SIMULATED_NODES = "anchorage.dev/node-agent=simulated"
+RELEASE, OPERATOR_NAMESPACE, TRIALS_NAMESPACE = "anchorage", "anchorage", "anchorage-trials"
+
+
+@dataclass
+class Operator:
+    """An ``anchorage operator`` process started by a test (restartable, killable)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    root: Path
+    proc: subprocess.Popen[bytes] | None = None
+    logs: list[Path] = field(default_factory=list)
+
+    def start(self) -> None:
+        log = self.root / f"operator-{len(self.logs)}.log"
+        self.logs.append(log)
+        with log.open("wb") as handle:
+            self.proc = subprocess.Popen(self.argv, env=self.env, stdout=handle, stderr=subprocess.STDOUT)
+
+    def stop(self, *, kill: bool = False) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            (self.proc.kill if kill else self.proc.terminate)()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc = None
+
+    def tail(self, size: int = 4000) -> str:
+        return self.logs[-1].read_text(errors="replace")[-size:] if self.logs else ""
+
+
+@dataclass
+class RealCluster:
+    """The session's control plane, its nodes, the installed chart and where the store is."""
+
+    local: Any  # anchorage_devcluster.cluster.LocalCluster
+    root: Path
+    store: Path
+    release: dict[str, Any]
+    operator_kubeconfig: Path
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        return Path(self.local.plane.admin_kubeconfig)
+
+    def env(self, kubeconfig: Path | None = None) -> dict[str, str]:
+        """kubectl's environment: this cluster (as the admin unless told), this cluster's kubectl first on PATH."""
+        env: dict[str, str] = self.local.plane.env(kubeconfig)
+        return env
+
+    def kubectl(self, *args: str, kubeconfig: Path | None = None, stdin: str | None = None,
+                check: bool = True) -> subprocess.CompletedProcess[str]:
+        result: subprocess.CompletedProcess[str] = self.local.plane.kubectl(*args, kubeconfig=kubeconfig, stdin=stdin,
+                                                                             check=check)
+        return result
+
+    def get(self, *args: str) -> Any:
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def namespace(self, name: str, *, simulated: bool = False, pod_security: str | None = "restricted") -> str:
+        """A namespace whose pods run on the simulated node (else the sandbox node)."""
+        self.local.plane.namespace(name, pod_security=pod_security, nodes=SIMULATED_NODES if simulated else SANDBOX_NODES)
+        return name
+
+    def chart_operator(self, root: Path, *, extra: tuple[str, ...] = (), env: dict[str, str] | None = None
+                       ) -> Operator:
+        """``anchorage operator`` with the chart's own arguments (from the installed release's Deployment),
+        authenticated as the chart's ServiceAccount; the liveness endpoint on a free port."""
+        docs = [d for d in yaml.safe_load_all(self.release["manifest"]) if d]
+        deployment = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-operator"))
+        args = [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+                if not a.startswith("--liveness=") and not a.startswith("--log-format=")]
+        argv = [str(Path(sys.executable).parent / "anchorage"), *args, "--log-format=plain",
+                f"--liveness=http://127.0.0.1:{_free_port()}/healthz", *extra]
+        return Operator(argv, {**self.env(self.operator_kubeconfig), "POD_NAMESPACE": OPERATOR_NAMESPACE, **(env or {})},
+                        root)
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str,
+                 operator: Operator | None = None) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(1)
+        tail = operator.tail() if operator is not None else ""
+        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{tail}\n{self.node_log()[-2000:]}")
+
+    def node_log(self, node: str = "sandbox-1") -> str:
+        path = self.root / "plane" / "logs" / f"node-{node}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+def kubectl_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the pinned kubectl (``make kube``) first on PATH, so the fake's tests use it too."""
+    from anchorage_devcluster import binaries
+
+    return {**env, "PATH": f"{binaries.kube_dir()}{os.pathsep}{env.get('PATH', '')}"}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def chart_values(store: Path) -> dict[str, Any]:
+    """The chart's values for the session: a file:// store, the repository's tasks, plain logs."""
+    return {"store": {"uri": f"file://{store}"}, "trials": {"namespace": TRIALS_NAMESPACE},
+            "operator": {"taskSource": str(REPO / "tasks"), "logFormat": "plain"}}
+
+
+@pytest.fixture(scope="session")
+def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    """The real control plane with a sandbox node and a simulated node, and the chart installed (see above)."""
+    from anchorage_devcluster import binaries, cluster
+
+    found = binaries.find()
+    if isinstance(found, str):
+        pytest.skip(found)
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (bwrap) is not installed: the sandbox node runs pods with it (apt install bubblewrap)")
+    pytest.importorskip("helm_sdkpy", reason="helm-sdkpy is not installed (pip install --ignore-requires-python "
+                        "helm-sdkpy): the chart is installed with it")
+    root = tmp_path_factory.mktemp("real-cluster")
+    store = root / "runs"
+    store.mkdir()
+    local = cluster.start(root / "plane", found)
+    try:
+        local.start_node("sandbox-1", writable=(store,))
+        local.start_node("simulated-1", simulate="simulated_pods:anchorage_pod", capacity={"pods": "5000"},
+                         env={"PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "tests"), os.environ.get(
+                             "PYTHONPATH", "")) if p)})
+        release = cluster.install_chart(local, REPO / "charts" / "anchorage", release=RELEASE,
+                                        namespace=OPERATOR_NAMESPACE, values=chart_values(store))
+        local.plane.namespace(TRIALS_NAMESPACE, pod_security=None, nodes=SANDBOX_NODES)
+        kubeconfig = local.operator_kubeconfig(root / "operator.kubeconfig", namespace=OPERATOR_NAMESPACE,
+                                               service_account=f"{RELEASE}-operator")
+        yield RealCluster(local, root, store, release, kubeconfig)
+    finally:
+        with contextlib.suppress(Exception):
+            local.stop()
