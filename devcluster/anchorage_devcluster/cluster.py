@@ -95,9 +95,9 @@ class LocalCluster:
         self.plane.stop()
 
 
-def start(root: Path, binaries: Binaries, *, timeout: float = 180) -> LocalCluster:
+def start(root: Path, binaries: Binaries, *, timeout: float = 180, audit_users: tuple[str, ...] = ()) -> LocalCluster:
     """Start the control plane under ``root`` (add nodes with :meth:`LocalCluster.start_node`)."""
-    return LocalCluster(controlplane.start(root, binaries, timeout=timeout))
+    return LocalCluster(controlplane.start(root, binaries, timeout=timeout, audit_users=audit_users))
 
 
 @contextlib.contextmanager

@@ -90,6 +90,14 @@ class ControlPlane:
             raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
         return result
 
+    def user_kubeconfig(self, user: str, *, groups: tuple[str, ...] = ()) -> Path:
+        """A kubeconfig authenticating with a client certificate as ``user`` (in ``groups``)."""
+        pair = self.authority.issue(f"user-{user}", user, groups=groups)
+        path = self.root / f"user-{user}.kubeconfig"
+        path.write_text(kubeconfig(self.url, self.ca, user={"client-certificate": str(pair.cert),
+                                                            "client-key": str(pair.key)}))
+        return path
+
     def node_kubeconfig(self, node: str) -> Path:
         """A kubeconfig authenticating as the kubelet of ``node`` (``system:node:<node>`` in ``system:nodes``)."""
         pair = self.authority.issue(f"node-{node}", f"system:node:{node}", groups=("system:nodes",))
@@ -175,8 +183,22 @@ def _https_ok(url: str, context: ssl.SSLContext) -> bool:
         return False
 
 
-def start(root: Path, binaries: Binaries, *, timeout: float = 180.0) -> ControlPlane:
-    """Start a control plane under ``root`` (certificates, etcd data, kubeconfigs, logs); ready when it returns."""
+def _audit_flags(root: Path, users: tuple[str, ...]) -> list[str]:
+    """Audit logging (JSON lines, ``<root>/audit.log``) of every request of ``users`` at Metadata level."""
+    if not users:
+        return []
+    policy = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+              "rules": [{"level": "Metadata", "users": list(users)}, {"level": "None"}]}
+    (root / "audit-policy.yaml").write_text(yaml.safe_dump(policy))
+    return [f"--audit-policy-file={root / 'audit-policy.yaml'}", f"--audit-log-path={root / 'audit.log'}",
+            "--audit-log-maxsize=0", "--audit-log-mode=batch"]
+
+
+def start(root: Path, binaries: Binaries, *, timeout: float = 180.0, audit_users: tuple[str, ...] = ()) -> ControlPlane:
+    """Start a control plane under ``root`` (certificates, etcd data, kubeconfigs, logs); ready when it returns.
+
+    ``audit_users``: users whose requests the API server records in ``<root>/audit.log`` (the load bench
+    counts the operator's requests there)."""
     root.mkdir(parents=True, exist_ok=True)
     pki_dir = root / "pki"
     authority = pki.Authority(pki_dir)
@@ -192,7 +214,7 @@ def start(root: Path, binaries: Binaries, *, timeout: float = 180.0) -> ControlP
                                                                              "client-key": str(admin.key)}))
     plane = ControlPlane(root, binaries, url, authority, admin_kubeconfig)
     try:
-        _start_all(plane, serving, admin, sa, port, etcd_port, peer_port, timeout)
+        _start_all(plane, serving, admin, sa, port, etcd_port, peer_port, timeout, _audit_flags(root, audit_users))
     except BaseException:
         plane.stop()
         raise
@@ -200,7 +222,7 @@ def start(root: Path, binaries: Binaries, *, timeout: float = 180.0) -> ControlP
 
 
 def _start_all(plane: ControlPlane, serving: pki.Pair, admin: pki.Pair, sa: pki.Pair, port: int, etcd_port: int,
-               peer_port: int, timeout: float) -> None:
+               peer_port: int, timeout: float, extra: list[str]) -> None:
     root, binaries, ca = plane.root, plane.binaries, plane.ca
     etcd_url, peer_url = f"http://127.0.0.1:{etcd_port}", f"http://127.0.0.1:{peer_port}"
     _spawn(plane, "etcd", [
@@ -216,7 +238,8 @@ def _start_all(plane: ControlPlane, serving: pki.Pair, admin: pki.Pair, sa: pki.
         f"--service-account-issuer={ISSUER}", f"--service-account-key-file={sa.cert}",
         f"--service-account-signing-key-file={sa.key}", "--authorization-mode=Node,RBAC",
         "--enable-admission-plugins=NodeRestriction,PodNodeSelector", f"--service-cluster-ip-range={SERVICE_CIDR}",
-        "--endpoint-reconciler-type=none", "--allow-privileged=false", "--profiling=false", "--event-ttl=2h"])
+        "--endpoint-reconciler-type=none", "--allow-privileged=false", "--profiling=false", "--event-ttl=2h",
+        *extra])
     context = ssl.create_default_context(cafile=str(ca))
     context.load_cert_chain(str(admin.cert), str(admin.key))
     _wait(plane, "kube-apiserver", lambda: _https_ok(f"{plane.url}/readyz", context), timeout)

@@ -63,8 +63,8 @@ def _tls_server(context: ssl.SSLContext) -> type[aiohttp.test_utils.RawTestServe
     """kmock's server class, listening with TLS."""
 
     class TlsServer(aiohttp.test_utils.RawTestServer):
-        async def start_server(self, **kwargs: Any) -> None:
-            await super().start_server(ssl=context, **kwargs)
+        async def start_server(self, loop: asyncio.AbstractEventLoop | None = None, **kwargs: Any) -> None:
+            await super().start_server(loop, ssl=context, **kwargs)
 
     return TlsServer
 
@@ -93,15 +93,16 @@ async def running_cluster(kubeconfig: Path, *, port: int = 0, crds_dir: Path | N
     for ns in namespaces:
         api.store.create(api.store.resource("", "namespaces"), None, {"metadata": {"name": ns}})
     kubeconfig.parent.mkdir(parents=True, exist_ok=True)
-    ca, options = None, {}
+    ca: Path | None = None
+    server_cls: type[aiohttp.test_utils.RawTestServer] = aiohttp.test_utils.RawTestServer
     if authenticate:
         authority = pki.Authority(kubeconfig.parent / f"{kubeconfig.name}-pki")
         serving = authority.issue("fake-apiserver", "anchorage-fake-apiserver", server=True,
                                   hosts=("127.0.0.1", "localhost"))
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(str(serving.cert), str(serving.key))
-        ca, options = authority.pair.cert, {"server_cls": _tls_server(context)}
-    async with api, kmock.Server(api, port=port or None, **options) as server:
+        ca, server_cls = authority.pair.cert, _tls_server(context)
+    async with api, kmock.Server(api, port=port or None, server_cls=server_cls) as server:
         url = f"{'https' if ca else 'http'}://{server.host}:{server.port}"
         kubeconfig.write_text(kubeconfig_text(url, ca=ca))
         runner = FakeKubelet(api.store, writable=writable, simulate=simulate) if kubelet else None
