@@ -33,6 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 SANDBOX_NODES = "anchorage.dev/node-agent=sandbox"
 SIMULATED_NODES = "anchorage.dev/node-agent=simulated"
 RELEASE, OPERATOR_NAMESPACE, TRIALS_NAMESPACE = "anchorage", "anchorage", "anchorage-trials"
+#: Releases (= namespaces) whose operator's requests the API server's audit log records (``RealCluster.audited``).
+AUDITED = ("anchorage", "crash")
 
 
 @dataclass
@@ -66,14 +68,44 @@ class Operator:
 
 
 @dataclass
+class Release:
+    """An installed release of ``charts/anchorage``: its namespace, trials namespace and operator credentials."""
+
+    name: str
+    namespace: str
+    trials_namespace: str
+    manifest: dict[str, Any]
+    operator_kubeconfig: Path
+
+
+@dataclass
 class RealCluster:
-    """The session's control plane, its nodes, the installed chart and where the store is."""
+    """The session's control plane, its nodes, the chart's releases and where the store is."""
 
     local: Any  # anchorage_devcluster.cluster.LocalCluster
     root: Path
     store: Path
-    release: dict[str, Any]
-    operator_kubeconfig: Path
+    releases: dict[str, Release] = field(default_factory=dict)
+
+    @property
+    def release(self) -> Release:
+        """The session's release ``anchorage`` (namespace ``anchorage``, trials in ``anchorage-trials``)."""
+        return self.releases[RELEASE]
+
+    def install(self, name: str, namespace: str, trials_namespace: str, *, simulated: bool = False,
+                crds: bool = False, values: dict[str, Any] | None = None) -> Release:
+        """``helm install`` the chart (as the admin, with the Helm library) and mint its operator's token."""
+        from anchorage_devcluster import cluster
+
+        merged = cluster.merge_values(chart_values(self.store, trials_namespace), {"crds": {"enabled": crds}, **(values or {})})
+        manifest = cluster.install_chart(self.local, REPO / "charts" / "anchorage", release=name, namespace=namespace,
+                                         values=merged)
+        self.local.plane.namespace(trials_namespace, pod_security=None,
+                                   nodes=SIMULATED_NODES if simulated else SANDBOX_NODES)
+        kubeconfig = self.local.operator_kubeconfig(self.root / f"{name}-operator.kubeconfig", namespace=namespace,
+                                                    service_account=f"{name}-operator")
+        self.releases[name] = Release(name, namespace, trials_namespace, manifest, kubeconfig)
+        return self.releases[name]
 
     @property
     def admin_kubeconfig(self) -> Path:
@@ -98,18 +130,26 @@ class RealCluster:
         self.local.plane.namespace(name, pod_security=pod_security, nodes=SIMULATED_NODES if simulated else SANDBOX_NODES)
         return name
 
-    def chart_operator(self, root: Path, *, extra: tuple[str, ...] = (), env: dict[str, str] | None = None
-                       ) -> Operator:
+    def chart_operator(self, root: Path, *, release: str = RELEASE, extra: tuple[str, ...] = (),
+                       env: dict[str, str] | None = None) -> Operator:
         """``anchorage operator`` with the chart's own arguments (from the installed release's Deployment),
         authenticated as the chart's ServiceAccount; the liveness endpoint on a free port."""
-        docs = [d for d in yaml.safe_load_all(self.release["manifest"]) if d]
+        installed = self.releases[release]
+        docs = [d for d in yaml.safe_load_all(installed.manifest["manifest"]) if d]
         deployment = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-operator"))
         args = [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
                 if not a.startswith("--liveness=") and not a.startswith("--log-format=")]
         argv = [str(Path(sys.executable).parent / "anchorage"), *args, "--log-format=plain",
                 f"--liveness=http://127.0.0.1:{_free_port()}/healthz", *extra]
-        return Operator(argv, {**self.env(self.operator_kubeconfig), "POD_NAMESPACE": OPERATOR_NAMESPACE, **(env or {})},
-                        root)
+        return Operator(argv, {**self.env(installed.operator_kubeconfig), "POD_NAMESPACE": installed.namespace,
+                               **(env or {})}, root)
+
+    def audited(self, release: str) -> list[dict[str, Any]]:
+        """The audit log's completed requests of a release's operator (its ServiceAccount), oldest first."""
+        user = f"system:serviceaccount:{release}:{release}-operator"
+        path = self.root / "plane" / "audit.log"
+        entries = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        return [e for e in entries if e.get("stage") == "ResponseComplete" and e["user"]["username"] == user]
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str,
                  operator: Operator | None = None) -> None:
@@ -141,9 +181,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def chart_values(store: Path) -> dict[str, Any]:
-    """The chart's values for the session: a file:// store, the repository's tasks, plain logs."""
-    return {"store": {"uri": f"file://{store}"}, "trials": {"namespace": TRIALS_NAMESPACE},
+def chart_values(store: Path, trials_namespace: str) -> dict[str, Any]:
+    """The chart's values for the tests: a file:// store, the repository's tasks, plain logs."""
+    return {"store": {"uri": f"file://{store}"}, "trials": {"namespace": trials_namespace},
             "operator": {"taskSource": str(REPO / "tasks"), "logFormat": "plain"}}
 
 
@@ -162,18 +202,16 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
     root = tmp_path_factory.mktemp("real-cluster")
     store = root / "runs"
     store.mkdir()
-    local = cluster.start(root / "plane", found)
+    local = cluster.start(root / "plane", found, audit_users=tuple(f"system:serviceaccount:{ns}:{ns}-operator"
+                                                                   for ns in AUDITED))
     try:
         local.start_node("sandbox-1", writable=(store,))
         local.start_node("simulated-1", simulate="simulated_pods:anchorage_pod", capacity={"pods": "5000"},
                          env={"PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "tests"), os.environ.get(
                              "PYTHONPATH", "")) if p)})
-        release = cluster.install_chart(local, REPO / "charts" / "anchorage", release=RELEASE,
-                                        namespace=OPERATOR_NAMESPACE, values=chart_values(store))
-        local.plane.namespace(TRIALS_NAMESPACE, pod_security=None, nodes=SANDBOX_NODES)
-        kubeconfig = local.operator_kubeconfig(root / "operator.kubeconfig", namespace=OPERATOR_NAMESPACE,
-                                               service_account=f"{RELEASE}-operator")
-        yield RealCluster(local, root, store, release, kubeconfig)
+        real = RealCluster(local, root, store)
+        real.install(RELEASE, OPERATOR_NAMESPACE, TRIALS_NAMESPACE, crds=True)
+        yield real
     finally:
         with contextlib.suppress(Exception):
             local.stop()

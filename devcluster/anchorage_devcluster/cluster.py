@@ -123,15 +123,16 @@ def install_chart(cluster: LocalCluster, chart: Path, *, release: str = "anchora
     import helm_sdkpy  # a dev dependency: pip install --ignore-requires-python helm-sdkpy
 
     cluster.plane.kubectl("create", "namespace", namespace, check=False)
-    merged = _merge(CHART_VALUES, values or {})
+    merged = merge_values(CHART_VALUES, values or {})
     config = helm_sdkpy.Configuration(namespace=namespace, kubeconfig=str(cluster.plane.admin_kubeconfig))
     result: dict[str, Any] = asyncio.run(helm_sdkpy.Install(config).run(release, str(chart), values=merged,
                                                                          wait=False, timeout=120))
     return result
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def merge_values(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Helm values: ``extra`` merged into ``base`` (nested mappings merge, anything else replaces)."""
     out = dict(base)
     for key, value in extra.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        out[key] = merge_values(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
     return out

@@ -27,7 +27,8 @@ CHANGING = {"create", "update", "resume", "delete", "field", "timer", "daemon"}
 WATCHING = {"event", "index"}
 # Typed client methods → (apiGroup, plural) of the kind in their name; an unknown kind fails the test.
 TYPED_KINDS = {"job": ("batch", "jobs"), "network_policy": ("networking.k8s.io", "networkpolicies"),
-               "config_map": ("", "configmaps"), "secret": ("", "secrets"), "pod": ("", "pods")}
+               "config_map": ("", "configmaps"), "secret": ("", "secrets"), "pod": ("", "pods"),
+               "event": ("", "events")}
 METHOD = re.compile(r"^(?P<verb>create|get|read|list|patch|replace|delete)_namespaced_(?P<kind>\w+?)(?P<status>_status)?$")
 VERB = {"read": "get", "replace": "update", "GET": "get", "POST": "create", "PATCH": "patch", "PUT": "update",
         "DELETE": "delete"}

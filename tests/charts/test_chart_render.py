@@ -388,10 +388,27 @@ def strip_labels(policy: dict[str, Any]) -> dict[str, Any]:
 
 def test_trial_network_policies_are_the_operators_own(render: Render) -> None:
     rendered = render({})
-    chart = sorted((strip_labels(p) for p in rendered.of_kind("NetworkPolicy")), key=lambda p: p["metadata"]["name"])
     operator = sorted((strip_labels(p) for p in network_policies("anchorage-trials", operator_config(rendered))),
                       key=lambda p: p["metadata"]["name"])
+    names = {p["metadata"]["name"] for p in operator}
+    chart = sorted((strip_labels(p) for p in rendered.of_kind("NetworkPolicy") if p["metadata"]["name"] in names),
+                   key=lambda p: p["metadata"]["name"])
     assert chart == operator
+    # beyond the operator's own: the store's egress (chart-only, like extraEgress)
+    assert {p["metadata"]["name"] for p in rendered.of_kind("NetworkPolicy")} - names == {"anchorage-trials-store-egress"}
+
+
+def test_by_default_trial_and_verifier_pods_reach_a_public_https_store_and_nothing_private(render: Render) -> None:
+    store = render({}).one("NetworkPolicy", "anchorage-trials-store-egress")
+    roles = next(e for e in store["spec"]["podSelector"]["matchExpressions"] if e["key"] == "anchorage.dev/role")
+    assert sorted(roles["values"]) == ["protocol", "trial", "verifier"]
+    (rule,) = store["spec"]["egress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 443}]
+    (peer,) = rule["to"]
+    assert peer["ipBlock"]["cidr"] == "0.0.0.0/0"
+    assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"} <= set(peer["ipBlock"]["except"])
+    off = render({"trials": {"networkPolicies": {"storeEgress": []}}})
+    assert not [p for p in off.of_kind("NetworkPolicy") if p["metadata"]["name"] == "anchorage-trials-store-egress"]
 
 
 def test_extra_egress_is_its_own_policy_for_every_pod_role(render: Render) -> None:

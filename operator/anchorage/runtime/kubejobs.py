@@ -342,7 +342,7 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
     sidecar = _sidecar(config, out, {"": "/scratch/out"}, marker="verifier-upload.json")
     sidecar["volumeMounts"] = [{"name": "work", "mountPath": "/scratch", "readOnly": True},
                                {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
-    named_labels, names = name_labels(scoring_run=name)
+    named_labels, names = name_labels(scoring_run=name, campaign=named(run["metadata"], LABEL_CAMPAIGN))
     labels = {**MANAGED_BY, **named_labels, LABEL_ROLE: "verifier", LABEL_NETWORK: "none"}
     pod_spec = {
         "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,

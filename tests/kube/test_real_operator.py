@@ -1,0 +1,170 @@
+"""The operator on the real control plane, installed as the Helm chart installs it.
+
+``tests/kube_cluster.py`` starts the pinned kube-apiserver, etcd, controller manager and scheduler with a
+sandbox node and a simulated node, and installs ``charts/anchorage`` with the Helm library. Here the
+operator runs with the chart's own arguments and its ServiceAccount's token, so every request it makes is
+checked by the chart's RBAC; its Jobs' pods are admitted by PodSecurity ``restricted`` in the chart's trials
+namespace, scheduled by the real scheduler, run by a node agent, and finished by the real Job controller.
+
+* the chart's objects are there and its operator's account may do what the operator needs, nothing more;
+* a campaign of oracle and command entries on the sandbox node reaches Succeeded, its leaderboard equals
+  the local engine's over the same records, and ``kubectl describe`` shows the operator's Events;
+* kill -9 of the operator again and again during a 300-trial campaign (simulated node): every Trial,
+  ScoringRun and Job is created exactly once (the API server's audit log of the operator's account),
+  every trial has its record;
+* names at the 63-character limit: a campaign and entry whose names fill it still give valid Job names and
+  label values (hashed), and the campaign finishes.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kube_cluster import RealCluster, Release
+
+pytestmark = pytest.mark.cluster
+
+CRASH_TRIALS = int(os.environ.get("ANCHORAGE_CRASH_TRIALS", "300"))
+CRASH_KILLS = int(os.environ.get("ANCHORAGE_CRASH_KILLS", "20"))
+
+
+@pytest.fixture(scope="module")
+def simulated(real_cluster: RealCluster) -> Release:
+    """A second release of the chart (``crash`` in namespace ``crash``) whose trials run on the simulated node."""
+    return real_cluster.releases.get("crash") or real_cluster.install("crash", "crash", "crash-trials", simulated=True)
+
+
+def _status(real: RealCluster, namespace: str, name: str) -> dict[str, Any]:
+    out = real.kubectl("get", "vc", name, "-n", namespace, "-o", "json", check=False)
+    return dict(json.loads(out.stdout).get("status") or {}) if out.returncode == 0 else {}
+
+
+def test_the_chart_is_installed_and_its_operator_account_is_least_privileged(real_cluster: RealCluster) -> None:
+    release = real_cluster.release
+    namespace = real_cluster.get("namespace", release.trials_namespace)
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    policies = {p["metadata"]["name"] for p in real_cluster.get("networkpolicy", "-n", release.trials_namespace)["items"]}
+    assert policies, "the chart's trial NetworkPolicies are missing"
+    for crd in ("trials", "verificationcampaigns", "scoringruns"):
+        real_cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}.anchorage.dev", "--timeout=30s")
+
+    def can(*args: str) -> bool:
+        out = real_cluster.kubectl("auth", "can-i", *args, kubeconfig=release.operator_kubeconfig, check=False)
+        return out.stdout.strip() == "yes"
+
+    assert can("create", "jobs", "-n", release.trials_namespace)
+    assert can("patch", "trials.anchorage.dev/status", "-n", release.namespace)
+    assert can("create", "events", "-n", release.namespace)
+    assert not can("create", "clusterrolebindings")
+    assert not can("get", "secrets", "-n", "kube-system")
+    assert not can("create", "pods", "-n", release.trials_namespace)
+
+
+def _campaign(name: str, seeds: int) -> dict[str, Any]:
+    write_empty = ["/bin/sh", "-c", "echo '{}' > /root/results/{task}_result.json"]
+    return {"apiVersion": "anchorage.dev/v1alpha1", "kind": "VerificationCampaign", "metadata": {"name": name},
+            "spec": {"tasks": ["smoke-inventory"], "seeds": seeds, "parallelism": 3, "baseline": "empty",
+                     "entries": [{"name": "oracle", "agent": {"kind": "oracle"}},
+                                 {"name": "empty", "agent": {"kind": "command", "command": write_empty}},
+                                 {"name": "silent", "agent": {"kind": "command", "command": ["true"]}}]}}
+
+
+@pytest.mark.sandbox
+def test_a_campaign_on_the_sandbox_node_matches_the_local_engine(real_cluster: RealCluster, tmp_path: Path) -> None:
+    from anchorage.manifests import VerificationCampaign
+    from anchorage.runtime.local.engine import run_campaign
+    from anchorage.runtime.local.trials import LocalRuntime
+
+    release = real_cluster.release
+    doc = _campaign("kinds", seeds=2)
+    operator = real_cluster.chart_operator(tmp_path)
+    operator.start()
+    try:
+        real_cluster.kubectl("apply", "-n", release.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
+        real_cluster.wait_for(lambda: _status(real_cluster, release.namespace, "kinds").get("phase") == "Succeeded",
+                              900, "the campaign to finish", operator)
+        status = _status(real_cluster, release.namespace, "kinds")
+        described = real_cluster.kubectl("describe", "vc", "kinds", "-n", release.namespace).stdout
+    finally:
+        operator.stop()
+    assert status["progress"] == "6/6" and status["infrastructureFailed"] == 0, status
+    local = run_campaign(VerificationCampaign.model_validate(doc), real_cluster.store,
+                         LocalRuntime(mechanism="none", base_dir=tmp_path / "local"))
+    assert local.ran == 0 and local.reused == 6  # the records the cluster wrote, aggregated by the local engine
+    mine = {row["entry"]: row for row in status["leaderboard"]}
+    assert [r["entry"] for r in status["leaderboard"]] == [r.entry for r in local.board.rows]
+    for row in local.board.rows:
+        assert math.isclose(mine[row.entry]["oEval"], row.o_eval_mean, abs_tol=1e-12)
+        assert math.isclose(mine[row.entry]["boEval"], row.bo_eval_mean, abs_tol=1e-12)
+    assert status["bestEntry"] == "oracle"
+    events = described[described.index("Events:"):]
+    assert "anchorage-operator" in events and "Succeeded" in events, described
+
+
+def test_kill_minus_nine_on_the_real_control_plane_never_duplicates_nor_loses_work(
+        real_cluster: RealCluster, simulated: Release, tmp_path: Path) -> None:
+    seeds = CRASH_TRIALS // 3
+    doc = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "VerificationCampaign", "metadata": {"name": "crash"},
+           "spec": {"tasks": ["smoke-inventory"], "seeds": seeds, "parallelism": 30,
+                    "entries": [{"name": n, "agent": {"kind": "command", "command": ["true"]}} for n in "abc"]}}
+    operator = real_cluster.chart_operator(tmp_path, release=simulated.name)
+    rng = random.Random(19)
+    real_cluster.kubectl("apply", "-n", simulated.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
+    try:
+        for _ in range(CRASH_KILLS):
+            operator.start()
+            time.sleep(rng.uniform(2.0, 5.0))
+            operator.stop(kill=True)
+        operator.start()
+        real_cluster.wait_for(lambda: _status(real_cluster, simulated.namespace, "crash").get("phase") == "Succeeded",
+                              900, "the campaign to finish after the kills", operator)
+        status = _status(real_cluster, simulated.namespace, "crash")
+    finally:
+        operator.stop(kill=True)
+    total = seeds * 3
+    assert status["progress"] == f"{total}/{total}" and status["infrastructureFailed"] == 0, status
+    created: collections.Counter[tuple[str, str]] = collections.Counter()
+    for entry in real_cluster.audited(simulated.name):
+        if entry["verb"] == "create" and (entry.get("responseStatus") or {}).get("code") == 201:
+            ref = entry["objectRef"]
+            created[(ref["resource"], ref.get("name") or "")] += 1
+    by_kind = collections.Counter(kind for kind, _ in created)
+    assert by_kind["trials"] == total and by_kind["scoringruns"] == total and by_kind["jobs"] == 2 * total, by_kind
+    twice = [key for key, n in created.items() if n > 1 and key[0] != "events"]
+    assert not twice, f"created more than once: {twice[:5]}"
+    assert len(list((real_cluster.store / "crash").glob("*/trial.json"))) == total
+    assert len(operator.logs) == CRASH_KILLS + 1
+
+
+def test_names_at_the_63_character_limit(real_cluster: RealCluster, simulated: Release, tmp_path: Path) -> None:
+    name = "c" * 63  # a campaign name at the limit; its trial, job and label names would exceed it
+    entry = "e" * 40
+    doc = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "VerificationCampaign", "metadata": {"name": name},
+           "spec": {"tasks": ["smoke-inventory"], "seeds": 2, "parallelism": 2,
+                    "entries": [{"name": entry, "agent": {"kind": "command", "command": ["true"]}}]}}
+    operator = real_cluster.chart_operator(tmp_path, release=simulated.name)
+    operator.start()
+    try:
+        real_cluster.kubectl("apply", "-n", simulated.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
+        real_cluster.wait_for(lambda: _status(real_cluster, simulated.namespace, name).get("phase") == "Succeeded",
+                              300, "the campaign with long names", operator)
+    finally:
+        operator.stop()
+    jobs = real_cluster.get("jobs", "-n", simulated.trials_namespace)["items"]
+    ours = [j for j in jobs if (j["metadata"].get("annotations") or {}).get("anchorage.dev/campaign") == name]
+    assert len(ours) == 4  # two trials, each an agent Job and a verifier Job
+    for job in ours:
+        assert len(job["metadata"]["name"]) <= 63
+        assert all(len(v) <= 63 for v in job["metadata"]["labels"].values())
+    trials = real_cluster.get("trials", "-n", simulated.namespace, "-l", f"anchorage.dev/campaign={ours[0]['metadata']['labels']['anchorage.dev/campaign']}")["items"]
+    assert len(trials) == 2 and all(t["metadata"]["annotations"]["anchorage.dev/campaign"] == name for t in trials)
