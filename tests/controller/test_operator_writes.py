@@ -14,6 +14,7 @@ import json
 import pytest
 import yaml
 
+from anchorage.runtime.kubejobs import NAME_LABELS
 from anchorage_devcluster.apiserver import Fault
 
 from .conftest import Env
@@ -45,7 +46,7 @@ def test_a_campaign_trial_costs_seven_writes_and_carries_no_kopf_state(sim_env: 
             meta = obj["metadata"]
             assert not meta.get("finalizers"), f"{plural} {meta['name']} has a finalizer"
             kopf_keys = [k for k in meta.get("annotations") or {} if k.startswith("anchorage.dev/")
-                         and k != "anchorage.dev/agent-outcome"]
+                         and k not in ("anchorage.dev/agent-outcome", *NAME_LABELS)]  # full names beside labels
             assert not kopf_keys, f"{plural} {meta['name']} carries kopf state: {kopf_keys}"
     trials = env.objects("anchorage.dev", "trials")
     # the final write carries the outcome and the scoring result together (whatever the simulated verifier wrote)
