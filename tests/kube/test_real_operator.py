@@ -166,5 +166,6 @@ def test_names_at_the_63_character_limit(real_cluster: RealCluster, simulated: R
     for job in ours:
         assert len(job["metadata"]["name"]) <= 63
         assert all(len(v) <= 63 for v in job["metadata"]["labels"].values())
-    trials = real_cluster.get("trials", "-n", simulated.namespace, "-l", f"anchorage.dev/campaign={ours[0]['metadata']['labels']['anchorage.dev/campaign']}")["items"]
+    label = ours[0]["metadata"]["labels"]["anchorage.dev/campaign"]  # the hashed label value selects the trials
+    trials = real_cluster.get("trials", "-n", simulated.namespace, "-l", f"anchorage.dev/campaign={label}")["items"]
     assert len(trials) == 2 and all(t["metadata"]["annotations"]["anchorage.dev/campaign"] == name for t in trials)

@@ -1,7 +1,7 @@
 """CustomResourceDefinitions generated from the pydantic models (a pure builder).
 
 ``anchorage dev crds`` writes them to ``crds/`` and a test fails when the checked-in files drift
-from the models; the cluster fake (``anchorage.devcluster``) serves and validates with them.
+from the models; the API server (and the cluster fake of ``devcluster/``) validates with them.
 
 The pydantic JSON schema is rewritten into a *structural* OpenAPI v3 schema: ``$ref`` inlined,
 ``Optional`` unwrapped, ``exclusiveMinimum`` in the OpenAPI 3.0 spelling, no ``title``/``default``
