@@ -92,11 +92,13 @@ def _requirements() -> None:
 
 
 @contextlib.contextmanager
-def _cluster_env(tmp_path: Path, *, simulate: bool, interval: str) -> Iterator[Env]:
+def cluster_env(tmp_path: Path, *, simulate: Callable[[dict[str, Any]], dict[str, int]] | None,
+                interval: str) -> Iterator[Env]:
+    """The fake (with ``simulate``: the kubelet's hook standing in for running pods) and an Env for it."""
     store = tmp_path / "runs"
     store.mkdir()
     thread = ClusterThread(tmp_path / "kubeconfig", crds_dir=REPO / "crds", writable=(store,),
-                           simulate=anchorage_pod if simulate else None, authenticate=True)
+                           simulate=simulate, authenticate=True)
     cluster = thread.__enter__()
     env = kubectl_env({**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "ANCHORAGE_CAMPAIGN_INTERVAL": interval,
                        "ANCHORAGE_WATCH_TIMEOUT": "20", "HOME": str(tmp_path)})
@@ -112,7 +114,7 @@ def _cluster_env(tmp_path: Path, *, simulate: bool, interval: str) -> Iterator[E
 def kube_env(tmp_path: Path) -> Iterator[Env]:
     """The fake with a kubelet that runs pods under bubblewrap."""
     _requirements()
-    with _cluster_env(tmp_path, simulate=False, interval="0.5") as env:
+    with cluster_env(tmp_path, simulate=None, interval="0.5") as env:
         yield env
 
 
@@ -121,7 +123,7 @@ def sim_env(tmp_path: Path) -> Iterator[Env]:
     """The fake with simulated pods (nothing runs; the store gets what the pod programs would write)."""
     if shutil.which("kubectl", path=kubectl_env(dict(os.environ))["PATH"]) is None:
         pytest.skip("kubectl is not on PATH nor built (`make kube`): the tests drive the fake with it")
-    with _cluster_env(tmp_path, simulate=True, interval="0.3") as env:
+    with cluster_env(tmp_path, simulate=anchorage_pod, interval="0.3") as env:
         yield env
 
 

@@ -202,7 +202,7 @@ def test_example_trial_runs_to_a_score_through_an_operator(target: Target) -> No
         if target.real is not None:  # the operator's Events, as kubectl describe shows them
             described = target.kubectl("describe", "tr", name, "-n", namespace, check=True).stdout
             events = described[described.index("Events:"):]
-            for reason in ("Started", "Scored"):
+            for reason in ("Started", "Succeeded"):
                 assert reason in events and "anchorage-operator" in events, described
     finally:
         target.kubectl("delete", "tr", name, "-n", namespace, "--wait=false")

@@ -27,7 +27,7 @@ import kopf
 from pydantic import ValidationError
 
 from anchorage import metrics
-from anchorage.campaigns.aggregation import TrialResult, leaderboard
+from anchorage.campaigns.aggregation import Row, TrialResult, leaderboard
 from anchorage.campaigns.planning import PlannedTrial, plan
 from anchorage.campaigns.selection import campaign_task_names
 from anchorage.controller import kube, scoring, trials
@@ -37,6 +37,7 @@ from anchorage.errors import InputError
 from anchorage.manifests import API_GROUP, API_VERSION, CampaignSpec
 from anchorage.runtime import kubejobs
 from anchorage.runtime.kubestatus import CampaignStatus
+from anchorage.tasks import resolve_task
 from anchorage.trials import is_terminal
 from anchorage.trials.admission import admit
 from anchorage.trials.agents import OPERATOR
@@ -80,10 +81,22 @@ _PLANS: dict[tuple[str, int], list[PlannedTrial]] = {}
 
 
 def _plan(body: kopf.Body, spec: CampaignSpec) -> list[PlannedTrial]:
-    """The campaign's matrix, planned once per (uid, generation) by this process."""
+    """The campaign's matrix, planned once per (uid, generation) by this process; InputError naming a task the
+    operator cannot find (before any Trial exists, not as one failed Trial per seed)."""
     key = (body["metadata"]["uid"], int(body["metadata"].get("generation") or 0))
     if key not in _PLANS:
-        _PLANS[key] = plan(body["metadata"]["name"], spec, campaign_task_names(spec))
+        names = campaign_task_names(spec)
+        missing = []
+        for task in names:
+            try:
+                resolve_task(task)
+            except InputError:
+                missing.append(task)
+        if missing:
+            raise InputError(f"unknown task(s) {', '.join(repr(t) for t in missing)}: not among the operator's "
+                             "task folders", hint="fix spec.tasks (anchorage tasks list) or the operator's "
+                             "--task-source")
+        _PLANS[key] = plan(body["metadata"]["name"], spec, names)
     return _PLANS[key]
 
 
@@ -146,14 +159,23 @@ def _publish(body: kopf.Body, spec: CampaignSpec, states: dict[str, TrialState])
     name = body["metadata"]["name"]
     key = f"{name}/leaderboard.json"
     store().put_bytes(key, json.dumps(dataclasses.asdict(board), indent=1).encode())
-    rows = [{"entry": r.entry, "oEval": r.o_eval_mean, "oEvalStd": r.o_eval_std, "boEval": r.bo_eval_mean,
-             "boEvalStd": r.bo_eval_std, "artifacts": f"{r.artifacts_mean:g}/{r.tasks}",
-             "costUSD": r.cost_per_seed_usd, "costsUnknown": r.costs_unknown,
-             "unmeteredRequests": r.unmetered_requests} for r in board.rows]
-    best = board.rows[0] if board.rows else None
+    rows = [_row(r) for r in board.rows]
+    best = next((r for r in board.rows if r.per_seed), None)  # an entry with nothing scored is never "best"
     return {"leaderboard": rows, "bestEntry": best.entry if best else None,
             "bestOEval": best.o_eval_mean if best else None,
             "reportUri": f"{config().store_uri.rstrip('/')}/{key}"}
+
+
+def _row(r: Row) -> dict[str, Any]:
+    """A compact leaderboard row; an entry with nothing scored has no scores (absent — null in the API's terms —
+    not 0 or −1)."""
+    scored = bool(r.per_seed)
+    row = {"entry": r.entry, "oEval": r.o_eval_mean if scored else None, "oEvalStd": r.o_eval_std if scored else None,
+           "boEval": r.bo_eval_mean if scored else None, "boEvalStd": r.bo_eval_std if scored else None,
+           "artifacts": f"{r.artifacts_mean:g}/{r.tasks}", "costUSD": r.cost_per_seed_usd if scored else None,
+           "costsUnknown": r.costs_unknown, "unmeteredRequests": r.unmetered_requests,
+           "infrastructureFailed": r.infrastructure_failed, "incomplete": r.incomplete}
+    return {k: v for k, v in row.items() if v is not None}  # a null inside a list item is not a deletion
 
 
 def _repair(ns: str, name: str, phase: str | None) -> None:
@@ -196,6 +218,7 @@ def reconcile(body: kopf.Body, status: kopf.Status,
 def _reconcile(body: kopf.Body, status: kopf.Status,
                index: kopf.Index[tuple[str | None, str], TrialState]) -> dict[str, Any]:
     meta = body["metadata"]
+    generation = meta.get("generation")
     try:
         spec = CampaignSpec.model_validate(body["spec"])
     except ValidationError as exc:
@@ -203,12 +226,14 @@ def _reconcile(body: kopf.Body, status: kopf.Status,
     try:
         for entry in spec.entries:  # what the operator cannot run is refused before any Trial exists
             admit(entry.agent, spec.verification, OPERATOR)
-        _plan(body, spec)  # taskSelector resolution (campaigns.selection) can fail: say so, retry next tick
+        planned = _plan(body, spec)  # unknown tasks, a taskSelector matching nothing: said once, no Trials made
     except InputError as exc:
-        failed = {"phase": "Failed", "conditions": [condition("Ready", "False", "InvalidTasks", str(exc)[:1000],
-                                                              meta.get("generation"))]}
-        return {} if status.get("phase") == "Failed" else CampaignStatus.model_validate(failed).patch()
-    states = index.get((meta["namespace"], meta["name"]), ())
+        return _failed(body, status, exc)
+    in_plan = {p.name for p in planned}
+    all_states = index.get((meta["namespace"], meta["name"]), ())
+    # Trials outside the current plan (seeds or entries lowered on a running campaign) are left alone and not
+    # counted: the progress is the plan's.
+    states = [s for s in all_states if s[0] in in_plan]
     names: set[str] = set()
     active = done = infra = unknown = 0
     cost = 0.0
@@ -224,46 +249,116 @@ def _reconcile(body: kopf.Body, status: kopf.Status,
         else:
             cost += trial_cost
     sweep(body, states)
-    uid, generation = meta["uid"], int(meta.get("generation") or 0)
-    _forget(uid, keep_generation=generation)
-    total = len(_plan(body, spec))
+    uid = meta["uid"]
+    _forget(uid, keep_generation=int(generation or 0))
+    total = len(planned)
     created = 0 if spec.suspend else _create_next(body, spec, names, active)
     now = time.monotonic()
     if now - _LAST_METRICS.get(uid, 0.0) >= METRICS_SEC or done == total:
         _LAST_METRICS[uid] = now
-        metrics.campaign_trial_counts(meta["name"], {p.name: p.entry for p in _plan(body, spec)},
-                                      {s[0]: s[1] for s in states})
+        metrics.campaign_trial_counts(meta["name"], {p.name: p.entry for p in planned}, {s[0]: s[1] for s in states})
     new: dict[str, Any] = {
         "total": total, "created": len(names) + created, "running": active + created, "finished": done,
         "scored": done - infra, "infrastructureFailed": infra, "progress": f"{done}/{total}",
-        "costUSD": round(cost, 6), "costsUnknown": unknown, "observedGeneration": meta.get("generation"),
+        "costUSD": round(cost, 6), "costsUnknown": unknown, "observedGeneration": generation,
         "phase": "Suspended" if spec.suspend else "Running",
     }
-    if done == total and total:
+    finished = done == total and total > 0
+    if finished:
         new.update(_publish(body, spec, {s[0]: s for s in states}), phase="Succeeded")
-        new["conditions"] = [condition("Ready", "True", "Completed", f"{total} trials scored", meta.get("generation"))]
+    outside = len(all_states) - len(states)
+    new["message"] = _summary(total, done, infra, outside, finished)
+    new["conditions"] = _conditions(status, new, spec.suspend, generation)
+    if finished:
         _forget(uid)
-    elif spec.suspend:
-        new["conditions"] = [condition("Suspended", "True", "Suspended", "spec.suspend is true", meta.get("generation"))]
     new = CampaignStatus.model_validate(new).patch()  # typed: what the CRD's schema promises
-    if all(status.get(k) == v for k, v in new.items() if k != "conditions"):
+    if all(status.get(k) == v for k, v in new.items()):
         return {}
+    _announce(body, status, new)
     return new
+
+
+def _summary(total: int, done: int, infra: int, outside: int, finished: bool) -> str:
+    """The campaign's state in words: how many trials are scored, and which are not (no "all scored" when some
+    ended without a score)."""
+    text = f"{done - infra} of {total} trials scored" if finished else f"{done} of {total} trials finished"
+    if infra:
+        text += f"; {infra} ended InfrastructureFailed (no score: their entries are marked incomplete)"
+    if outside:
+        text += f"; {outside} existing trial(s) are outside the current plan (seeds or entries lowered) and not counted"
+    return text
+
+
+def _conditions(status: kopf.Status, new: dict[str, Any], suspended: bool, generation: int | None
+                ) -> list[dict[str, Any]]:
+    """Ready, Degraded (trials that ended InfrastructureFailed) and, when suspended, Suspended — each keeping its
+    lastTransitionTime while its status stays the same."""
+    finished = new["phase"] == "Succeeded"
+    infra = int(new["infrastructureFailed"])
+    wanted = [("Ready", finished, "Completed" if finished else ("Suspended" if suspended else "Running"), new["message"]),
+              ("Degraded", infra > 0, "InfrastructureFailures" if infra else "NoInfrastructureFailures",
+               f"{infra} trial(s) ended InfrastructureFailed" if infra else "no trial ended InfrastructureFailed")]
+    if suspended:
+        wanted.append(("Suspended", True, "Suspended", "spec.suspend is true"))
+    old = {c.get("type"): c for c in status.get("conditions") or []}
+    out = []
+    for kind, ok, reason, message in wanted:
+        fresh = condition(kind, "True" if ok else "False", reason, message, generation)
+        before = old.get(kind)
+        if before is not None and before.get("status") == fresh["status"]:
+            fresh["lastTransitionTime"] = before.get("lastTransitionTime", fresh["lastTransitionTime"])
+        out.append(fresh)
+    return out
+
+
+def _announce(body: kopf.Body, status: kopf.Status, new: dict[str, Any]) -> None:
+    """Events for the campaign's phase changes and new infrastructure failures (``kubectl describe vc``)."""
+    before, after = status.get("phase"), new.get("phase", status.get("phase"))
+    message = str(new.get("message") or status.get("message") or "")
+    if after != before:
+        reason = {"Running": "Started", "Succeeded": "Succeeded", "Suspended": "Suspended"}.get(str(after), str(after))
+        if after == "Succeeded" and new.get("bestEntry"):
+            message += f"; best entry {new['bestEntry']} (O-Eval {new.get('bestOEval')})"
+        kube.post_event(dict(body), "Normal", reason, message)
+    infra_before = int(status.get("infrastructureFailed") or 0)
+    if int(new.get("infrastructureFailed", infra_before)) > infra_before:
+        kube.post_event(dict(body), "Warning", "Degraded", message)
+
+
+def _failed(body: kopf.Body, status: kopf.Status, exc: InputError) -> dict[str, Any]:
+    """The campaign cannot run as written: phase Failed, the reason in its condition, message and a Warning
+    Event (once); it is not passed again until its spec changes."""
+    meta = body["metadata"]
+    text = str(exc)[:1000]
+    if status.get("phase") == "Failed" and status.get("observedGeneration") == meta.get("generation"):
+        return {}
+    if _REFUSED.first(f"{meta['uid']}/{meta.get('generation')}"):  # the timer and a change handler may both see it
+        kube.post_event(dict(body), "Warning", "InvalidSpec", text)
+    return CampaignStatus.model_validate({
+        "phase": "Failed", "message": text, "observedGeneration": meta.get("generation"),
+        "conditions": [condition("Ready", "False", "InvalidSpec", text, meta.get("generation"))]}).patch()
+
+
+#: Campaign generations this process announced as refused.
+_REFUSED = trials.Once()
+#: Phases in which a campaign gets no periodic pass: finished, or refused until its spec changes.
+RESTING = ("Succeeded", "Failed")
 
 
 @kopf.on.resume(API_GROUP, API_VERSION, "verificationcampaigns")
 @kopf.on.create(API_GROUP, API_VERSION, "verificationcampaigns")
-@kopf.on.field(API_GROUP, API_VERSION, "verificationcampaigns", field="spec.suspend")
+@kopf.on.update(API_GROUP, API_VERSION, "verificationcampaigns", field="spec")
 def start(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwargs: Any) -> None:
-    """First pass right away on create, resume, and suspend/resume changes."""
-    if status.get("phase") != "Succeeded":
+    """A pass right away on create, resume and every spec change (suspend, seeds, a fixed task list)."""
+    if status.get("phase") != "Succeeded" or status.get("observedGeneration") != body["metadata"].get("generation"):
         patch.setdefault("status", {}).update(reconcile(body, status, kwargs["trials_by_campaign"]))
 
 
 @kopf.timer(API_GROUP, API_VERSION, "verificationcampaigns", interval=INTERVAL,
-            when=lambda status, **_: status.get("phase") != "Succeeded")
+            when=lambda status, **_: status.get("phase") not in RESTING)
 def tick(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwargs: Any) -> None:
-    """Periodic pass while the campaign is not finished (``trials_by_campaign`` is kopf's index)."""
+    """Periodic pass while the campaign runs (``trials_by_campaign`` is kopf's index); a finished or failed
+    campaign rests until its spec changes (:func:`start`)."""
     update = reconcile(body, status, kwargs["trials_by_campaign"])
     if update:
         patch.setdefault("status", {}).update(update)

@@ -112,6 +112,7 @@ def launch(run: dict[str, Any]) -> None:
         failed = ScoringRunStatus(phase="Failed", message=str(exc), conditions=[
             Condition.model_validate(condition("Ready", "False", "InvalidInput", str(exc)[:1000]))])
         kube.patch_status("scoringruns", meta["namespace"], meta["name"], failed.patch())
+        kube.post_event(run, "Warning", "InvalidInput", str(exc))
         raise kopf.PermanentError(str(exc)) from exc
 
 
@@ -131,7 +132,9 @@ async def run_event(type: str | None, body: kopf.Body, status: kopf.Status, **_:
     RUNS.note(body, ended)
     uid = meta["uid"]
     if ended:
-        if type != "DELETED" and status.get("phase") in FINAL and (body.get("spec") or {}).get("trialRef") \
+        # Not for the initial listing (type None): a trial still waiting for its run is repaired by its own
+        # listing event (no GET of the trial of every finished run after a restart).
+        if type not in ("DELETED", None) and status.get("phase") in FINAL and (body.get("spec") or {}).get("trialRef") \
                 and _TRIAL_ENDED.first(uid):
             try:
                 await kube.in_thread(trials.run_ended, dict(body))  # the trial's handler ends the trial
@@ -186,6 +189,11 @@ def finish(run: dict[str, Any], result: str) -> None:
             "Ready", "True" if ok else "False", "Scored" if ok else "VerifierFailed",
             f"{len(scores)} artifact(s) scored at {now_rfc3339()}"))])
     kube.patch_status("scoringruns", meta["namespace"], meta["name"], done.patch())
+    if not ok:
+        kube.post_event(run, "Warning", "VerifierFailed", f"verifier job ended: {result}")
+    elif not spec.trial_ref:  # a trial's run is announced by its trial
+        kube.post_event(run, "Normal", "Scored", f"{len(scores)} artifact(s) scored; O-Eval of the first "
+                        f"{first.get('oEval')}")
 
 
 def _campaign_board(run: Mapping[str, Any], spec: ScoringRunSpec, task: str, scores: list[dict[str, Any]],
@@ -208,7 +216,10 @@ def _campaign_board(run: Mapping[str, Any], spec: ScoringRunSpec, task: str, sco
 @kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "verifier", **kubejobs.MANAGED_BY},
                **trials.ENDED_JOBS)
 async def verifier_job_event(type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-    """A verifier Job changed: when it has ended, publish the scores (once)."""
+    """A verifier Job changed: when it has ended, publish the scores (once). Not for the initial listing: an
+    unfinished run's own listing event checks its Job."""
+    if type is None:
+        return
     result = trials.first_end(type, body, _ENDED)
     if result is not None:
         await kube.in_thread(_job_ended, dict(body), result, logger)

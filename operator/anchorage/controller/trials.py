@@ -130,6 +130,8 @@ def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
             conditions=[Condition.model_validate(condition("Ready", "False", "Running", "the agent is running",
                                                            meta.get("generation")))])
         kube.patch_status("trials", meta["namespace"], meta["name"], running.patch())
+        if campaign is None:  # a campaign's trials are announced by their campaign (one write less each)
+            kube.post_event(dict(body), "Normal", "Started", f"attempt {attempt} running as Job {job['metadata']['name']}")
     kube.ensure_policies_once(job["metadata"]["namespace"], cfg)
     gatewaying.create_job(job, body, spec)  # the Job, then a model-calling agent's token Secret
 
@@ -144,6 +146,7 @@ def launch(trial: Mapping[str, Any]) -> None:
                              conditions=[Condition.model_validate(condition("Ready", "False", "InvalidInput",
                                                                             str(exc)[:1000]))])
         kube.patch_status("trials", meta["namespace"], meta["name"], failed.patch())
+        kube.post_event(dict(trial), "Warning", "InvalidInput", str(exc))
         metrics.operator_trial_finished(trial, Phase.INFRASTRUCTURE_FAILED, Reason.SANDBOX_ERROR)
         raise kopf.PermanentError(f"cannot launch: {exc}") from exc
 
@@ -447,6 +450,8 @@ def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
     prefix = _prefix(status)
     if should_retry(record.outcome(), record.attempt, spec.retries):
         store().put_bytes(f"{prefix}/attempts/{record.attempt}.json", json.dumps(record.to_json()).encode())
+        kube.post_event(trial, "Warning", "Retrying", f"attempt {record.attempt - 1} ended {record.reason}: "
+                        f"{record.message or 'an infrastructure failure'}; retrying as attempt {record.attempt}")
         _launch({**trial, "status": {}}, spec, record.attempt)
         return
     record.previous_attempts = _previous_attempts(prefix, record.attempt)
@@ -587,9 +592,22 @@ def complete(trial: Mapping[str, Any], record: TrialRecord, *, run: str | None =
         if record.usage else None, cost_unknown_reason=record.cost_unknown_reason,
         conditions=[Condition.model_validate(c) for c in conditions])
     kube.patch_status("trials", meta["namespace"], meta["name"], final.patch())
+    _announce_end(trial, record)
     metrics.operator_trial_finished(trial, record.phase, str(record.reason))
     if score is not None:
         metrics.operator_trial_scored(trial, score.o_eval, score.bo_eval)
+
+
+def _announce_end(trial: Mapping[str, Any], record: TrialRecord) -> None:
+    """The trial's end as an Event: a Warning for every failure; a Normal one for a lone trial's success (a
+    campaign announces its trials' progress itself, which keeps a campaign trial's writes at seven)."""
+    score = record.score
+    if record.phase is Phase.SUCCEEDED:
+        if kubejobs.named(trial["metadata"], kubejobs.LABEL_CAMPAIGN) is None:
+            kube.post_event(dict(trial), "Normal", "Succeeded", f"scored: O-Eval {score.o_eval if score else None}, "
+                            f"BO-Eval {score.bo_eval if score else None}")
+        return
+    kube.post_event(dict(trial), "Warning", str(record.phase), f"{record.reason}: {record.message or ''}".strip(": "))
 
 
 #: Only Job events with ``status.conditions`` reach the Job handlers: a Job has conditions once it ends
@@ -601,7 +619,11 @@ ENDED_JOBS: dict[str, Any] = {"field": "status.conditions", "value": kopf.PRESEN
 
 @kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "trial", **kubejobs.MANAGED_BY}, **ENDED_JOBS)
 async def trial_job_event(type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-    """A trial Job changed: when it has ended, finish its Trial (once)."""
+    """A trial Job changed: when it has ended, finish its Trial (once). Not for the initial listing (``type``
+    None): an unfinished Trial's own listing event repairs it from its Job (one GET per *unfinished* trial,
+    never one per finished Job)."""
+    if type is None:
+        return
     result = first_end(type, body, _ENDED)
     if result is not None:
         await kube.in_thread(_job_ended, dict(body), result, logger)

@@ -106,7 +106,8 @@ class LeaderboardRow(_Status):
     """One entry of the compact leaderboard (the full report is in the store)."""
 
     entry: str = Field(description="Entry name.")
-    o_eval: float | None = Field(default=None, description="Mean over seeds of the per-seed task-mean O-Eval.")
+    o_eval: float | None = Field(default=None, description="Mean over seeds of the per-seed task-mean O-Eval (null: "
+                                 "nothing of this entry was scored).")
     o_eval_std: float | None = Field(default=None, description="Standard deviation of O-Eval over seeds.")
     bo_eval: float | None = Field(default=None, description="Mean over seeds of Robust BO-Eval.")
     bo_eval_std: float | None = Field(default=None, description="Standard deviation of Robust BO-Eval over seeds.")
@@ -117,6 +118,10 @@ class LeaderboardRow(_Status):
                                "cost could not be read at the gateway (not counted in costUSD).")
     unmetered_requests: int = Field(default=0, ge=0, description="Requests of those trials that the gateway relayed "
                                     "without usage (their cost is unknown: costUSD is then a lower bound).")
+    infrastructure_failed: int = Field(default=0, ge=0, description="Trials of this entry that ended "
+                                       "InfrastructureFailed (no score; not counted in the means).")
+    incomplete: bool = Field(default=False, description="True when some (task, seed) of this entry has no score "
+                             "(an infrastructure failure): its means are over the scored ones only.")
 
 
 class ScoringRunStatus(_Status):
@@ -159,4 +164,5 @@ class CampaignStatus(_Status):
     leaderboard: list[LeaderboardRow] = Field(default_factory=list, description="Compact leaderboard, best first.")
     report_uri: str | None = Field(default=None, description="URI of the full report in the artifact store.")
     observed_generation: int | None = Field(default=None, description="metadata.generation last acted on.")
-    conditions: list[Condition] = Field(default_factory=list, description="Ready and Suspended conditions.")
+    conditions: list[Condition] = Field(default_factory=list, description="Ready, Degraded (some trials ended "
+                                        "InfrastructureFailed) and Suspended conditions.")
