@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the pinned Kubernetes control plane that the real-cluster tests and `anchorage dev cluster` run:
 # kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (tools/kube/kubernetes), etcd
-# (tools/kube/etcd) and kwok's simulated nodes (tools/kube/kwok), each from its Go module through the Go
-# module proxy, into the cache by version:
-#   ${ANCHORAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/anchorage}/{kube,etcd,kwok}/<version>/
+# (tools/kube/etcd), each from its Go module through the Go module proxy, into the cache by version:
+#   ${ANCHORAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/anchorage}/{kube,etcd}/<version>/
+# (Simulated nodes for load tests are the node agent's simulate mode, not kwok: they must write what
+# Anchorage's pod programs would, which kwok cannot.)
 # A binary already there is reused, so a second run (or a clean clone on the same machine) costs nothing.
 # Called by `make kube` (part of `make test`). Without Go it says so and exits 0: the tests that need the
 # binaries then skip with that reason. Set ANCHORAGE_KUBE_BUILD=0 to never build.
@@ -28,7 +29,6 @@ pinned() { awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$here/$1/go.mo
 
 kube_version=$(pinned kubernetes k8s.io/kubernetes)
 etcd_version=$(pinned etcd go.etcd.io/etcd/server/v3)
-kwok_version=$(pinned kwok sigs.k8s.io/kwok)
 
 # build <module folder> <output folder> <ldflags> <name=package>... : builds the missing binaries into a
 # temporary folder beside the output and moves each into place, so a half-built binary is never found.
@@ -64,5 +64,3 @@ build kubernetes "$cache/kube/$kube_version" "$kube_flags" \
   kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
   kubectl=k8s.io/kubernetes/cmd/kubectl
 build etcd "$cache/etcd/$etcd_version" "" etcd=go.etcd.io/etcd/server/v3
-build kwok "$cache/kwok/$kwok_version" "-X sigs.k8s.io/kwok/pkg/consts.Version=$kwok_version" \
-  kwok=sigs.k8s.io/kwok/cmd/kwok

@@ -129,7 +129,10 @@ def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
             record_uri=f"{cfg.store_uri.rstrip('/')}/{prefix}", observed_generation=meta.get("generation"),
             conditions=[Condition.model_validate(condition("Ready", "False", "Running", "the agent is running",
                                                            meta.get("generation")))])
-        kube.patch_status("trials", meta["namespace"], meta["name"], running.patch())
+        if not kube.patch_status("trials", meta["namespace"], meta["name"], running.patch(),
+                                 resource_version=meta.get("resourceVersion")):
+            raise kopf.TemporaryError(f"trial {meta['name']} changed (or is gone) since it was read; not launched",
+                                      delay=1)
         if campaign is None:  # a campaign's trials are announced by their campaign (one write less each)
             kube.post_event(dict(body), "Normal", "Started", f"attempt {attempt} running as Job {job['metadata']['name']}")
     kube.ensure_policies_once(job["metadata"]["namespace"], cfg)
@@ -591,7 +594,10 @@ def complete(trial: Mapping[str, Any], record: TrialRecord, *, run: str | None =
         usage=Usage.model_validate({k: (record.usage or {}).get(v, 0) for k, v in gatewaying.USAGE_FIELDS.items()})
         if record.usage else None, cost_unknown_reason=record.cost_unknown_reason,
         conditions=[Condition.model_validate(c) for c in conditions])
-    kube.patch_status("trials", meta["namespace"], meta["name"], final.patch())
+    if not kube.patch_status("trials", meta["namespace"], meta["name"], final.patch(),
+                             resource_version=meta.get("resourceVersion")):
+        raise kopf.TemporaryError(f"trial {meta['name']} changed (or is gone) since it was read; its end is "
+                                  "written again from the newer version", delay=1)
     _announce_end(trial, record)
     metrics.operator_trial_finished(trial, record.phase, str(record.reason))
     if score is not None:

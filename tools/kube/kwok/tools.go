@@ -1,7 +1,0 @@
-//go:build tools
-
-// Package tools pins the kwok command package tools/kube/build.sh builds, so `go mod tidy` keeps its
-// dependencies in go.sum.
-package tools
-
-import _ "sigs.k8s.io/kwok/pkg/kwok/cmd"
