@@ -15,7 +15,8 @@ Each container runs under bubblewrap: the host's root folders read-only, each po
 security context inside a user namespace (mapped to the node's own user outside, as a rootless runtime
 does), every capability dropped, ``no_new_privs``;
 in a cgroup of its own with the container's CPU, memory and pids limits (Anchorage's
-``runtime.local.cgroups``: an OOM kill is reported ``OOMKilled``, exit code 137). Environment
+``runtime.local.cgroups``: an OOM kill is reported ``OOMKilled``, exit code 137; where no cgroup can be made,
+the memory limit becomes an address-space rlimit). Environment
 ``secretKeyRef`` / ``configMapKeyRef`` are resolved through :class:`References`; while one is missing the
 container waits in ``CreateContainerConfigError`` and starts once it exists, as a kubelet retries.
 
@@ -301,7 +302,8 @@ class PodRun:
         name = container["name"]
         env = await self._container_env(container)
         group = self._cgroup(container)
-        argv = [*(["/bin/sh", "-c", _JOIN, "join", *map(str, group.procs_files), "--"] if group else []),
+        argv = [*(["/bin/sh", "-c", _JOIN, "join", *map(str, group.procs_files), "--"] if group else
+                  self._rlimits(container)),
                 *self._bwrap_argv(container), "--", *container.get("command", []), *container.get("args", [])]
         started = now()
         log = (self.workdir / f"{name}.log").open("ab")
@@ -340,6 +342,14 @@ class PodRun:
         if group is not None:
             self.groups[container["name"]] = group
         return group
+
+    @staticmethod
+    def _rlimits(container: Obj) -> list[str]:
+        """Without a cgroup: the memory limit as an address-space rlimit (``prlimit``), as the local sandbox does."""
+        memory = ((container.get("resources") or {}).get("limits") or {}).get("memory")
+        if memory is None or shutil.which("prlimit") is None:
+            return []
+        return ["prlimit", f"--as={quantity_bytes(str(memory))}", "--"]
 
     def _identity(self, container: Obj) -> list[str]:
         """bubblewrap's options for the container's user: ``runAsUser`` / ``runAsGroup`` inside a user namespace

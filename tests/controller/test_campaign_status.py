@@ -45,10 +45,10 @@ def test_an_unknown_task_fails_the_campaign_once_and_a_fix_runs_it(sim_env: Env)
     env.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(_campaign("typo", ["smoke-inventroy"], 2, ["a"])))
     env.wait_for(lambda: _status(env, "typo").get("phase") == "Failed", 60, "the campaign to fail")
     status = _status(env, "typo")
-    assert "smoke-inventroy" in status["message"] and _condition(status, "Ready")["reason"] == "InvalidSpec"
+    assert "smoke-inventroy" in status["message"] and _condition(status, "Ready")["reason"] == "InvalidTasks"
     assert env.objects("anchorage.dev", "trials") == []
     warnings = [e for e in _events(env, "typo") if e["type"] == "Warning"]
-    assert [e["reason"] for e in warnings] == ["InvalidSpec"] and "smoke-inventroy" in warnings[0]["message"]
+    assert [e["reason"] for e in warnings] == ["InvalidTasks"] and "smoke-inventroy" in warnings[0]["message"]
     writes = env.cluster.api.counts["PATCH verificationcampaigns/status"]
     time.sleep(3)  # ten campaign intervals: a failed campaign gets no more passes
     assert env.cluster.api.counts["PATCH verificationcampaigns/status"] == writes

@@ -226,9 +226,12 @@ def _reconcile(body: kopf.Body, status: kopf.Status,
     try:
         for entry in spec.entries:  # what the operator cannot run is refused before any Trial exists
             admit(entry.agent, spec.verification, OPERATOR)
+    except InputError as exc:
+        return _failed(body, status, exc, "InvalidSpec")
+    try:
         planned = _plan(body, spec)  # unknown tasks, a taskSelector matching nothing: said once, no Trials made
     except InputError as exc:
-        return _failed(body, status, exc)
+        return _failed(body, status, exc, "InvalidTasks")
     in_plan = {p.name for p in planned}
     all_states = index.get((meta["namespace"], meta["name"]), ())
     # Trials outside the current plan (seeds or entries lowered on a running campaign) are left alone and not
@@ -325,7 +328,7 @@ def _announce(body: kopf.Body, status: kopf.Status, new: dict[str, Any]) -> None
         kube.post_event(dict(body), "Warning", "Degraded", message)
 
 
-def _failed(body: kopf.Body, status: kopf.Status, exc: InputError) -> dict[str, Any]:
+def _failed(body: kopf.Body, status: kopf.Status, exc: InputError, reason: str) -> dict[str, Any]:
     """The campaign cannot run as written: phase Failed, the reason in its condition, message and a Warning
     Event (once); it is not passed again until its spec changes."""
     meta = body["metadata"]
@@ -333,10 +336,10 @@ def _failed(body: kopf.Body, status: kopf.Status, exc: InputError) -> dict[str, 
     if status.get("phase") == "Failed" and status.get("observedGeneration") == meta.get("generation"):
         return {}
     if _REFUSED.first(f"{meta['uid']}/{meta.get('generation')}"):  # the timer and a change handler may both see it
-        kube.post_event(dict(body), "Warning", "InvalidSpec", text)
+        kube.post_event(dict(body), "Warning", reason, text)
     return CampaignStatus.model_validate({
         "phase": "Failed", "message": text, "observedGeneration": meta.get("generation"),
-        "conditions": [condition("Ready", "False", "InvalidSpec", text, meta.get("generation"))]}).patch()
+        "conditions": [condition("Ready", "False", reason, text, meta.get("generation"))]}).patch()
 
 
 #: Campaign generations this process announced as refused.
