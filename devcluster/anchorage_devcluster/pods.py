@@ -53,7 +53,7 @@ Simulate = Callable[[Obj], dict[str, int]]
 NO_NETWORK_LABEL = "anchorage.dev/network"
 ENV_RETRY_SEC = 0.2
 _SKIP_ROOT = {"proc", "dev", "sys", "tmp", "run", "root"}
-_SOURCE_ROOT = Path(sys.modules["anchorage"].__file__ or ".").resolve().parents[1]  # the checkout holding anchorage/
+_SOURCE_ROOT = Path(sys.modules["anchorage"].__file__ or ".").resolve().parents[2]  # the checkout (tasks/ beside operator/)
 _JOIN = 'for f; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"'
 
 

@@ -14,6 +14,7 @@ import json
 import pytest
 import yaml
 
+from anchorage.controller import kube
 from anchorage.runtime.kubejobs import NAME_LABELS
 from anchorage_devcluster.apiserver import Fault
 
@@ -58,8 +59,9 @@ def test_a_campaign_trial_costs_seven_writes_and_carries_no_kopf_state(sim_env: 
 
 def test_a_lone_trial_whose_launch_failed_is_launched_by_the_watchdog(sim_env: Env) -> None:
     env = sim_env
-    # Five 500s: the client's four retries are used up, the launch fails, no further event comes.
-    env.thread.call(lambda: env.cluster.api.faults.append(Fault(500, "PATCH", "/trials/lone/status", times=5)))
+    # As many 500s as the client tries (its one retry layer): the launch fails, no further event comes.
+    tries = kube.Client.ATTEMPTS
+    env.thread.call(lambda: env.cluster.api.faults.append(Fault(500, "PATCH", "/trials/lone/status", times=tries)))
     trial = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "Trial", "metadata": {"name": "lone"},
              "spec": {"task": "smoke-inventory", "agent": {"kind": "command", "command": ["true"]}}}
     env.start_operator()

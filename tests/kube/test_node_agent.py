@@ -1,0 +1,114 @@
+"""The sandbox node agent as a Node of the real control plane: the real Job controller and scheduler give it
+pods, it runs them and reports what a kubelet would.
+
+Each Job here runs in a namespace enforcing PodSecurity ``restricted`` on the sandbox node: init containers in
+order, a native sidecar beside the main container and stopped after it, exit codes in the container
+statuses (the Job fails on a non-zero one), an OOM kill under the container's memory limit, a Job deadline
+(the Job controller deletes the pod, the node kills it and removes it), and a container whose environment
+names a Secret that does not exist yet (it waits, then starts).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from kube_cluster import RealCluster
+
+pytestmark = [pytest.mark.cluster, pytest.mark.sandbox]
+
+RESTRICTED = {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "runAsUser": 65532,
+              "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _container(name: str, script: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "image": "anchorage/none", "command": ["/bin/sh", "-c", script],
+            "securityContext": RESTRICTED, "volumeMounts": [{"name": "shared", "mountPath": "/shared"}], **extra}
+
+
+def _job(name: str, containers: list[dict[str, Any]], init: list[dict[str, Any]] | None = None,
+         deadline: int | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"restartPolicy": "Never", "containers": containers, "initContainers": init or [],
+                            "volumes": [{"name": "shared", "emptyDir": {}}]}
+    job: dict[str, Any] = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+                           "spec": {"backoffLimit": 0, "template": {"spec": spec}}}
+    if deadline:
+        job["spec"]["activeDeadlineSeconds"] = deadline
+    return job
+
+
+@pytest.fixture(scope="module")
+def namespace(real_cluster: RealCluster) -> str:
+    return real_cluster.namespace(f"node-{uuid.uuid4().hex[:6]}")
+
+
+def _run(real: RealCluster, namespace: str, job: dict[str, Any], timeout: float = 120) -> tuple[dict[str, Any], Any]:
+    """Apply the Job, wait until it ends; (the Job, its pod or None when the pod is gone)."""
+    name = job["metadata"]["name"]
+    real.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(job))
+
+    def ended() -> bool:
+        status = real.get("job", name, "-n", namespace).get("status") or {}
+        return any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in status.get("conditions") or [])
+
+    real.wait_for(ended, timeout, f"job {name} to end")
+    pods = real.get("pods", "-n", namespace, "-l", f"job-name={name}")["items"]
+    return real.get("job", name, "-n", namespace), pods[0] if pods else None
+
+
+def _state(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    statuses = [*(pod["status"].get("initContainerStatuses") or []), *(pod["status"].get("containerStatuses") or [])]
+    return dict(next(s for s in statuses if s["name"] == name)["state"])
+
+
+def test_init_containers_a_native_sidecar_and_exit_codes(real_cluster: RealCluster, namespace: str) -> None:
+    sidecar = _container("sidecar", "trap 'echo stopped >> /shared/log; exit 0' TERM; echo sidecar >> /shared/log; "
+                         "while true; do sleep 0.2; done", restartPolicy="Always")
+    init = [_container("first", "echo first >> /shared/log"), sidecar]
+    main = _container("main", "cat /shared/log; test \"$(id -u)\" = 65532; grep -q first /shared/log")
+    job, pod = _run(real_cluster, namespace, _job("ordered", [main], init))
+    assert any(c["type"] == "Complete" for c in job["status"]["conditions"]), job["status"]
+    assert pod["status"]["phase"] == "Succeeded" and pod["spec"]["nodeName"] == "sandbox-1"
+    assert _state(pod, "first")["terminated"]["exitCode"] == 0
+    assert _state(pod, "main")["terminated"]["exitCode"] == 0
+    assert "terminated" in _state(pod, "sidecar")  # stopped after the main container
+
+    failed_job, failed_pod = _run(real_cluster, namespace, _job("exit-three", [_container("main", "exit 3")]))
+    assert any(c["type"] == "Failed" for c in failed_job["status"]["conditions"])
+    assert _state(failed_pod, "main")["terminated"]["exitCode"] == 3 and failed_pod["status"]["phase"] == "Failed"
+
+
+def test_the_memory_limit_is_enforced(real_cluster: RealCluster, namespace: str) -> None:
+    hog = _container("main", "python3 -c 'x = bytearray(400 * 1024 * 1024); print(len(x))'",
+                     resources={"limits": {"memory": "64Mi", "cpu": "500m"}, "requests": {"memory": "64Mi", "cpu": "500m"}})
+    _, pod = _run(real_cluster, namespace, _job("hog", [hog]))
+    terminated = _state(pod, "main")["terminated"]
+    # OOMKilled (137) under a cgroup's memory limit; where no cgroup can be made, the address-space rlimit
+    # makes the allocation fail instead (Error)
+    assert terminated["exitCode"] != 0 and terminated["reason"] in ("OOMKilled", "Error"), terminated
+
+
+def test_a_job_deadline_kills_and_removes_the_pod(real_cluster: RealCluster, namespace: str) -> None:
+    started = time.monotonic()
+    job, _ = _run(real_cluster, namespace, _job("slow", [_container("main", "sleep 600")], deadline=3), timeout=90)
+    failed = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "DeadlineExceeded" and time.monotonic() - started < 90
+    real_cluster.wait_for(lambda: not real_cluster.get("pods", "-n", namespace, "-l", "job-name=slow")["items"], 60,
+                          "the deadline's pod to be removed")
+
+
+def test_a_container_waits_for_the_secret_its_environment_names(real_cluster: RealCluster, namespace: str) -> None:
+    main = _container("main", 'test "$TOKEN" = s3cret',
+                      env=[{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "later", "key": "token"}}}])
+    real_cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(_job("waits", [main])))
+    real_cluster.wait_for(lambda: any(
+        (s.get("state") or {}).get("waiting", {}).get("reason") == "CreateContainerConfigError"
+        for p in real_cluster.get("pods", "-n", namespace, "-l", "job-name=waits")["items"]
+        for s in (p.get("status") or {}).get("containerStatuses") or []), 60, "the container to wait for its Secret")
+    real_cluster.kubectl("create", "secret", "generic", "later", "-n", namespace, "--from-literal=token=s3cret")
+    job, pod = _run(real_cluster, namespace, _job("waits", [main]))
+    assert any(c["type"] == "Complete" for c in job["status"]["conditions"]), _state(pod, "main")
