@@ -55,8 +55,9 @@ class _Strict(BaseModel):
 class PaperAnchor(_Strict):
     """Where the ``paper`` anchor (the task's score_config.json and expected_result.json) comes from."""
 
-    source: Literal["published", "corrected"] = Field(
-        description="published: the benchmark's anchor as it publishes it; corrected: the seed's own correction")
+    source: Literal["published", "corrected", "original"] = Field(
+        description="published: the benchmark's anchor as it publishes it; corrected: the seed's own correction; "
+                    "original: a task of this project's own, whose anchor is its reproduction")
     evidence: str = Field(min_length=1, description="where the numbers come from (file, commit, seed section)")
 
 
