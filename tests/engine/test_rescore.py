@@ -68,5 +68,6 @@ def test_two_profiles_two_boards_one_run(mechanism: sandbox.Mechanism, write_man
     assert "strict@1" in (strict_dir / "leaderboard.csv").read_text().splitlines()[1]
     report = CliRunner().invoke(app, ["report", str(run_dir)])
     assert report.exit_code == 0, report.output
+    assert "scoring profile: paper@1" in report.stdout
     html = (run_dir / "report.html").read_text()
     assert html.count("profile paper@1") >= 4                   # every table of the report names the profile

@@ -6,6 +6,7 @@ Registered by :mod:`anchorage.cli`; reads only the run folder (``campaign.json``
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -20,5 +21,7 @@ def report(run_dir: Path = typer.Argument(..., help="A campaign's run folder (ru
     from anchorage.report.writing import rebuild
 
     outputs = rebuild(run_dir)
+    board = json.loads(outputs["json"].read_text(encoding="utf-8"))
+    typer.echo(f"scoring profile: {board.get('profile', 'paper@1')} (named on every table of the report)")
     for kind, path in sorted(outputs.items()):
         typer.echo(f"{kind}: {path}")
