@@ -7,7 +7,8 @@ measured side by side in one run:
 
 * in-process ``score_artifact`` (gates on, as the engine runs it) and gates off, with ``to_dict`` +
   ``json.dumps`` of the record as the engine writes score.json;
-* gates on without the tasks' replay checks, and with the reference (exact-tree) gate checker that
+* gates on without the tasks' replay checks — under ``paper`` (the default: each project gate's severity is
+  mapped to a reported warning) and under ``strict`` (no mapping) —, and with the reference (exact-tree) gate checker that
   checked every artifact before the compiled checks — "before" and "after" in the same run — and the
   CPU cost of each replay check on its task's artifacts;
 * one ``anchorage score --json`` subprocess per artifact (the least a verifier container per artifact
@@ -123,15 +124,15 @@ def gate_checker(mode: str) -> Iterator[None]:
 
 
 def in_process(mix: list[tuple[Task, Path]], *, gates: bool, serialise: bool, min_seconds: float,
-               checker: str = "fast") -> Rates:
-    """Artifacts/s by wall clock and by this process's CPU time (the one-core figure)."""
+               checker: str = "fast", profile: str = "paper") -> Rates:
+    """Artifacts/s by wall clock and by this process's CPU time (the one-core figure), under ``profile``."""
     with gate_checker(checker):
         for task, path in mix[:50]:  # warm the per-task caches
-            score_artifact(task, path, gates=gates)
+            score_artifact(task, path, gates=gates, profile=profile)
         done, wall, cpu = 0, time.perf_counter(), time.process_time()
         while True:
             for task, path in mix:
-                record = score_artifact(task, path, gates=gates)
+                record = score_artifact(task, path, gates=gates, profile=profile)
                 if serialise:
                     json.dumps(record.to_dict(), allow_nan=False)
             done += len(mix)
@@ -184,22 +185,23 @@ def main() -> None:
                         "(the machine is shared: the best round is the least disturbed one)")
     args = parser.parse_args()
     roots, source = task_roots()
-    modes: list[tuple[str, bool, bool, str]] = [  # label, gates, serialise, checker
-        ("in-process, gates on", True, False, "fast"),
-        ("in-process, gates off", False, False, "fast"),
-        ("in-process, gates on + JSON record", True, True, "fast"),
-        ("  gates on, replay checks left out", True, False, "no-replays"),
-        ("  replay checks left out, + JSON record", True, True, "no-replays"),
-        ("  gates on, reference checker (before)", True, False, "reference"),
-        ("  no replay checks, reference checker", True, False, "reference-no-replays"),
+    modes: list[tuple[str, bool, bool, str, str]] = [  # label, gates, serialise, checker, profile
+        ("in-process, gates on", True, False, "fast", "paper"),
+        ("in-process, gates off", False, False, "fast", "paper"),
+        ("in-process, gates on + JSON record", True, True, "fast", "paper"),
+        ("  gates on, replay checks left out", True, False, "no-replays", "paper"),
+        ("  replay checks left out, profile strict", True, False, "no-replays", "strict"),
+        ("  replay checks left out, + JSON record", True, True, "no-replays", "paper"),
+        ("  gates on, reference checker (before)", True, False, "reference", "paper"),
+        ("  no replay checks, reference checker", True, False, "reference-no-replays", "paper"),
     ]
     with tempfile.TemporaryDirectory(prefix="anchorage-bench-") as tmp:
         mix = build_artifacts(roots, args.variants, Path(tmp))
         print(f"tasks: {source}; artifacts in the mix: {len(mix)}; best of {args.rounds} interleaved rounds")
         fastest: dict[str, Rates] = {}
         for _ in range(max(1, args.rounds)):
-            for label, with_gates, serialise, checker in modes:
-                rates = in_process(mix, gates=with_gates, serialise=serialise, checker=checker,
+            for label, with_gates, serialise, checker, profile in modes:
+                rates = in_process(mix, gates=with_gates, serialise=serialise, checker=checker, profile=profile,
                                    min_seconds=args.seconds / max(1, args.rounds))
                 if label not in fastest or rates.cpu > fastest[label].cpu:
                     fastest[label] = rates

@@ -201,6 +201,16 @@ class LazyGate(GateResult):
                              dict(self.values)))
 
 
+def with_severity(gate: GateResult, severity: Severity) -> GateResult:
+    """``gate`` with another severity (a scoring profile's reading of it). A :class:`LazyGate` is relabelled
+    in place — :func:`check` makes fresh ones on every call, owned by its caller — so its message stays
+    unbuilt; any other result is copied."""
+    if type(gate) is LazyGate:
+        gate.__dict__["severity"] = severity
+        return gate
+    return GateResult(gate.name, gate.form, gate.paths, gate.status, severity, gate.message, dict(gate.values))
+
+
 def _fields(gate: GateResult) -> tuple[Any, ...]:
     return (gate.name, gate.form, gate.paths, gate.status, gate.severity, gate.message, gate.values)
 

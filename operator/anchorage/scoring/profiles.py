@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from anchorage.errors import InputError
+from anchorage.invariants.gates import with_severity
 from anchorage.invariants.results import GateResult
 from anchorage.scoring.config import MetricSpec, ScoreConfigModel
 from anchorage.tasks.profiles import AnchorValue, BaselinePanel, TaskProfiles
@@ -158,27 +159,28 @@ def penalises(profile: Profile, task_profiles: TaskProfiles, name: str) -> bool:
     return task_profiles.paper_gate(name) is not None
 
 
-def profile_gates(results: list[GateResult], task_profiles: TaskProfiles, profile: Profile) -> list[GateResult]:
+def profile_gates(results: list[GateResult], task_profiles: TaskProfiles, profile: Profile,
+                  memo: dict[str, bool] | None = None) -> list[GateResult]:
     """The gate results as ``profile`` sees them: a ``hard`` gate outside its penalties becomes a reported
-    warning (its message says where it is hard); everything else is unchanged."""
+    warning (its message says where it is hard); everything else is unchanged. ``memo`` (gate name →
+    penalises, kept by the caller per task and profile) spares the name matching on every artifact."""
     if profile.gates == "all_hard":
         return results
+    memo = {} if memo is None else memo
     out: list[GateResult] = []
     for gate in results:
-        if gate.severity != "hard" or penalises(profile, task_profiles, gate.name):
+        if gate.severity != "hard":
+            out.append(gate)
+            continue
+        hard = memo.get(gate.name)
+        if hard is None:
+            hard = memo[gate.name] = penalises(profile, task_profiles, gate.name)
+        if hard:
             out.append(gate)
         elif gate.status == "failed":
             out.append(GateResult(gate.name, gate.form, gate.paths, gate.status, "warning",
                                   f"{gate.message} [a warning under {profile.name}; a hard gate under strict and "
                                   "errata]", dict(gate.values)))
         else:
-            out.append(_as_warning(gate))
+            out.append(with_severity(gate, "warning"))
     return out
-
-
-def _as_warning(gate: GateResult) -> GateResult:
-    """``gate`` with severity ``warning``, keeping a lazily built message lazy (no message is formatted)."""
-    copy = object.__new__(type(gate))
-    copy.__dict__.update(gate.__dict__)
-    copy.__dict__["severity"] = "warning"
-    return copy

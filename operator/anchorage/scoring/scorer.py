@@ -66,6 +66,7 @@ class _Compiled:
     task_profiles: TaskProfiles
     baseline: tuple[float, str] | None     # the profile's published F for the task, and where it is printed
     anchor_source: str
+    gate_memo: dict[str, bool]             # gate name -> hard penalty under the profile (filled as gates are seen)
 
 
 _CACHE: dict[tuple[str, str], tuple[tuple[int, ...], _Compiled]] = {}
@@ -176,7 +177,7 @@ def compiled(task: Task, profile: ProfileArg = None) -> _Compiled:
     oracle_raw, source = _oracle_panel(task, config, chosen, applied.substitutions)
     baseline = None if applied.baseline is None else (
         applied.baseline.raw, f"profile:{chosen.name} ({applied.baseline.source})")
-    entry = _Compiled(config, oracle_raw, source, chosen, task_profiles, baseline, applied.anchor_source)
+    entry = _Compiled(config, oracle_raw, source, chosen, task_profiles, baseline, applied.anchor_source, {})
     _CACHE[key] = (stamp, entry)
     return entry
 
@@ -413,7 +414,7 @@ def _score_parsed(task: Task, entry: _Compiled, record: ScoreRecord, data: Any, 
     checked = run_gates(task, data) if gates else []
     if lean:
         record.obligations = obligations_summary(task, data, checked if gates else None)
-    record.gates = profile_gates(checked, entry.task_profiles, profile)
+    record.gates = profile_gates(checked, entry.task_profiles, profile, entry.gate_memo)
     failed = [g.name for g in record.gates if g.status == "failed" and g.severity == "hard"]  # GateResult.hard_error
     if failed:
         return _penalise(record, failed)
