@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,31 @@ def test_a_prompt_with_references_reaches_the_agent_as_written(task: Task, mecha
     result = sandbox.run(spec, mechanism=mechanism)
     assert result.exit_code == 0, (logs / "stderr.log").read_text()
     assert (results / "out").read_text() == f"/root/results|{prompt}"
+
+
+@pytest.mark.parametrize("kind", ["codex", "claude-code", "opencode"])
+def test_the_cluster_job_gives_the_agent_the_images_cli_home_and_gateway(kind: str, task: Task) -> None:
+    """The same plan in a pod: the CLI's folder first on PATH (as in the sandbox), HOME on an emptyDir, the
+    image checked for the CLI before the agent starts, ``$(OPENAI_BASE_URL)`` defined for the kubelet."""
+    from anchorage.manifests import TrialSpec
+    from anchorage.runtime import kubejobs
+
+    spec = TrialSpec(task=task.slug, agent=AgentSpec(kind=kind, model="m"))  # type: ignore[arg-type]
+    planned = plan_agent(spec.agent, task, 0)
+    config = kubejobs.OperatorConfig()
+    job = kubejobs.trial_job({"metadata": {"name": "t", "namespace": "n", "uid": "u"}, "kind": "Trial"}, spec,
+                             plan=planned, task_defaults={}, config=config, job_name="t-a0", campaign=None)
+    pod = job["spec"]["template"]["spec"]
+    agent = pod["containers"][0]
+    env = {e["name"]: e.get("value") for e in agent["env"]}
+    assert env["PATH"].split(":")[0] == agents.bin_dir(kind) and env["HOME"] == kubejobs.AGENT_HOME
+    assert {"name": "home", "mountPath": kubejobs.AGENT_HOME} in agent["volumeMounts"]
+    assert any(v["name"] == "home" and "emptyDir" in v for v in pod["volumes"])
+    assert pod["securityContext"]["runAsUser"] == 65532  # the agent image's user (images/agent-base)
+    names = [c["name"] for c in pod["initContainers"]]
+    assert names.index("check-agent") < names.index("upload")
+    check = pod["initContainers"][names.index("check-agent")]
+    assert check["image"] == agent["image"] == config.agent_image
+    assert f"command -v {planned.argv[0]}" in check["command"][2]
+    references = {name for part in agent["command"] for name in re.findall(r"\$\((\w+)\)", part)}
+    assert references <= set(env) | {"OPENAI_BASE_URL"} and "OPENAI_BASE_URL" in env

@@ -35,7 +35,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from anchorage import metrics
+from anchorage import agents, metrics
 from anchorage import trials as trials_core
 from anchorage.campaigns.names import child_name, scoring_run_name
 from anchorage.controller import gatewaying, kube
@@ -330,7 +330,8 @@ def _finished(job: Mapping[str, Any]) -> str | None:
     return None
 
 
-def attempt_end(result: str, upload: Mapping[str, Any] | None, timeout_sec: float | None) -> AttemptEnd:
+def attempt_end(result: str, upload: Mapping[str, Any] | None, timeout_sec: float | None,
+                cli: str | None = None) -> AttemptEnd:
     """A finished Job (how it ended) and the upload sidecar's marker as the lifecycle's evidence.
 
     Platform evidence only decides an infrastructure failure: the Job's own condition and whether the
@@ -343,7 +344,9 @@ def attempt_end(result: str, upload: Mapping[str, Any] | None, timeout_sec: floa
         if result == "Complete":
             return AttemptEnd(storage_failure="the attempt ended but its results were never uploaded "
                                               "(the upload sidecar wrote no marker)")
-        return AttemptEnd(launcher_failure=f"the attempt's pod ended ({result}) before its results were collected")
+        hint = (f" (its check-agent init container fails when the agent image lacks the pinned {cli} CLI: build "
+                f"images/agent-base with AGENT_CLIS including {cli})") if cli else ""
+        return AttemptEnd(launcher_failure=f"the attempt's pod ended ({result}) before its results were collected{hint}")
     code = upload.get("exit_code")
     return AttemptEnd(exit_code=None if code is None else int(code), oom_killed=code == 137)
 
@@ -448,7 +451,8 @@ def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
     meta, status = trial["metadata"], trial.get("status") or {}
     spec = trial_spec(trial)
     _, defaults = _task_cached(spec.task)
-    end = attempt_end(result, _read_upload(status.get("recordUri", "")), kubejobs.deadline(spec, defaults))
+    cli = spec.agent.kind if agents.pin(spec.agent.kind) is not None else None
+    end = attempt_end(result, _read_upload(status.get("recordUri", "")), kubejobs.deadline(spec, defaults), cli)
     record = _attempt_record(trial, spec, end)
     prefix = _prefix(status)
     if should_retry(record.outcome(), record.attempt, spec.retries):

@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from anchorage import agents
 from anchorage.campaigns.names import child_name, label_value
 from anchorage.errors import InputError
 from anchorage.manifests import API, AgentSpec, TrialSpec
@@ -44,6 +45,8 @@ LABEL_ROLE = "anchorage.dev/role"
 LABEL_STEP = "anchorage.dev/step"
 LABEL_NETWORK = "anchorage.dev/network"
 RUN_DIR = "/run/anchorage"
+AGENT_HOME = "/root"  # the agent's HOME, as in the local sandbox: the "home" emptyDir (the image's agent user's home)
+AGENT_IMAGE_PATH = "/opt/venv/bin:/opt/anchorage/agents/bin:/usr/local/bin:/usr/bin:/bin"  # images/agent-base's PATH
 DEFAULT_DEADLINE = 14400
 TOKEN_KEY = "token"  # key of the per-trial gateway token in its Secret
 #: Labels that name an object (trial, campaign, scoring run): their value is the name made a label value
@@ -244,6 +247,29 @@ def _sidecar(config: OperatorConfig, dest: str, paths: dict[str, str], marker: s
     }
 
 
+def agent_env(plan: AgentPlan) -> dict[str, str]:
+    """The agent container's own environment (the gateway's address and token are added apart): the plan's,
+    HOME and TMPDIR on their emptyDirs, and for an agent CLI its folder first on PATH — the same folder as in
+    the local sandbox (:func:`anchorage.agents.bin_dir`)."""
+    env = {**plan.env, "MPLBACKEND": "Agg", "HOME": AGENT_HOME, "TMPDIR": "/tmp"}
+    if plan.cli is not None:
+        env["PATH"] = f"{agents.bin_dir(plan.cli)}:{AGENT_IMAGE_PATH}"
+    return env
+
+
+def _cli_check(plan: AgentPlan, image: str) -> list[Manifest]:
+    """For an agent CLI, an init container in the agent's image that fails unless the pinned CLI is there:
+    the pod then ends before the agent starts (the platform's failure, decided by nothing the agent runs)."""
+    if plan.cli is None:
+        return []
+    command = plan.argv[0]
+    script = (f'command -v {command} >/dev/null || {{ echo "the {plan.cli} CLI ({command}) is not on PATH ($PATH) in '
+              f'this image: build images/agent-base with AGENT_CLIS including {plan.cli}" >&2; exit 127; }}')
+    return [{"name": "check-agent", "image": image, "command": ["/bin/sh", "-c", script],
+             "env": [{"name": "PATH", "value": agent_env(plan)["PATH"]}], "securityContext": _restricted(),
+             "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}}]
+
+
 def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_defaults: dict[str, float],
               config: OperatorConfig, job_name: str, campaign: str | None) -> Manifest:
     """The Job running one attempt of a Trial; ``plan`` is :func:`anchorage.trials.plan_agent`'s."""
@@ -259,14 +285,13 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
         fetch_args += ["--replay-in-task" if plan.replay.in_task else "--replay", plan.replay.source,
                        "--results", "/root/results"]
     task_env = [{"name": "ANCHORAGE_TASKS", "value": config.task_source}] if config.task_source else []
-    agent_mounts = [{"name": "home", "mountPath": "/root"},
+    agent_mounts = [{"name": "home", "mountPath": AGENT_HOME},
                     {"name": "task", "mountPath": "/root/data", "subPath": "data", "readOnly": True},
                     {"name": "results", "mountPath": "/root/results"}, {"name": "logs", "mountPath": "/logs/agent"},
                     {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
     for mount, folder in sorted(plan.binds.items()):
         agent_mounts.append({"name": "task", "mountPath": mount, "subPath": folder, "readOnly": True})
-    env: list[Manifest] = [{"name": k, "value": v} for k, v in sorted(
-        {**plan.env, "MPLBACKEND": "Agg", "HOME": "/root", "TMPDIR": "/tmp"}.items())]
+    env: list[Manifest] = [{"name": k, "value": v} for k, v in sorted(agent_env(plan).items())]
     if plan.needs_gateway:
         secret = {"name": token_secret_name(job_name), "key": TOKEN_KEY}
         env.append({"name": "OPENAI_BASE_URL", "value": config.gateway_url})
@@ -287,6 +312,7 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
              "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "100m", "memory": "256Mi"}},
              "volumeMounts": [{"name": "task", "mountPath": "/task"}, {"name": "results", "mountPath": "/root/results"},
                               {"name": "tmp", "mountPath": "/tmp"}]},
+            *_cli_check(plan, spec.agent.image or config.agent_image),
             # the sidecar holds the store's credentials: it shares nothing writable with the agent but what it uploads
             _sidecar(config, dest, {"artifacts": "/root/results", "agent": "/logs/agent"}, tmp="upload-tmp"),
         ],
