@@ -3,9 +3,15 @@
 Used by the gateway (requests, retries, latency, tokens, cost), the local engine and the operator
 (trials, durations, scores, gates, obligations). Conventions (DESIGN.md): names start with
 ``anchorage_``, base units (seconds, USD), counters end in ``_total``, and labels are bounded —
-campaign, entry, task, model, phase, reason, endpoint, status code — never a trial or pod id.
+campaign, entry, task, model, profile, phase, reason, endpoint, status code — never a trial or pod id.
 Model names an agent sends are not trusted as labels: callers pass them through
-:func:`model_label` (unknown names become ``other``).
+:func:`model_label` (unknown names become ``other``); campaign names go through :func:`campaign_label`
+(at most :data:`MAX_CAMPAIGNS` live ones per process; :func:`forget_campaign` removes a deleted
+campaign's series and frees its place).
+
+Both drivers count the same things: a trial's end (:func:`trial_finished`), its scorer's gates and
+obligations (:func:`score_checked`: the scorer reports, the driver counts) and the mean over the seeds
+scored so far of each (campaign, entry, task) under the profile that scored them (:class:`SeedMeans`).
 
 All collectors live in the default registry, so one ``/metrics`` shows them all.
 """
@@ -22,6 +28,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 from anchorage.trials.phases import Phase
 
 OTHER = "other"
+#: Campaign label of a trial run on its own (a lone Trial, not part of a VerificationCampaign).
+LONE = "none"
 
 TRIALS = Gauge(
     "anchorage_trials", "Trials currently in each phase.", ["campaign", "entry", "phase"]
@@ -32,18 +40,20 @@ TRIALS_FINISHED = Counter(
 )
 TRIAL_DURATION = Histogram(
     "anchorage_trial_duration_seconds", "Wall time of a trial from start to terminal phase.",
-    ["entry", "task", "phase"],
+    ["campaign", "entry", "task", "phase"],
     buckets=(10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800),
 )
-O_EVAL = Gauge("anchorage_o_eval", "Latest O-Eval score (mean over seeds) under the scoring profile named by "
-               "the profile label.", ["campaign", "entry", "task", "profile"])
-BO_EVAL = Gauge("anchorage_bo_eval", "Latest BO-Eval score (mean over seeds) under the scoring profile named by "
-                "the profile label.", ["campaign", "entry", "task", "profile"])
+O_EVAL = Gauge("anchorage_o_eval", "O-Eval of an entry on a task: the mean over the seeds scored so far, under the "
+               "scoring profile (name@version) that scored them.", ["campaign", "entry", "task", "profile"])
+BO_EVAL = Gauge("anchorage_bo_eval", "Robust BO-Eval of an entry on a task: the mean over the seeds scored so far, "
+                "under the scoring profile (name@version) that scored them.", ["campaign", "entry", "task", "profile"])
+SEEDS_SCORED = Gauge("anchorage_seeds_scored", "Seeds behind anchorage_o_eval / anchorage_bo_eval (the mean's count).",
+                     ["campaign", "entry", "task", "profile"])
 TOKENS = Counter(
     "anchorage_tokens_total", "Model tokens by kind (input, cached_input, output, reasoning).",
-    ["entry", "model", "kind"],
+    ["campaign", "entry", "model", "kind"],
 )
-COST = Counter("anchorage_cost_usd_total", "Model spend in USD from the price snapshot.", ["entry", "model"])
+COST = Counter("anchorage_cost_usd_total", "Model spend in USD from the price snapshot.", ["campaign", "entry", "model"])
 GATEWAY_REQUESTS = Counter(
     "anchorage_gateway_requests_total", "Requests answered by the gateway, by final status code.",
     ["endpoint", "model", "code"],
@@ -60,20 +70,35 @@ GATEWAY_LATENCY = Histogram(
 )
 UNMETERED = Counter(
     "anchorage_unmetered_requests_total", "Model requests the upstream answered without reporting usage "
-    "(their trial's cost is unknown).", ["entry", "model"],
+    "(their trial's cost is unknown).", ["campaign", "entry", "model"],
 )
 GATEWAY_REFUSALS = Counter(
     "anchorage_gateway_refusals_total", "Requests refused by the gateway (auth, rate, budget).", ["reason"]
 )
+GATES = Counter(
+    "anchorage_gates_checked_total", "Invariant gate results of scored trials, by status (passed, failed, missing).",
+    ["campaign", "task", "status"],
+)
 GATE_FAILURES = Counter(
-    "anchorage_gate_failures_total", "Invariant gate results that failed.", ["task", "severity"]
+    "anchorage_gate_failures_total", "Invariant gate results that failed, by severity (hard: the task's score is "
+    "penalised; warning).", ["campaign", "task", "severity"]
 )
 OBLIGATIONS = Counter(
-    "anchorage_obligations_checked_total", "Proof obligations checked, by outcome.", ["task", "outcome"]
+    "anchorage_obligations_checked_total", "Proof obligations of scored trials, by outcome (proved, unconfirmed: "
+    "proved by the exact checker but not by Lean, failed, missing: no evidence).", ["campaign", "task", "outcome"]
 )
+#: Every collector labelled by campaign (what :func:`forget_campaign` clears).
+CAMPAIGN_COLLECTORS: tuple[Any, ...] = (TRIALS, TRIALS_FINISHED, TRIAL_DURATION, O_EVAL, BO_EVAL, SEEDS_SCORED, TOKENS,
+                                        COST, UNMETERED, GATES, GATE_FAILURES, OBLIGATIONS)
 
 _known_models: set[str] = set()
 _known_lock = threading.Lock()
+
+#: Campaign label values one process keeps at once; a further campaign is counted as ``other`` until
+#: :func:`forget_campaign` frees a place (campaign names come from the cluster's users or a signed gateway
+#: token, never from an agent, but a long-lived gateway must not grow a series per campaign forever).
+MAX_CAMPAIGNS = 500
+_campaigns: set[str] = set()
 
 
 def allow_models(models: Iterable[str]) -> None:
@@ -85,6 +110,19 @@ def allow_models(models: Iterable[str]) -> None:
 def model_label(model: str | None) -> str:
     """``model`` when declared with :func:`allow_models`, else ``other`` (bounded cardinality)."""
     return model if model is not None and model in _known_models else OTHER
+
+
+def campaign_label(campaign: str | None) -> str:
+    """``campaign`` as a label value: ``none`` for a lone trial, ``other`` past :data:`MAX_CAMPAIGNS` live ones."""
+    if not campaign:
+        return LONE
+    if campaign in _campaigns:
+        return campaign
+    with _known_lock:
+        if len(_campaigns) >= MAX_CAMPAIGNS:
+            return OTHER
+        _campaigns.add(campaign)
+    return campaign
 
 
 _children: dict[tuple[int, tuple[str, ...]], Any] = {}
@@ -100,10 +138,10 @@ def child(metric: Any, *labels: str) -> Any:
     return found
 
 
-def record_tokens(entry: str | None, model: str | None, *, input_tokens: int, cached_input_tokens: int,
-                  output_tokens: int, reasoning_tokens: int, cost_usd: float | None) -> None:
-    """Count one response's tokens and cost for an entry and model."""
-    labels = (entry or "unknown", model_label(model))
+def record_tokens(campaign: str | None, entry: str | None, model: str | None, *, input_tokens: int,
+                  cached_input_tokens: int, output_tokens: int, reasoning_tokens: int, cost_usd: float | None) -> None:
+    """Count one response's tokens and cost for a campaign, entry and model."""
+    labels = (campaign_label(campaign), entry or "unknown", model_label(model))
     for kind, value in (("input", input_tokens), ("cached_input", cached_input_tokens),
                         ("output", output_tokens), ("reasoning", reasoning_tokens)):
         if value:
@@ -112,38 +150,130 @@ def record_tokens(entry: str | None, model: str | None, *, input_tokens: int, ca
         child(COST, *labels).inc(cost_usd)
 
 
+def unmetered(campaign: str | None, entry: str | None, model: str | None) -> None:
+    """Count a model request whose usage the upstream did not report (its trial's cost is unknown)."""
+    child(UNMETERED, campaign_label(campaign), entry or "unknown", model_label(model)).inc()
+
+
 def trial_finished(campaign: str, entry: str, task: str, phase: str, reason: str,
                    duration_seconds: float | None) -> None:
     """Count a trial that reached a terminal phase and observe its duration."""
+    campaign = campaign_label(campaign)
     TRIALS_FINISHED.labels(campaign, entry, task, phase, reason).inc()
     if duration_seconds is not None:
-        TRIAL_DURATION.labels(entry, task, phase).observe(duration_seconds)
+        TRIAL_DURATION.labels(campaign, entry, task, phase).observe(duration_seconds)
 
 
 def set_trial_counts(campaign: str, counts: dict[tuple[str, str], int]) -> None:
     """Set the ``anchorage_trials`` gauge from ``{(entry, phase): count}`` for a campaign."""
+    campaign = campaign_label(campaign)
     for (entry, phase), count in counts.items():
         TRIALS.labels(campaign, entry, phase).set(count)
 
 
+def profile_label(profile: str | None) -> str:
+    """The scoring profile's name as a label (``paper@1`` → ``paper``; the default profile when unnamed)."""
+    return (profile or "paper").split("@", 1)[0]
+
+
+class SeedMeans:
+    """The per-(campaign, entry, task, profile) mean over seeds behind ``anchorage_o_eval`` / ``anchorage_bo_eval``.
+
+    Each trial is counted once (:meth:`add` keyed by the trial's name: a replayed event does not weigh twice);
+    unscored trials are never added (unknown is not zero). One instance per driver process.
+    """
+
+    def __init__(self) -> None:
+        self._scores: dict[tuple[str, str, str, str], dict[str, tuple[float, float | None]]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, campaign: str, entry: str, task: str, profile: str | None, trial: str,
+            o_eval: float | None, bo_eval: float | None) -> None:
+        """Trial ``trial`` scored ``o_eval`` / ``bo_eval``: publish the new means (``o_eval`` None: unscored)."""
+        if o_eval is None:
+            return
+        key = (campaign_label(campaign), entry, task, profile_label(profile))
+        with self._lock:
+            seeds = self._scores.setdefault(key, {})
+            seeds[trial] = (float(o_eval), None if bo_eval is None else float(bo_eval))
+            o_values = [o for o, _ in seeds.values()]
+            bo_values = [b for _, b in seeds.values() if b is not None]
+            O_EVAL.labels(*key).set(sum(o_values) / len(o_values))
+            SEEDS_SCORED.labels(*key).set(len(o_values))
+            if bo_values:
+                BO_EVAL.labels(*key).set(sum(bo_values) / len(bo_values))
+
+    def forget(self, campaign: str) -> None:
+        with self._lock:
+            for key in [k for k in self._scores if k[0] == campaign]:
+                del self._scores[key]
+
+
+#: The means of this process (the local engine's run command and the operator each feed it).
+SEED_MEANS = SeedMeans()
+
+
 def set_scores(campaign: str, entry: str, task: str, *, o_eval: float | None, bo_eval: float | None,
-               profile: str = "paper") -> None:
-    """Publish the latest per-task scores of an entry under ``profile`` (None leaves a gauge unset: unscored)."""
+               profile: str | None = None, seeds: int | None = None) -> None:
+    """Publish per-task scores already averaged over seeds (None leaves a gauge unset: unscored)."""
+    key = (campaign_label(campaign), entry, task, profile_label(profile))
     if o_eval is not None:
-        O_EVAL.labels(campaign, entry, task, profile).set(o_eval)
+        O_EVAL.labels(*key).set(o_eval)
     if bo_eval is not None:
-        BO_EVAL.labels(campaign, entry, task, profile).set(bo_eval)
+        BO_EVAL.labels(*key).set(bo_eval)
+    if seeds is not None:
+        SEEDS_SCORED.labels(*key).set(seeds)
 
 
-def gates_checked(task: str, failures: Iterable[str]) -> None:
-    """Count failed gate results by severity (``error`` / ``warning``)."""
-    for severity in failures:
-        GATE_FAILURES.labels(task, severity).inc()
+#: Outcome keys of a score record's ``obligations{}`` counted by :func:`score_checked`.
+OBLIGATION_OUTCOMES = ("proved", "unconfirmed", "failed", "missing")
 
 
-def obligations_checked(task: str, outcome: str, count: int = 1) -> None:
-    """Count proof obligations by outcome (``proved``, ``refuted``, ``error``, ``skipped``)."""
-    OBLIGATIONS.labels(task, outcome).inc(count)
+def score_checked(campaign: str | None, task: str, score: Mapping[str, Any]) -> None:
+    """Count a scorer record's gates (``gates[]``: every result by status, failures by severity) and
+    obligations (``obligations{}``: counts by outcome). Called by each driver once per scored trial."""
+    campaign = campaign_label(campaign)
+    for gate in score.get("gates") or ():
+        if not isinstance(gate, Mapping):
+            continue
+        status = str(gate.get("status") or "missing")
+        GATES.labels(campaign, task, status).inc()
+        if status == "failed":
+            GATE_FAILURES.labels(campaign, task, str(gate.get("severity") or "hard")).inc()
+    obligations = score.get("obligations") or {}
+    if isinstance(obligations, Mapping):
+        for outcome in OBLIGATION_OUTCOMES:
+            count = obligations.get(outcome)
+            if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+                OBLIGATIONS.labels(campaign, task, outcome).inc(count)
+
+
+def gates_checked(campaign: str | None, task: str, severities: Iterable[str]) -> None:
+    """Count failed gate results by severity (``hard`` / ``warning``)."""
+    for severity in severities:
+        GATE_FAILURES.labels(campaign_label(campaign), task, severity).inc()
+
+
+def obligations_checked(campaign: str | None, task: str, outcome: str, count: int = 1) -> None:
+    """Count proof obligations by outcome (``proved``, ``unconfirmed``, ``failed``, ``missing``)."""
+    OBLIGATIONS.labels(campaign_label(campaign), task, outcome).inc(count)
+
+
+def forget_campaign(campaign: str) -> int:
+    """Remove every series of ``campaign`` (it was deleted: a running one must not look stalled) and free its
+    place among the :data:`MAX_CAMPAIGNS`; returns how many series went."""
+    removed = 0
+    for collector in CAMPAIGN_COLLECTORS:
+        position = collector._labelnames.index("campaign")
+        for values in [v for v in list(collector._metrics) if v[position] == campaign]:
+            collector.remove(*values)
+            removed += 1
+    for key in [k for k in _children if campaign in k[1]]:
+        del _children[key]
+    SEED_MEANS.forget(campaign)
+    with _known_lock:
+        _campaigns.discard(campaign)
+    return removed
 
 
 class MetricsServer:
@@ -166,8 +296,6 @@ def serve(port: int, addr: str = "127.0.0.1", registry: CollectorRegistry = REGI
 
 # --- Operator helpers (called by ``anchorage.controller``; one call per handler) ----------------------
 
-#: Campaign label of a Trial created on its own (not by a VerificationCampaign).
-LONE = "none"
 #: Trial phases the ``anchorage_trials`` gauge reports for every entry (absent ones are set to 0).
 PHASES = tuple(str(phase) for phase in Phase)
 _CAMPAIGN_LABEL = "anchorage.dev/campaign"  # anchorage.runtime.kubejobs.LABEL_CAMPAIGN
@@ -179,8 +307,7 @@ def trial_labels(trial: Mapping[str, Any]) -> tuple[str, str, str]:
     A lone Trial's campaign is ``none`` and its entry, when ``spec.entry`` is unset, its agent kind.
     """
     meta, spec = trial.get("metadata") or {}, trial.get("spec") or {}
-    campaign = (meta.get("annotations") or {}).get(_CAMPAIGN_LABEL) or (meta.get("labels") or {}).get(
-        _CAMPAIGN_LABEL) or LONE
+    campaign = (meta.get("labels") or {}).get(_CAMPAIGN_LABEL) or LONE
     entry = spec.get("entry") or (spec.get("agent") or {}).get("kind") or "unknown"
     return str(campaign), str(entry), str(spec.get("task") or "unknown")
 
@@ -202,11 +329,18 @@ def operator_trial_finished(trial: Mapping[str, Any], phase: str, reason: str, n
     trial_finished(campaign, entry, task, phase, reason, _seconds_since(started, now))
 
 
-def operator_trial_scored(trial: Mapping[str, Any], o_eval: float | None, bo_eval: float | None) -> None:
-    """A Trial resource got its scores: publish them as the latest of its (campaign, entry, task, profile)."""
+def operator_trial_scored(trial: Mapping[str, Any], o_eval: float | None, bo_eval: float | None,
+                          profile: str | None = None) -> None:
+    """A Trial resource got its scores: the means over the seeds of its (campaign, entry, task) now count it."""
     campaign, entry, task = trial_labels(trial)
-    profile = str(((trial.get("spec") or {}).get("scoring") or {}).get("profile") or "paper")
-    set_scores(campaign, entry, task, o_eval=o_eval, bo_eval=bo_eval, profile=profile)
+    name = str((trial.get("metadata") or {}).get("name") or "")
+    SEED_MEANS.add(campaign, entry, task, profile, name, o_eval, bo_eval)
+
+
+def operator_score_checked(trial: Mapping[str, Any], score: Mapping[str, Any]) -> None:
+    """A Trial's scorer record arrived: count its gates and obligations (:func:`score_checked`)."""
+    campaign, _, task = trial_labels(trial)
+    score_checked(campaign, task, score)
 
 
 def campaign_trial_counts(campaign: str, entries: Mapping[str, str], phases: Mapping[str, str | None]) -> None:

@@ -37,6 +37,10 @@ def test_run_publishes_trial_metrics(tmp_path: Path) -> None:
     finished = REGISTRY.get_sample_value("anchorage_trials_finished_total", {
         "campaign": "metr", "entry": "o", "task": "smoke-inventory", "phase": "Succeeded", "reason": "completed"})
     assert finished == 2.0
-    labels = {"campaign": "metr", "entry": "o", "task": "smoke-inventory", "profile": "paper"}
-    assert REGISTRY.get_sample_value("anchorage_o_eval", labels) == 1.0
+    score = {"campaign": "metr", "entry": "o", "task": "smoke-inventory", "profile": "paper"}
+    assert REGISTRY.get_sample_value("anchorage_o_eval", score) == 1.0
+    assert REGISTRY.get_sample_value("anchorage_seeds_scored", score) == 2.0
+    gates = REGISTRY.get_sample_value("anchorage_gates_checked_total",
+                                      {"campaign": "metr", "task": "smoke-inventory", "status": "passed"})
+    assert gates is not None and gates >= 2  # the engine counts the scorer's gates of both seeds
     assert "Leaderboard" in result.output

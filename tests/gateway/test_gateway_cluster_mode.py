@@ -163,3 +163,31 @@ def test_config_file_and_base_url_forms(tmp_path: Path) -> None:
     path.write_text("host: null\nupstreams:\n  - {name: x, base_url: 'http://a'}\n")
     with pytest.raises(InputError, match="listen somewhere"):
         GatewayConfig.load(path)
+
+
+def _metric_lines(admin: str, name: str) -> list[str]:
+    with urllib.request.urlopen(admin + "/metrics", timeout=10) as response:
+        return [line for line in response.read().decode().splitlines() if line.startswith(name + "{")]
+
+
+def test_a_minted_campaign_labels_cost_and_the_admin_api_forgets_a_deleted_campaign(
+        gateway_factory: Any, upstream_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's token names the trial's campaign (signed: the agent cannot move its spend to another);
+    deleting the campaign removes its series from the gateway's /metrics, other campaigns' stay."""
+    monkeypatch.setenv("GW_SECRET", "shared-with-the-operator")
+    monkeypatch.setenv("GW_ADMIN", "admin-token")
+    gateway = gateway_factory(upstream_factory(), token_secret_env="GW_SECRET", admin_token_env="GW_ADMIN",
+                              admin_port=0)
+    admin = gateway.admin_url
+    assert admin is not None
+    for trial, campaign in (("ns.c1-s0.u1", "camp-del"), ("ns.c2-s0.u2", "camp-kept")):
+        minted = mint_token(b"shared-with-the-operator", trial, "entry-x", campaign=campaign)
+        assert call(gateway.url + "/v1/chat/completions", method="POST", token=minted, body=CHAT)[0] == 200
+    tokens = _metric_lines(admin, "anchorage_tokens_total")
+    assert any('campaign="camp-del"' in line and 'entry="entry-x"' in line for line in tokens), tokens
+    assert call(admin + "/admin/v1/campaigns/camp-del/metrics", method="DELETE", token="minted")[0] == 401
+    status, answer = call(admin + "/admin/v1/campaigns/camp-del/metrics", method="DELETE", token="admin-token")
+    assert status == 200 and answer["series_removed"] > 0
+    tokens = _metric_lines(admin, "anchorage_tokens_total")
+    assert not any('campaign="camp-del"' in line for line in tokens)
+    assert any('campaign="camp-kept"' in line for line in tokens)

@@ -193,7 +193,7 @@ async def test_a_stream_without_usage_is_unmetered_and_the_trial_cost_unknown(ga
                                                                              scripted: Any) -> None:
     upstream = scripted(frames=5, size=10, usage=False)
     gateway = gateway_factory(upstream, admin_port=0)
-    token = gateway.issue_token("trial-a", entry="entry-u")
+    token = gateway.issue_token("trial-a", entry="entry-u", campaign="camp-u")
     async with aiohttp.ClientSession() as session, session.post(
         gateway.url + "/v1/chat/completions", json=BODY, headers={"Authorization": f"Bearer {token}"}
     ) as response:
@@ -207,7 +207,7 @@ async def test_a_stream_without_usage_is_unmetered_and_the_trial_cost_unknown(ga
     assert record["cost_known"] is False and record["unmetered_requests"] == 1
     async with aiohttp.ClientSession() as session, session.get(gateway.admin_url + "/metrics") as answer:
         text = await answer.text()
-    assert 'anchorage_unmetered_requests_total{entry="entry-u",model="mock-model"} 1.0' in text
+    assert 'anchorage_unmetered_requests_total{campaign="camp-u",entry="entry-u",model="mock-model"} 1.0' in text
 
 
 async def test_a_client_leaving_a_stream_that_never_reports_usage_is_unmetered_after_the_drain(

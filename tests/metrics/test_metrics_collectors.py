@@ -1,9 +1,11 @@
-"""Collector names and labels follow DESIGN.md; serve() exposes them; model labels stay bounded."""
+"""Collector names and labels follow DESIGN.md; serve() exposes them; model and campaign labels stay bounded;
+the scorer's gates and obligations are counted from its record."""
 
 from __future__ import annotations
 
 import urllib.request
 
+import pytest
 from prometheus_client import REGISTRY
 
 from anchorage import metrics
@@ -23,6 +25,15 @@ def test_names_units_and_bounded_labels() -> None:
         assert not FORBIDDEN_LABELS & set(collector._labelnames)
 
 
+def test_cost_tokens_and_scores_carry_the_campaign_and_scores_the_profile() -> None:
+    for collector in (metrics.TOKENS, metrics.COST, metrics.UNMETERED, metrics.GATE_FAILURES, metrics.OBLIGATIONS):
+        assert "campaign" in collector._labelnames, collector
+    for collector in (metrics.O_EVAL, metrics.BO_EVAL, metrics.SEEDS_SCORED):
+        assert {"campaign", "profile"} <= set(collector._labelnames), collector
+    assert set(metrics.CAMPAIGN_COLLECTORS) == {c for c in vars(metrics).values()
+                                                if "campaign" in getattr(c, "_labelnames", ())}
+
+
 def test_unknown_models_become_other() -> None:
     metrics.allow_models(["known-model"])
     assert metrics.model_label("known-model") == "known-model"
@@ -30,13 +41,40 @@ def test_unknown_models_become_other() -> None:
     assert metrics.model_label(None) == metrics.OTHER
 
 
+def test_campaign_labels_are_bounded_and_forgetting_frees_a_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics, "MAX_CAMPAIGNS", len(metrics._campaigns) + 1)
+    assert metrics.campaign_label("bounded-1") == "bounded-1"
+    assert metrics.campaign_label("bounded-2") == metrics.OTHER
+    assert metrics.campaign_label(None) == metrics.LONE
+    metrics.forget_campaign("bounded-1")
+    assert metrics.campaign_label("bounded-2") == "bounded-2"
+    metrics.forget_campaign("bounded-2")
+
+
+def test_score_checked_counts_gates_by_status_failures_by_severity_and_obligations_by_outcome() -> None:
+    score = {"gates": [{"status": "passed", "severity": "hard"}, {"status": "failed", "severity": "hard"},
+                       {"status": "failed", "severity": "warning"}, {"status": "missing", "severity": "warning"}],
+             "obligations": {"total": 6, "proved": 3, "unconfirmed": 0, "failed": 2, "missing": 1, "checker": "python"}}
+    metrics.score_checked("camp-g", "task-g", score)
+
+    def value(name: str, **labels: str) -> float | None:
+        return REGISTRY.get_sample_value(name, {"campaign": "camp-g", "task": "task-g", **labels})
+
+    assert [value("anchorage_gates_checked_total", status=s) for s in ("passed", "failed", "missing")] == [1, 2, 1]
+    assert value("anchorage_gate_failures_total", severity="hard") == 1
+    assert value("anchorage_gate_failures_total", severity="warning") == 1
+    assert [value("anchorage_obligations_checked_total", outcome=o) for o in ("proved", "failed", "missing")] == [3, 2, 1]
+    assert value("anchorage_obligations_checked_total", outcome="unconfirmed") is None  # zero counts add no series
+    metrics.score_checked("camp-g", "task-g", {"gates": "not a list", "obligations": None})  # odd records: no crash
+
+
 def test_helpers_update_collectors_and_serve_exposes_them() -> None:
     metrics.trial_finished("camp-m", "entry-m", "task-m", "Succeeded", "completed", 42.0)
-    metrics.set_scores("camp-m", "entry-m", "task-m", o_eval=0.75, bo_eval=None)
-    metrics.record_tokens("entry-m", "known-model", input_tokens=10, cached_input_tokens=0, output_tokens=5,
+    metrics.set_scores("camp-m", "entry-m", "task-m", o_eval=0.75, bo_eval=None, profile="paper@1")
+    metrics.record_tokens("camp-m", "entry-m", "known-model", input_tokens=10, cached_input_tokens=0, output_tokens=5,
                           reasoning_tokens=0, cost_usd=0.25)
-    metrics.gates_checked("task-m", ["error", "warning"])
-    metrics.obligations_checked("task-m", "proved", 3)
+    metrics.gates_checked("camp-m", "task-m", ["hard", "warning"])
+    metrics.obligations_checked("camp-m", "task-m", "proved", 3)
     server = metrics.serve(0)
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=5) as response:
@@ -45,6 +83,7 @@ def test_helpers_update_collectors_and_serve_exposes_them() -> None:
         server.stop()
     assert 'anchorage_o_eval{campaign="camp-m",entry="entry-m",profile="paper",task="task-m"} 0.75' in text
     assert 'anchorage_bo_eval{campaign="camp-m"' not in text  # unscored stays unset, not 0
-    assert 'anchorage_cost_usd_total{entry="entry-m",model="known-model"} 0.25' in text
-    assert 'anchorage_obligations_checked_total{outcome="proved",task="task-m"} 3.0' in text
-    assert 'anchorage_trial_duration_seconds_count{entry="entry-m",phase="Succeeded",task="task-m"} 1.0' in text
+    assert 'anchorage_cost_usd_total{campaign="camp-m",entry="entry-m",model="known-model"} 0.25' in text
+    assert 'anchorage_obligations_checked_total{campaign="camp-m",outcome="proved",task="task-m"} 3.0' in text
+    assert ('anchorage_trial_duration_seconds_count{campaign="camp-m",entry="entry-m",phase="Succeeded",task="task-m"} 1.0'
+            in text)

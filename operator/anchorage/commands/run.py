@@ -91,18 +91,19 @@ def _serve_metrics(port: int) -> None:
 
 
 class _Published:
-    """What the engine has published so far: trial counts by (entry, phase), scores by (entry, task)."""
+    """What the engine has published so far: trial counts by (entry, phase)."""
 
     def __init__(self) -> None:
         self.counts: dict[tuple[str, str], int] = {}
-        self.scores: dict[tuple[str, str], list[tuple[float, float]]] = {}
 
 
 def _publish(campaign: str, kind: str, item: Any, record: dict[str, Any] | None, state: _Published) -> None:
     """Feed one engine event to the Prometheus collectors (bounded labels: no trial names).
 
-    Scores are published as trials finish (the mean over the seeds finished so far), so a dashboard shows
-    them during the run; the final leaderboard's values replace them at the end.
+    Scores are published as trials finish (the mean over the seeds scored so far, under the profile that
+    scored them: :data:`anchorage.metrics.SEED_MEANS`), so a dashboard shows them during the run; a trial
+    reused from an earlier run counts like one that ran now. Gates and obligations are counted where the
+    engine scores (``runtime.local.trials``).
     """
     from anchorage import metrics
 
@@ -118,20 +119,19 @@ def _publish(campaign: str, kind: str, item: Any, record: dict[str, Any] | None,
             metrics.trial_finished(campaign, item.entry, item.task, str(record.get("phase")),
                                    str(record.get("reason")), duration)
         bump(str(record.get("phase")), 1)
-        _publish_score(campaign, item, record.get("score") or {}, state)
+        _publish_score(campaign, item, record)
     metrics.set_trial_counts(campaign, state.counts)
 
 
-def _publish_score(campaign: str, item: Any, score: dict[str, Any], state: _Published) -> None:
+def _publish_score(campaign: str, item: Any, record: dict[str, Any]) -> None:
     from anchorage import metrics
 
+    score = record.get("score") or {}
     o_eval, bo_eval = score.get("o_eval"), score.get("bo_eval")
-    if not isinstance(o_eval, int | float) or not isinstance(bo_eval, int | float):
+    if not isinstance(o_eval, int | float):
         return  # unscored (infrastructure failure): nothing to show, never a zero
-    seen = state.scores.setdefault((item.entry, item.task), [])
-    seen.append((float(o_eval), float(bo_eval)))
-    metrics.set_scores(campaign, item.entry, item.task, o_eval=sum(o for o, _ in seen) / len(seen),
-                       bo_eval=sum(b for _, b in seen) / len(seen), profile=str(score.get("profile") or "paper"))
+    metrics.SEED_MEANS.add(campaign, item.entry, item.task, record.get("scoring_profile"), item.name, float(o_eval),
+                           float(bo_eval) if isinstance(bo_eval, int | float) else None)
 
 
 def _needs_model(resource: Any) -> bool:
@@ -217,13 +217,6 @@ def _run_campaign(campaign: Any, runs_dir: Path, runtime: Any, plots: bool, publ
                 _publish(name, kind, item, record, published)
 
         outcome = run_campaign(campaign, runs_dir, runtime, on_event=on_event)
-    if publish:
-        from anchorage import metrics
-
-        for task, cells in outcome.board.per_task.items():
-            for entry, cell in cells.items():
-                metrics.set_scores(name, entry, task, o_eval=cell.o_eval, bo_eval=cell.bo_eval,
-                                   profile=outcome.board.profile.split("@")[0])
     outputs = write_outputs(outcome.directory, campaign.metadata.name, outcome.board, outcome.records, with_plots=plots)
     _print_board(outcome, outputs)
 

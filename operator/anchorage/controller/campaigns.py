@@ -7,7 +7,8 @@ engine writes, so both drivers rank alike. Trials are found through a kopf index
 calls); a Trial counts as active until it is scored or ended as an infrastructure failure, so the
 cluster never holds more than ``parallelism`` of the campaign's pods. ``spec.suspend`` stops new
 Trials (running ones finish). Deleting the campaign deletes its Trials (owner references), and
-those their Jobs and ScoringRuns. The status's ``costUSD`` sums the *known* trial costs; a trial whose
+those their Jobs and ScoringRuns; its metric series go with it (:func:`deleted`), here and at the
+gateway. The status's ``costUSD`` sums the *known* trial costs; a trial whose
 usage could not be read at the gateway (``costUnknownReason``) is counted in ``costsUnknown`` instead of
 as 0, so a nonzero count marks ``costUSD`` as a lower bound (likewise per compact leaderboard row).
 """
@@ -30,7 +31,7 @@ from anchorage import metrics
 from anchorage.campaigns.aggregation import Row, TrialResult, leaderboard
 from anchorage.campaigns.planning import PlannedTrial, plan
 from anchorage.campaigns.selection import campaign_task_names
-from anchorage.controller import kube, scoring, trials
+from anchorage.controller import gatewaying, kube, scoring, trials
 from anchorage.controller.settings import config, store
 from anchorage.controller.trials import condition
 from anchorage.errors import InputError
@@ -365,3 +366,15 @@ def tick(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwargs: Any)
     update = reconcile(body, status, kwargs["trials_by_campaign"])
     if update:
         patch.setdefault("status", {}).update(update)
+
+
+@kopf.on.event(API_GROUP, API_VERSION, "verificationcampaigns")
+async def deleted(type: str | None, body: kopf.Body, **_: Any) -> None:
+    """A campaign was deleted: remove its series (trial counts, scores, gates, cost) so a dashboard no longer shows
+    it and a campaign deleted while running does not look stalled (``AnchorageCampaignStalled``)."""
+    if type != "DELETED":
+        return
+    name = str(body["metadata"]["name"])
+    _forget(str(body["metadata"].get("uid")))
+    metrics.forget_campaign(name)
+    await kube.in_thread(gatewaying.forget_campaign, name, config())

@@ -4,8 +4,8 @@ Called by ``anchorage.controller.trials`` (launch and finish) and ``scoring`` (t
 record). A model-calling trial (:func:`anchorage.runtime.kubejobs.uses_gateway`) gets a token the
 operator mints itself with the secret it shares with the gateway (``ANCHORAGE_GATEWAY_TOKEN_SECRET``;
 ``anchorage.gateway.tokens.mint_token``): the token names exactly this trial (namespace, name and uid,
-so a re-created Trial of the same name gets a fresh ledger) and its entry (the gateway's per-entry
-token and cost metrics), and expires at the attempt's deadline (the Job's ``activeDeadlineSeconds``
+so a re-created Trial of the same name gets a fresh ledger), its entry and campaign (the labels of the
+gateway's token and cost metrics), and expires at the attempt's deadline (the Job's ``activeDeadlineSeconds``
 from now) plus a margin (``EXPIRY_MARGIN_SECONDS``). It goes into the Secret ``<job>-gateway``,
 created right after the Job and owned by it — one API write per model-calling attempt, nothing else.
 
@@ -86,8 +86,13 @@ def create_job(job: dict[str, Any], trial: Mapping[str, Any], spec: TrialSpec) -
     uid = kube.create_job_uid(job)
     owned = {**job, "metadata": {**job["metadata"], "uid": uid}}
     expires = time.time() + float(job["spec"]["activeDeadlineSeconds"]) + EXPIRY_MARGIN_SECONDS
-    token = mint_token(secret, trial_id(trial), spec.entry, expires_at=expires, transcript=spec.transcripts)
+    token = mint_token(secret, trial_id(trial), spec.entry, expires_at=expires, transcript=spec.transcripts,
+                       campaign=_campaign(trial))
     kube.create_secret(kubejobs.gateway_token_secret(owned, token))
+
+
+def _campaign(trial: Mapping[str, Any]) -> str | None:
+    return (trial["metadata"].get("labels") or {}).get(kubejobs.LABEL_CAMPAIGN)
 
 
 def create_protocol_job(job: dict[str, Any], trial: Mapping[str, Any], spec: TrialSpec, step: str) -> str | None:
@@ -179,3 +184,12 @@ def record_fields(status: Mapping[str, Any]) -> dict[str, Any]:
     if status.get("costUnknownReason"):
         fields["cost_unknown_reason"] = status["costUnknownReason"]
     return fields
+
+
+def forget_campaign(name: str, cfg: OperatorConfig) -> None:
+    """Ask the gateway to drop a deleted campaign's series (tokens, cost) from its ``/metrics``; best effort
+    (no admin token, or no gateway: its counters of that campaign stay until the gateway restarts)."""
+    admin = os.environ.get(ADMIN_TOKEN_ENV)
+    if admin:
+        with contextlib.suppress(GatewayUnreachable):
+            _admin(cfg, "DELETE", f"/admin/v1/campaigns/{urllib.parse.quote(name, safe='')}/metrics", admin)

@@ -494,7 +494,7 @@ def run_ended(run: Mapping[str, Any]) -> None:
         record = _attempt_record(trial, spec, AttemptEnd(storage_failure=f"{prefix}/{ATTEMPT_RECORD} is missing"))
     else:
         record = TrialRecord.model_validate(data)
-        _apply_scores(record, run, prefix)
+        _apply_scores(trial, record, run, prefix)
     proceed(trial, record)
 
 
@@ -565,8 +565,9 @@ def protocol_ended(job: dict[str, Any], result: str) -> None:
     proceed(trial, record)
 
 
-def _apply_scores(record: TrialRecord, run: Mapping[str, Any], prefix: str) -> None:
-    """The verifier's record (``score.json``) into the trial's record; a verifier that failed is the platform's."""
+def _apply_scores(trial: Mapping[str, Any], record: TrialRecord, run: Mapping[str, Any], prefix: str) -> None:
+    """The verifier's record (``score.json``) into the trial's record, its gates and obligations counted (the
+    scorer reports, the driver counts); a verifier that failed is the platform's."""
     status = run.get("status") or {}
     score = _read_json(f"{prefix}/score.json") if status.get("phase") == "Succeeded" else None
     if score is None:
@@ -574,6 +575,7 @@ def _apply_scores(record: TrialRecord, run: Mapping[str, Any], prefix: str) -> N
                    f"the verifier did not score the artifact: {status.get('message') or 'no score record'}")
         return
     record.apply_score(score, kubejobs.artifact_in_trial(score.get("artifact")))
+    metrics.operator_score_checked(trial, score)
 
 
 def complete(trial: Mapping[str, Any], record: TrialRecord, *, run: str | None = None, scored: bool = False) -> None:
@@ -605,7 +607,7 @@ def complete(trial: Mapping[str, Any], record: TrialRecord, *, run: str | None =
     _announce_end(trial, record)
     metrics.operator_trial_finished(trial, record.phase, str(record.reason))
     if score is not None:
-        metrics.operator_trial_scored(trial, score.o_eval, score.bo_eval)
+        metrics.operator_trial_scored(trial, score.o_eval, score.bo_eval, record.scoring_profile)
 
 
 def _announce_end(trial: Mapping[str, Any], record: TrialRecord) -> None:

@@ -3,7 +3,8 @@
 Built by :func:`anchorage.gateway.running.build` and served on ``admin_port`` — a listener of its own, which
 the trials' network policy does not let agents reach (the chart's port 9090). The operator uses
 ``/admin/v1`` (``anchorage.controller.gatewaying``): it revokes a trial's token and reads its usage at the
-trial's end, and reads its transcript. Prometheus scrapes ``/metrics``; the kubelet probes ``/healthz``.
+trial's end, reads its transcript, and removes a deleted campaign's series from
+``/metrics``. Prometheus scrapes ``/metrics``; the kubelet probes ``/healthz``.
 The admin token is compared in constant time.
 """
 
@@ -14,6 +15,7 @@ import json
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from anchorage import metrics
 from anchorage.gateway.ledger import Ledger
 from anchorage.gateway.server import error_response
 from anchorage.gateway.tokens import same_secret
@@ -40,6 +42,7 @@ class AdminApp:
             app.router.add_get("/admin/v1/usage/{trial}", self.usage)
             app.router.add_delete("/admin/v1/tokens/{trial}", self.revoke)
             app.router.add_get("/admin/v1/transcripts/{trial}", self.transcript)
+            app.router.add_delete("/admin/v1/campaigns/{campaign}/metrics", self.forget_campaign)
         return app
 
     async def health(self, request: web.Request) -> web.Response:
@@ -60,13 +63,15 @@ class AdminApp:
         try:
             body = await request.json()
             expires = body.get("expires_at")
+            campaign = body.get("campaign")
             token = self.ledger.issue(str(body["trial_id"]), budget_usd=body.get("budget_usd"),
                                       rate_per_min=body.get("rate_per_min"), entry=body.get("entry"),
                                       expires_at=None if expires is None else float(expires),
-                                      transcript=bool(body.get("transcript", False)))
+                                      transcript=bool(body.get("transcript", False)),
+                                      campaign=None if campaign is None else str(campaign))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return error_response(400, "invalid_request", f"expected {{trial_id, budget_usd?, rate_per_min?, "
-                                  f"entry?, expires_at?, transcript?}}: {exc}")
+                                  f"entry?, campaign?, expires_at?, transcript?}}: {exc}")
         await self.ledger.synced()  # answered once journalled
         return web.json_response({"token": token})
 
@@ -89,3 +94,10 @@ class AdminApp:
         records = self.transcripts.read(request.match_info["trial"]) if self.transcripts is not None else []
         text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
         return web.Response(text=text, content_type="application/x-ndjson")
+
+    async def forget_campaign(self, request: web.Request) -> web.Response:
+        """Remove a deleted campaign's series (tokens, cost, unmetered requests) from ``/metrics``."""
+        if not self._is_admin(request):
+            return error_response(401, "unauthorized", "admin token required")
+        removed = metrics.forget_campaign(request.match_info["campaign"])
+        return web.json_response({"campaign": request.match_info["campaign"], "series_removed": removed})

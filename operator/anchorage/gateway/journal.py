@@ -8,8 +8,9 @@ and still refuses revoked tokens. At start-up the journal is also compacted: rep
 
 Lines (``ledger.jsonl`` in the ledger directory)::
 
-    {"op": "account", "trial": ..., "entry": ..., "budget_usd": ..., "rate_per_min": ..., "revoked": ..., "usage": {...}}
-    {"op": "issue", "trial": ..., "entry": ..., "budget_usd": ..., "rate_per_min": ...}
+    {"op": "account", "trial": ..., "entry": ..., "campaign": ..., "budget_usd": ..., "rate_per_min": ...,
+     "revoked": ..., "usage": {...}}
+    {"op": "issue", "trial": ..., "entry": ..., "campaign": ..., "budget_usd": ..., "rate_per_min": ...}
     {"op": "use", "trial": ..., "model": ..., "counts": {...} | null, "cost": ... | null, "retries": ..., "error": ...,
      "unmetered": {"why": ..., "input_tokens": ..., "chunks": ..., "reserved_usd": ...}}   (unmetered: only when so)
     {"op": "revoke", "trial": ...}

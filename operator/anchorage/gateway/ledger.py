@@ -60,6 +60,7 @@ class TrialAccount:
     recent: deque[float] = field(default_factory=deque)
     reserved_usd: float = 0.0  # worst-case cost of the requests in flight
     in_flight: int = 0
+    campaign: str | None = None  # the campaign label of the trial's tokens and cost
 
     @property
     def charged_usd(self) -> float:
@@ -140,26 +141,28 @@ class Ledger:
     # ----- tokens ---------------------------------------------------------------------------------
 
     def issue(self, trial_id: str, *, budget_usd: float | None = None, rate_per_min: float | None = None,
-              entry: str | None = None, expires_at: float | None = None, transcript: bool = False) -> str:
-        """A token for ``trial_id`` with these limits. ``expires_at`` (Unix seconds): when the token stops
-        working; None: ``token_ttl_seconds`` from now (never, without one)."""
+              entry: str | None = None, expires_at: float | None = None, transcript: bool = False,
+              campaign: str | None = None) -> str:
+        """A token for ``trial_id`` with these limits (``entry``, ``campaign``: its metric labels). ``expires_at``
+        (Unix seconds): when the token stops working; None: ``token_ttl_seconds`` from now (never, without one)."""
         if not trial_id:
             raise InputError("trial_id is empty", hint="pass the trial's name")
         if expires_at is None and self._token_ttl is not None:
             expires_at = time.time() + self._token_ttl
         with self._lock:
-            account = self._issue(trial_id, budget_usd, rate_per_min, entry)
-            self._log({"op": "issue", "trial": trial_id, "entry": account.entry,
+            account = self._issue(trial_id, budget_usd, rate_per_min, entry, campaign)
+            self._log({"op": "issue", "trial": trial_id, "entry": account.entry, "campaign": account.campaign,
                        "budget_usd": account.budget_usd, "rate_per_min": account.rate_per_min})
-        return mint_token(self._secret, trial_id, entry, expires_at=expires_at, transcript=transcript)
+        return mint_token(self._secret, trial_id, entry, expires_at=expires_at, transcript=transcript, campaign=campaign)
 
     def _issue(self, trial_id: str, budget_usd: float | None, rate_per_min: float | None,
-               entry: str | None) -> TrialAccount:
+               entry: str | None, campaign: str | None = None) -> TrialAccount:
         self._revoked.discard(trial_id)
         account = self._accounts.setdefault(trial_id, TrialAccount(trial_id))
         account.budget_usd = budget_usd if budget_usd is not None else self._defaults[0]
         account.rate_per_min = rate_per_min if rate_per_min is not None else self._defaults[1]
         account.entry = entry if entry is not None else account.entry
+        account.campaign = campaign if campaign is not None else account.campaign
         return account
 
     def revoke(self, trial_id: str) -> None:
@@ -190,9 +193,12 @@ class Ledger:
             account = self._accounts.get(claims.trial_id)
             if account is None:
                 account = self._accounts[claims.trial_id] = TrialAccount(claims.trial_id, claims.entry,
-                                                                         *self._defaults)
-            elif account.entry is None and claims.entry is not None:
-                account.entry = claims.entry  # e.g. an account replayed from the journal
+                                                                         *self._defaults, campaign=claims.campaign)
+            else:
+                if account.entry is None and claims.entry is not None:
+                    account.entry = claims.entry  # e.g. an account replayed from the journal
+                if account.campaign is None and claims.campaign is not None:
+                    account.campaign = claims.campaign
             return account, claims
 
     def why_refused(self, token: str, now: float | None = None) -> str:
@@ -302,12 +308,13 @@ class Ledger:
         op, trial_id = record["op"], str(record["trial"])
         if op == "account":
             account = TrialAccount(trial_id, record.get("entry"), record.get("budget_usd"), record.get("rate_per_min"),
-                                   Usage.from_dict(record["usage"]))
+                                   Usage.from_dict(record["usage"]), campaign=record.get("campaign"))
             self._accounts[trial_id] = account
             if record.get("revoked"):
                 self._revoked.add(trial_id)
         elif op == "issue":
-            self._issue(trial_id, record.get("budget_usd"), record.get("rate_per_min"), record.get("entry"))
+            self._issue(trial_id, record.get("budget_usd"), record.get("rate_per_min"), record.get("entry"),
+                        record.get("campaign"))
         elif op == "use":
             account = self._accounts.get(trial_id) or self._accounts.setdefault(
                 trial_id, TrialAccount(trial_id, None, *self._defaults))
@@ -325,7 +332,7 @@ class Ledger:
         accounts = dict(self._accounts)
         for trial_id in self._revoked - accounts.keys():
             accounts[trial_id] = TrialAccount(trial_id, None, *self._defaults)
-        return [{"op": "account", "trial": a.trial_id, "entry": a.entry, "budget_usd": a.budget_usd,
+        return [{"op": "account", "trial": a.trial_id, "entry": a.entry, "campaign": a.campaign, "budget_usd": a.budget_usd,
                  "rate_per_min": a.rate_per_min, "revoked": a.trial_id in self._revoked, "usage": asdict(a.usage)}
                 for a in accounts.values()]
 

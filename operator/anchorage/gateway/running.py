@@ -166,10 +166,10 @@ class Gateway:
 
     def issue_token(self, trial_id: str, *, budget_usd: float | None = None, rate_per_min: float | None = None,
                     entry: str | None = None, timeout_sec: float | None = None, expires_at: float | None = None,
-                    transcript: bool = False) -> str:
+                    transcript: bool = False, campaign: str | None = None) -> str:
         """A bearer token for ``trial_id``; every request made with it is billed to that trial.
 
-        ``entry`` (optional) labels the trial's tokens and cost in the Prometheus metrics. The token
+        ``entry`` and ``campaign`` (optional) label the trial's tokens and cost in the Prometheus metrics. The token
         expires ``timeout_sec`` (the trial's agent timeout, counted from now) plus
         :data:`~anchorage.gateway.tokens.EXPIRY_MARGIN_SECONDS` from now, or at ``expires_at`` (Unix
         seconds); with neither, ``token_ttl_seconds`` from now. ``transcript``: keep the trial's request and
@@ -178,7 +178,7 @@ class Gateway:
         if expires_at is None and timeout_sec is not None:
             expires_at = time.time() + timeout_sec + EXPIRY_MARGIN_SECONDS
         token = self._ledger.issue(trial_id, budget_usd=budget_usd, rate_per_min=rate_per_min, entry=entry,
-                                   expires_at=expires_at, transcript=transcript)
+                                   expires_at=expires_at, transcript=transcript, campaign=campaign)
         self.wait_durable()
         return token
 

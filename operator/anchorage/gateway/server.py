@@ -490,12 +490,12 @@ class GatewayApp:
         metrics.child(metrics.GATEWAY_REQUESTS, call.endpoint, model, str(status)).inc()
         metrics.child(metrics.GATEWAY_LATENCY, call.endpoint, model).observe(time.perf_counter() - call.started)
         if counts is not None:
-            metrics.record_tokens(call.account.entry, call.model, input_tokens=counts.input_tokens,
+            metrics.record_tokens(call.account.campaign, call.account.entry, call.model, input_tokens=counts.input_tokens,
                                   cached_input_tokens=counts.cached_input_tokens,
                                   output_tokens=counts.billed_output_tokens,
                                   reasoning_tokens=counts.reasoning_tokens, cost_usd=cost)
         if unmetered is not None:
-            metrics.UNMETERED.labels(call.account.entry or "unknown", model).inc()
+            metrics.unmetered(call.account.campaign, call.account.entry, call.model)
             log.warning("trial %s: request to %s unmetered: %s", call.account.trial_id, call.model, unmetered.why)
         if call.keep:
             self._keep_transcript(call, counts, status, unmetered)

@@ -28,12 +28,13 @@ EXPIRY_MARGIN_SECONDS = 900.0
 
 @dataclass(frozen=True)
 class TokenClaims:
-    """What a verified token says: the trial, its entry (per-entry metrics), expiry, transcript capture."""
+    """What a verified token says: the trial, its entry and campaign (metric labels), expiry, transcript capture."""
 
     trial_id: str
     entry: str | None = None
     expires_at: float | None = None  # Unix seconds; None: the token never expires
     transcript: bool = False
+    campaign: str | None = None
 
     def expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at
@@ -52,10 +53,10 @@ def _signature(secret: bytes, payload: bytes) -> bytes:
 
 
 def mint_token(secret: bytes, trial_id: str, entry: str | None = None, *, expires_at: float | None = None,
-               transcript: bool = False) -> str:
+               transcript: bool = False, campaign: str | None = None) -> str:
     """The bearer token of ``trial_id`` under ``secret`` (deterministic for the same claims).
 
-    ``entry`` labels the trial's tokens and cost in the gateway's metrics; ``expires_at`` (Unix seconds,
+    ``entry`` and ``campaign`` label the trial's tokens and cost in the gateway's metrics; ``expires_at`` (Unix seconds,
     whole seconds kept) ends the token's validity; ``transcript`` asks the gateway to keep the trial's
     request and response bodies (only when its config allows transcripts).
     """
@@ -64,6 +65,8 @@ def mint_token(secret: bytes, trial_id: str, entry: str | None = None, *, expire
     claims: dict[str, object] = {"t": trial_id}
     if entry is not None:
         claims["e"] = entry
+    if campaign is not None:
+        claims["k"] = campaign
     if expires_at is not None:
         claims["x"] = int(expires_at)
     if transcript:
@@ -99,11 +102,11 @@ def _claims(payload: bytes) -> TokenClaims | None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("t"), str) or not data["t"]:
         return None
-    entry, expires = data.get("e"), data.get("x")
-    if (entry is not None and not isinstance(entry, str)) or \
+    entry, expires, campaign = data.get("e"), data.get("x"), data.get("k")
+    if (entry is not None and not isinstance(entry, str)) or (campaign is not None and not isinstance(campaign, str)) or \
             (expires is not None and (not isinstance(expires, int) or isinstance(expires, bool))):
         return None
-    return TokenClaims(data["t"], entry, None if expires is None else float(expires), data.get("c") == 1)
+    return TokenClaims(data["t"], entry, None if expires is None else float(expires), data.get("c") == 1, campaign)
 
 
 def trial_of_token(secret: bytes, token: str) -> str | None:

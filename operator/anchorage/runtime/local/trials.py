@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from anchorage import agents, confined
+from anchorage import agents, confined, metrics
 from anchorage.errors import InputError
 from anchorage.manifests import Limits, TrialSpec
 from anchorage.runtime.local import sandbox
@@ -59,7 +59,8 @@ class GatewayLike(Protocol):
     def unix_socket(self) -> Path | None: ...
 
     def issue_token(self, trial_id: str, *, budget_usd: float | None = None, rate_per_min: float | None = None,
-                    entry: str | None = None, timeout_sec: float | None = None, transcript: bool = False) -> str: ...
+                    entry: str | None = None, timeout_sec: float | None = None, transcript: bool = False,
+                    campaign: str | None = None) -> str: ...
 
     def usage(self, trial_id: str) -> Any: ...
 
@@ -228,7 +229,9 @@ def _attempt(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: Loc
         if gateway is None or gateway.unix_socket is None:
             return AttemptEnd(gateway_failure="this agent needs the model gateway, but none is running")
         try:
-            asks = {"transcript": True} if job.spec.transcripts else {}
+            asks: dict[str, Any] = {"transcript": True} if job.spec.transcripts else {}
+            if job.campaign is not None:
+                asks["campaign"] = job.campaign  # the campaign label of the trial's tokens and cost
             token = gateway.issue_token(job.name, entry=job.entry, timeout_sec=limits.timeout_sec,  # expires with it
                                         **asks)
         except Exception as exc:  # the gateway is another component: any failure is the platform's
@@ -354,6 +357,7 @@ def _score(job: TrialJob, runtime: LocalRuntime, dirs: dict[str, Path], record: 
     write_json_atomic(dirs["verifier"] / "reward.json", {"reward": rewards.get("o_eval", 0.0), **rewards})
     record.durations.score_sec = round(time.monotonic() - started, 4)
     record.apply_score(score, _relative(score.get("artifact"), dirs["artifacts"].parent))
+    metrics.score_checked(job.campaign, job.task.slug, score)  # the scorer reports gates and obligations, we count
     return score
 
 
