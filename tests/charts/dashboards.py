@@ -21,7 +21,8 @@ BUILTINS = {"$__rate_interval": "30s", "$__interval": "5s", "$__range": "5m"}
 class Query:
     dashboard: str
     panel: str
-    expr: str
+    expr: str  # Grafana's variables replaced (see :func:`substitute`)
+    raw: str = ""  # as written in the dashboard
 
     @property
     def id(self) -> str:
@@ -36,18 +37,20 @@ def variables(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
     return [v for v in dashboard["templating"]["list"] if v["type"] == "query"]
 
 
-def substitute(expr: str, names: list[str]) -> str:
-    """Grafana variables → PromQL: ``$var`` (regex matchers, "All" = ``.*``) and the interval built-ins."""
+def substitute(expr: str, names: list[str], chosen: dict[str, str] | None = None) -> str:
+    """Grafana variables → PromQL: ``$var`` (regex matchers: ``chosen[var]``, else "All" = ``.*``) and the
+    interval built-ins."""
     for builtin, value in BUILTINS.items():
         expr = expr.replace(builtin, value)
     for name in sorted(names, key=len, reverse=True):
-        expr = re.sub(rf"\$(?:{name}\b|\{{{name}\}})", ".*", expr)
+        expr = re.sub(rf"\$(?:{name}\b|\{{{name}\}})", (chosen or {}).get(name, ".*"), expr)
     return expr
 
 
-def queries() -> Iterator[Query]:
+def queries(chosen: dict[str, str] | None = None) -> Iterator[Query]:
+    """Every panel target of every dashboard, with the variables in ``chosen`` set and the others at "All"."""
     for name, dashboard in load().items():
         names = [v["name"] for v in variables(dashboard)]
         for panel in dashboard["panels"]:
             for target in panel.get("targets", []):
-                yield Query(name, panel["title"], substitute(target["expr"], names))
+                yield Query(name, panel["title"], substitute(target["expr"], names, chosen), target["expr"])
