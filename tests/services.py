@@ -61,12 +61,16 @@ def s3_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 class Prometheus:
     """A running Prometheus scraping ``targets`` every second; query it through its HTTP API."""
 
-    def __init__(self, workdir: Path, targets: list[str], *, metrics_path: str = "/metrics") -> None:
+    def __init__(self, workdir: Path, targets: list[str], *, metrics_path: str = "/metrics",
+                 labels: dict[str, str] | None = None) -> None:
+        """``labels``: target labels added to every scraped series (e.g. the ``cluster`` and ``namespace`` a
+        Prometheus scraping several clusters adds, which the dashboards' variables select)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        static: dict[str, Any] = {"targets": targets, **({"labels": labels} if labels else {})}
         config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
                   "scrape_configs": [{"job_name": "anchorage", "metrics_path": metrics_path,
-                                      "static_configs": [{"targets": targets}]}]}
+                                      "static_configs": [static]}]}
         (workdir / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
         self.log = (workdir / "prometheus.log").open("wb")
         self.process = subprocess.Popen(

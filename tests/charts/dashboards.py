@@ -14,7 +14,7 @@ from typing import Any
 
 DASHBOARDS = Path(__file__).resolve().parents[2] / "charts" / "anchorage" / "files" / "dashboards"
 # Grafana's built-in interval variables, at values that suit a test Prometheus scraping every second.
-BUILTINS = {"$__rate_interval": "30s", "$__interval": "5s", "$__range": "5m"}
+BUILTINS = {"$__rate_interval": "1m", "$__interval": "5s", "$__range": "5m"}
 
 
 @dataclass(frozen=True)
