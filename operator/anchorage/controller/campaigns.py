@@ -162,7 +162,7 @@ def _publish(body: kopf.Body, spec: CampaignSpec, states: dict[str, TrialState])
     store().put_bytes(key, json.dumps(dataclasses.asdict(board), indent=1).encode())
     rows = [_row(r) for r in board.rows]
     best = next((r for r in board.rows if r.per_seed), None)  # an entry with nothing scored is never "best"
-    return {"leaderboard": rows, "bestEntry": best.entry if best else None,
+    return {"leaderboard": rows, "profile": board.profile, "bestEntry": best.entry if best else None,
             "bestOEval": best.o_eval_mean if best else None,
             "reportUri": f"{config().store_uri.rstrip('/')}/{key}"}
 

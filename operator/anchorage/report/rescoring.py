@@ -61,6 +61,6 @@ def _rescore(run_dir: Path, out_dir: Path, record: dict[str, Any], profile: str,
         score = score_artifact(task, run_dir / trial / "artifacts", gates=gates, lean=lean, profile=profile).to_dict()
         (target / "score.json").write_text(json.dumps(score, indent=2, sort_keys=True), encoding="utf-8")
         copy["score"] = {k: score[k] for k in SCORE_KEYS if score.get(k) is not None}
-        copy["scoring_profile"] = profile
+        copy["scoring_profile"] = get_profile(profile).ref
     (target / "trial.json").write_text(json.dumps(copy, indent=2, sort_keys=True, default=str), encoding="utf-8")
     return copy

@@ -162,6 +162,7 @@ class CampaignStatus(_Status):
     costs_unknown: int = Field(default=0, ge=0, description="Trials whose cost could not be read "
                                "at the gateway (see the Trial's costUnknownReason); they are not counted in costUSD.")
     leaderboard: list[LeaderboardRow] = Field(default_factory=list, description="Compact leaderboard, best first.")
+    profile: str | None = Field(default=None, description="The scoring profile of the leaderboard (name@version).")
     report_uri: str | None = Field(default=None, description="URI of the full report in the artifact store.")
     observed_generation: int | None = Field(default=None, description="metadata.generation last acted on.")
     conditions: list[Condition] = Field(default_factory=list, description="Ready, Degraded (some trials ended "
