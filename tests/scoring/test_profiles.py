@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -180,14 +182,17 @@ def test_unknown_profile_is_one_clear_error() -> None:
 def test_tasks_readme_states_each_anchor_per_profile() -> None:
     readme = (TASKS / "README.md").read_text(encoding="utf-8")
     assert "sit where a *total*-output cap lands" not in readme          # a claim the numbers do not support
+    script = TASKS.parent / "tools" / "profile_table.py"
+    check = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=300)
+    assert check.returncode == 0, check.stderr            # the table is what the tasks' files say
+    table = readme[readme.index("<!-- profile-table:begin"):readme.index("<!-- profile-table:end")]
     for slug in SLUGS:
         declared = load_profiles(TASKS / slug)
-        rows = [line for line in readme.splitlines() if line.startswith(f"| `{slug}` |") and "seed-class" not in line]
-        row = rows[-1]   # the last table of the README is the per-profile one
+        row = next(line for line in table.splitlines() if line.startswith(f"| `{slug}` |"))
+        assert declared.anchors.paper.source in row
         for erratum in declared.anchors.errata:
             assert f"`{erratum.id}`" in row
         for gate in declared.gates.paper:
             assert gate.seed_class in row
-        compat = declared.anchors.compat.get("tbmm-report-2026-09")
-        if compat is not None and compat.baseline is not None:
-            assert f"F = {compat.baseline.raw:.6f}" in row
+    smoke = next(line for line in table.splitlines() if line.startswith(f"| `{SMOKE}` |"))
+    assert "the anchor fails `smoke_q5_one_heading`" in smoke

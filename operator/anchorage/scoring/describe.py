@@ -125,7 +125,7 @@ def _gate_differences(root: Path, profile: Profile, declared: TaskProfiles, out:
         if before == after:
             continue
         entry = {"gate": gate.name, "form": gate.form, "source": _source_of(gate.name, gate.form, sources),
-                 "reason": gate.message}
+                 "status": gate.status, "reason": gate.message}
         paper_class = declared.paper_gate(gate.name)
         if paper_class is not None:
             entry["seed_class"] = paper_class.seed_class
