@@ -6,6 +6,9 @@ conditions) can show a user one clear message instead of a traceback.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class AnchorageError(Exception):
     """Base class: ``message`` says what was wrong, ``hint`` how to fix it."""
@@ -28,3 +31,15 @@ class InfrastructureError(AnchorageError):
 
     Trials that end in an infrastructure error are marked as such and never scored as a model's zero.
     """
+
+
+def did_you_mean(name: str, choices: Iterable[str], *, what: str = "") -> str | None:
+    """"did you mean 'x'?" for the choices closest to a misspelt ``name`` (None when nothing is close).
+
+    Used by every message about an unknown name a user typed: manifest fields, task names, campaigns,
+    profiles, entries.
+    """
+    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.6)
+    if not close:
+        return None
+    return f"did you mean {' or '.join(repr(c) for c in close)}{f' ({what})' if what else ''}?"

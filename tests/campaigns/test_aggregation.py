@@ -101,8 +101,10 @@ def test_unmetered_requests_make_the_cost_a_lower_bound_on_the_leaderboard() -> 
     [row] = board.rows
     assert (row.costs_unknown, row.unmetered_requests) == (1, 3)
     assert row.cost_per_seed_usd == pytest.approx(0.003)  # the metered part of the unknown one counts: a lower bound
-    for text in (to_csv(board), to_markdown(board)):
-        assert "≥ 0.0030, 3 request(s) unmetered" in text
+    assert "≥ 0.0030, 3 request(s) unmetered" in to_markdown(board)
+    csv_row = dict(zip(*[line.split(",") for line in to_csv(board).splitlines()], strict=True))
+    assert (csv_row["cost_is_lower_bound"], csv_row["costs_unknown"], csv_row["unmetered_requests"]) == ("true", "1", "3")
+    assert float(csv_row["cost_per_seed_usd"]) == pytest.approx(0.003)  # a plain number; the flag says lower bound
     assert to_text(board)[0][4] == "≥ $0.0030, 3 request(s) unmetered"
     known = leaderboard([TrialResult.from_record(records[0])], baseline=None)
     assert "≥" not in to_markdown(known) and to_text(known)[0][4] == "$0.0040"

@@ -45,3 +45,21 @@ def test_only_infrastructure_failures_are_retried_and_only_as_often_as_asked() -
     infra = Outcome(Phase.INFRASTRUCTURE_FAILED, Reason.SANDBOX_ERROR)
     assert should_retry(infra, 1, 1) and not should_retry(infra, 2, 1) and not should_retry(infra, 1, 0)
     assert not should_retry(Outcome(Phase.FAILED, Reason.AGENT_ERROR), 1, 5)
+
+
+def test_a_scored_trial_names_what_the_scorer_found_wrong() -> None:
+    ok = Outcome(Phase.SUCCEEDED, Reason.COMPLETED)
+    gates = [{"name": "bit", "status": "failed", "severity": "hard"},
+             {"name": "pitch", "status": "failed", "severity": "warning"},
+             {"name": "speed", "status": "passed", "severity": "hard"}]
+    hard = with_score(ok, {"gradable": True, "artifact": "a.json", "hard_gate_failed": True, "gates": gates,
+                           "penalty": "hard gate failed: bit (R = 0, O-Eval 0, BO-Eval -1)", "profile_ref": "paper@1"})
+    assert (hard.phase, hard.reason) == (Phase.SUCCEEDED, Reason.COMPLETED)   # still scored, not the phase's business
+    assert hard.message == ("hard gate failed: bit (R = 0, O-Eval 0, BO-Eval -1); "
+                            "1 gate(s) failed as warnings under paper@1: pitch")
+    bad = with_score(ok, {"gradable": False, "artifact": "a.json", "error": "invalid JSON at line 1"})
+    assert bad.message == "ungradable: invalid JSON at line 1"
+    clean = with_score(ok, {"gradable": True, "artifact": "a.json", "gates": gates[2:]})
+    assert clean == ok and clean.message == ""
+    kept = Outcome(Phase.SUCCEEDED, Reason.COMPLETED, "replayed artifact")
+    assert with_score(kept, {"gradable": True, "artifact": "a.json", "gates": gates}) == kept

@@ -1,7 +1,8 @@
-"""Leaderboard bars with error bars and the per-task heatmap, as PNG files (matplotlib, Agg).
+"""Leaderboard bars with error bars and the per-task heatmaps, each as SVG and a high-DPI PNG (matplotlib, Agg).
 
 Called by :func:`anchorage.report.writing.write_outputs`; matplotlib is imported inside the
-functions so importing the report package stays cheap.
+functions so importing the report package stays cheap. Every figure has a title naming the campaign
+and what it shows; ``path`` is the PNG's path, the SVG is written beside it with the same stem.
 """
 
 from __future__ import annotations
@@ -21,13 +22,31 @@ def _pyplot() -> Any:
     return plt
 
 
-def leaderboard_bars(board: Leaderboard, path: Path) -> Path:
+def _title(campaign: str, what: str) -> str:
+    return f"{campaign}\n{what}" if campaign else what
+
+
+PNG_DPI = 220
+"""Twice the usual screen density: sharp on high-DPI displays and in print."""
+
+
+def _save(fig: Any, path: Path) -> Path:
+    """Write the figure as ``path`` (PNG, :data:`PNG_DPI`) and as ``path`` with suffix ``.svg``."""
+    plt = _pyplot()
+    fig.tight_layout()
+    fig.savefig(path, dpi=PNG_DPI)
+    fig.savefig(path.with_suffix(".svg"), format="svg", metadata={"Date": None})
+    plt.close(fig)
+    return path
+
+
+def leaderboard_bars(board: Leaderboard, path: Path, campaign: str = "") -> Path:
     """O-Eval and Robust BO-Eval per entry, mean with ± std error bars over seeds."""
     plt = _pyplot()
     entries = [r.entry for r in board.rows]
     xs = list(range(len(entries)))
     width = 0.38
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.4 * len(entries) + 2), 3.8))
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.4 * len(entries) + 2), 4.2))
     ax.bar([x - width / 2 for x in xs], [r.o_eval_mean for r in board.rows], width,
            yerr=[r.o_eval_std for r in board.rows], capsize=4, label="O-Eval")
     ax.bar([x + width / 2 for x in xs], [r.bo_eval_mean for r in board.rows], width,
@@ -38,13 +57,15 @@ def leaderboard_bars(board: Leaderboard, path: Path) -> Path:
     ax.set_ylabel("score (mean ± std over seeds)")
     ax.set_title(f"Leaderboard — profile {board.profile}", fontsize=9)
     ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    ax.set_title(_title(campaign, f"O-Eval and Robust BO-Eval per entry (mean ± std over seeds) — profile "
+                                  f"{board.profile}"), fontsize=10)
+    return _save(fig, path)
 
 
-def per_task_heatmap(board: Leaderboard, path: Path, metric: str = "o_eval") -> Path:
+TITLES = {"o_eval": "O-Eval", "bo_eval": "Robust BO-Eval"}
+
+
+def per_task_heatmap(board: Leaderboard, path: Path, metric: str = "o_eval", campaign: str = "") -> Path:
     """Tasks × entries, colour = the metric's mean over seeds (blank where no scored trial)."""
     plt = _pyplot()
     import numpy as np
@@ -56,7 +77,7 @@ def per_task_heatmap(board: Leaderboard, path: Path, metric: str = "o_eval") -> 
             cell = board.per_task[task].get(entry)
             if cell is not None:
                 grid[i, j] = getattr(cell, metric)
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(entries) + 3), max(2.5, 0.35 * len(board.tasks) + 1.5)))
+    fig, ax = plt.subplots(figsize=(max(7.5, 1.2 * len(entries) + 4), max(3.0, 0.35 * len(board.tasks) + 2.0)))
     low = -1.0 if metric == "bo_eval" else 0.0
     image = ax.imshow(grid, cmap="viridis", vmin=low, vmax=1.0, aspect="auto")
     ax.set_xticks(range(len(entries)), entries, rotation=20, ha="right")
@@ -66,9 +87,7 @@ def per_task_heatmap(board: Leaderboard, path: Path, metric: str = "o_eval") -> 
             if not np.isnan(grid[i, j]):
                 shade = "black" if grid[i, j] > (low + 1.0) / 2 else "white"  # readable on viridis' light end
                 ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7, color=shade)
-    fig.colorbar(image, ax=ax, label=metric.replace("_", "-"))
-    ax.set_title(f"Per task {metric.replace('_', '-')} — profile {board.profile}", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    fig.colorbar(image, ax=ax, label=TITLES.get(metric, metric))
+    ax.set_title(_title(campaign, f"{TITLES.get(metric, metric)} per task and entry (mean over seeds; blank: "
+                                  f"no scored trial) — profile {board.profile}"), fontsize=10)
+    return _save(fig, path)

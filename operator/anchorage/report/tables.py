@@ -41,7 +41,8 @@ def rows(board: Leaderboard) -> list[list[str]]:
         flag = f" (incomplete: {row.cells_scored}/{row.cells_expected} cells scored)" if row.incomplete else ""
         cells = [
             str(rank), row.entry + flag, f"{row.artifacts_mean:.1f}/{row.tasks}",
-            f"{row.o_eval_mean:.4f}", f"{row.o_eval_std:.4f}", f"{row.bo_eval_mean:+.4f}", f"{row.bo_eval_std:.4f}",
+            f"{row.o_eval_mean:.4f}", f"{row.o_eval_std:.4f}", f"{_unsigned_zero(row.bo_eval_mean):+.4f}",
+            f"{row.bo_eval_std:.4f}",
             cost_text(row), str(row.seeds), str(row.infrastructure_failed),
         ]
         if board.has_panel:
@@ -52,13 +53,43 @@ def rows(board: Leaderboard) -> list[list[str]]:
     return out
 
 
+#: Columns of ``leaderboard.csv``: plain numbers (no "4.0/4", no "+1.0000"), one fact per column.
+CSV_HEADER = ["rank", "entry", "incomplete", "cells_scored", "cells_expected", "artifacts_mean", "tasks",
+              "o_eval_mean", "o_eval_std", "bo_eval_mean", "bo_eval_std", "cost_per_seed_usd",
+              "cost_is_lower_bound", "costs_unknown", "unmetered_requests", "seeds", "infrastructure_failed", "profile"]
+
+
+def _unsigned_zero(value: float, digits: int = 4) -> float:
+    """``value`` rounded, so that a mean of -2.5e-17 prints +0.0000, not -0.0000."""
+    return round(value, digits) + 0.0
+
+
 def to_csv(board: Leaderboard) -> str:
-    """The leaderboard as CSV; the last column names the scoring profile of every row."""
+    """The leaderboard for spreadsheets and scripts: numbers as numbers (full precision), flags as true/false,
+    the scoring profile of every row in its own column.
+
+    A row whose ``cost_is_lower_bound`` is true has trial costs that could not be known (``costs_unknown``):
+    its ``cost_per_seed_usd`` counts only what was metered."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([*header(board), "profile"])
-    writer.writerows([*cells, board.profile] for cells in rows(board))
+    extra = (["panel_confirmed", "panel_trials"] if board.has_panel else []) + (["cbu_mean"] if board.has_cbu else [])
+    writer.writerow([*CSV_HEADER, *extra])
+    for rank, row in enumerate(board.rows, 1):
+        cells: list[object] = [
+            rank, row.entry, _flag(row.incomplete), row.cells_scored, row.cells_expected, row.artifacts_mean,
+            row.tasks, row.o_eval_mean, row.o_eval_std, row.bo_eval_mean, row.bo_eval_std, row.cost_per_seed_usd,
+            _flag(bool(row.costs_unknown)), row.costs_unknown, row.unmetered_requests, row.seeds,
+            row.infrastructure_failed, board.profile]
+        if board.has_panel:
+            cells += [row.panel_confirmed, row.panel_trials]
+        if board.has_cbu:
+            cells.append("" if row.cbu_mean is None else row.cbu_mean)
+        writer.writerow([c + 0.0 if isinstance(c, float) else c for c in cells])  # -0.0 is written 0.0
     return buffer.getvalue()
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
 
 
 def _md_table(header: list[str], body: list[list[str]]) -> str:
@@ -72,7 +103,7 @@ def per_task_body(board: Leaderboard, metric: str) -> tuple[list[str], list[list
     body: list[list[str]] = []
     for task in board.tasks:
         cells = board.per_task[task]
-        body.append([task] + [f"{getattr(cells[e], metric):.4f}" if e in cells else "—" for e in entries])
+        body.append([task] + [f"{_unsigned_zero(getattr(cells[e], metric)):.4f}" if e in cells else "—" for e in entries])
     return ["task", *entries], body
 
 

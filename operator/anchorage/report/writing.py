@@ -1,7 +1,8 @@
-"""Write a campaign's outputs into its run folder: leaderboard.json|csv|md, plots/, report.html.
+"""Write a campaign's outputs into its run folder: leaderboard.json|csv|md, plots/ (SVG + PNG), report.html.
 
 Called by ``anchorage run`` at the end of a campaign and by ``anchorage report RUN_DIR`` (which
-rebuilds everything from the trial records alone).
+rebuilds everything from the trial records alone). Trial folders are read through
+:class:`anchorage.report.runs.LocalRuns` (confined, capped reads: they hold what agents wrote).
 """
 
 from __future__ import annotations
@@ -10,15 +11,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from anchorage import confined
-from anchorage.campaigns.aggregation import Leaderboard, TrialResult, leaderboard
-from anchorage.errors import InputError
+from anchorage.campaigns.aggregation import Leaderboard
 from anchorage.report import html, plots, tables
+from anchorage.report.runs import LOGS, CampaignRun, LocalRuns, RunReadError
+from anchorage.trials.records import anchorage_version
+
+REPORT_LOG_WINDOW = 2048
+"""Bytes of the end of each agent log that ``report.html`` keeps per trial (``anchorage view`` shows more)."""
 
 
 def write_outputs(directory: Path, name: str, board: Leaderboard, records: list[dict[str, Any]],
-                  *, with_plots: bool = True) -> dict[str, Path]:
-    """Write every output file; returns them by kind."""
+                  *, with_plots: bool = True, run: CampaignRun | None = None) -> dict[str, Path]:
+    """Write every output file; returns them by kind (``json``, ``csv``, ``md``, ``html``, plots by stem)."""
     out = {"json": directory / "leaderboard.json", "csv": directory / "leaderboard.csv",
            "md": directory / "leaderboard.md", "html": directory / "report.html"}
     out["json"].write_text(json.dumps(board.to_dict(), indent=2, sort_keys=True), encoding="utf-8")
@@ -26,40 +30,65 @@ def write_outputs(directory: Path, name: str, board: Leaderboard, records: list[
     out["md"].write_text(tables.to_markdown(board), encoding="utf-8")
     images: list[Path] = []
     if with_plots and board.rows:
-        (directory / "plots").mkdir(exist_ok=True)
-        images.append(plots.leaderboard_bars(board, directory / "plots" / "leaderboard.png"))
-        images.append(plots.per_task_heatmap(board, directory / "plots" / "per_task_o_eval.png"))
-        images.append(plots.per_task_heatmap(board, directory / "plots" / "per_task_bo_eval.png", "bo_eval"))
-    out["html"].write_text(html.render(name, board, records, images), encoding="utf-8")
+        folder = directory / "plots"
+        folder.mkdir(exist_ok=True)
+        images.append(plots.leaderboard_bars(board, folder / "leaderboard.png", name))
+        images.append(plots.per_task_heatmap(board, folder / "per_task_o_eval.png", "o_eval", name))
+        images.append(plots.per_task_heatmap(board, folder / "per_task_bo_eval.png", "bo_eval", name))
+        for image in images:
+            out[f"plot {image.stem} (png)"] = image
+            out[f"plot {image.stem} (svg)"] = image.with_suffix(".svg")
+    runs = LocalRuns(directory) if (directory / "campaign.json").is_file() else None
+    if run is None and runs is not None:
+        run = runs.campaign(directory.name)
+    sections = _sections(runs, directory.name, records)
+    meta = run.metadata() if run is not None else {"campaign": name, "location": str(directory)}
+    out["html"].write_text(html.render(name, board, records, images, meta=meta, sections=sections,
+                                       generator=f"anchorage {anchorage_version()} (report)",
+                                       log_window=REPORT_LOG_WINDOW), encoding="utf-8")
     return out
+
+
+def _sections(runs: LocalRuns | None, campaign: str, records: list[dict[str, Any]]) -> dict[str, html.TrialSection]:
+    if runs is None:
+        return {}
+    sections: dict[str, html.TrialSection] = {}
+    for record in records:
+        trial = str(record.get("name"))
+        try:
+            score = runs.json(campaign, trial, "score.json")
+            problem = None
+        except RunReadError as exc:
+            score, problem = None, str(exc)
+        logs = [(name, *runs.tail(campaign, trial, path, window=REPORT_LOG_WINDOW)) for name, path in LOGS.items()]
+        sections[trial] = html.TrialSection(score if isinstance(score, dict) else None, logs, problem)
+    return sections
 
 
 def load_run(directory: Path) -> tuple[str, str | None, list[dict[str, Any]]]:
     """Campaign name, baseline entry and the finished trial records of a run folder."""
-    meta_path = directory / "campaign.json"
-    if not meta_path.is_file():
+    run = _run(directory)
+    return run.name, run.baseline, [r for r in run.records]
+
+
+def _run(directory: Path) -> CampaignRun:
+    from anchorage.errors import InputError
+
+    if not (directory / "campaign.json").is_file():
         raise InputError(f"{directory} is not a campaign run folder (no campaign.json)",
                          hint="pass runs/<campaign-name>, the folder 'anchorage run' created")
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    baseline = (meta.get("manifest", {}).get("spec") or {}).get("baseline")
-    records = []
-    for trial in meta.get("trials", []):
-        try:  # beside the agent's folders: no link followed, size-capped (anchorage.confined)
-            data = json.loads(confined.read_bytes(directory / str(trial), "trial.json", limit=confined.RECORD_LIMIT))
-        except confined.ConfinedError as exc:
-            if exc.reason == "missing":
-                continue
-            raise InputError(f"{directory / str(trial) / 'trial.json'} cannot be read: {exc.message}",
-                             hint="rerun the campaign to rewrite that trial's record") from exc
-        except (ValueError, RecursionError) as exc:
-            raise InputError(f"{directory / str(trial) / 'trial.json'} is not valid JSON",
-                             hint="rerun the campaign to rewrite that trial's record") from exc
-        records.append(data)
-    return str(meta.get("name", directory.name)), baseline, records
+    run = LocalRuns(directory).campaign(directory.resolve().name)
+    unreadable = {t: p for t, p in run.problems.items() if "does not match" not in p}
+    if unreadable:
+        trial, problem = next(iter(unreadable.items()))
+        raise InputError(f"{directory / trial / 'trial.json'} cannot be read: {problem}",
+                         hint="rerun the campaign to rewrite that trial's record")
+    return run
 
 
 def rebuild(directory: Path) -> dict[str, Path]:
     """``anchorage report``: recompute the leaderboard from the trial records and rewrite the outputs."""
-    name, baseline, records = load_run(directory)
-    board = leaderboard([TrialResult.from_record(r) for r in records], baseline)
-    return write_outputs(directory, name, board, records)
+    run = _run(directory)
+    records = [r for r in run.records if r.get("phase") in ("Succeeded", "Failed", "InfrastructureFailed")]
+    return write_outputs(directory, str((run.manifest or {}).get("metadata", {}).get("name") or run.name),
+                         run.board, records, run=run)

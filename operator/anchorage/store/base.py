@@ -86,6 +86,13 @@ class ArtifactStore(ABC):
     def describe(self, key: str) -> dict[str, Any]:
         """``{"size": int, "sha256": str | None}`` of a stored object."""
 
+    def get_tail(self, key: str, window: int) -> tuple[bytes, int]:
+        """The last ``window`` bytes of an object and its size (a log's end; not checksummed when cut).
+
+        This default downloads the object; stores override it with a ranged read."""
+        data = self.get_bytes(key)
+        return data[-window:] if window > 0 else b"", len(data)
+
     def uri_of(self, key: str) -> str:
         return f"{self.uri.rstrip('/')}/{check_key(key)}"
 

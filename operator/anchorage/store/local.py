@@ -51,6 +51,12 @@ class FileStore(ArtifactStore):
     def get_bytes(self, key: str) -> bytes:
         return self._path(key).read_bytes()
 
+    def get_tail(self, key: str, window: int) -> tuple[bytes, int]:
+        with self._path(key).open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            handle.seek(max(0, size - max(window, 0)))
+            return handle.read(max(window, 0)), size
+
     def get_file(self, key: str, path: Path) -> None:
         with self._path(key).open("rb") as source:
             self._write_atomically(path, lambda handle: shutil.copyfileobj(source, handle))

@@ -132,6 +132,18 @@ class S3Store(ArtifactStore):
 
         return self._retrying(f"get {key}", get)
 
+    def get_tail(self, key: str, window: int) -> tuple[bytes, int]:
+        """A ranged GET of the object's last ``window`` bytes (the whole object when smaller)."""
+        def get() -> tuple[bytes, int]:
+            if window <= 0:
+                return b"", int(self.client.head_object(Bucket=self.bucket, Key=self._key(key))["ContentLength"])
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key), Range=f"bytes=-{window}")
+            data: bytes = response["Body"].read()
+            total = str(response.get("ContentRange") or "").rpartition("/")[2]
+            return data, int(total) if total.isdigit() else len(data)
+
+        return self._retrying(f"get the end of {key}", get)
+
     def get_file(self, key: str, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
 

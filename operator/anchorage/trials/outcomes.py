@@ -101,13 +101,34 @@ def classify(end: AttemptEnd) -> Outcome:
 
 
 def with_score(outcome: Outcome, score: Mapping[str, Any]) -> Outcome:
-    """After scoring: a run that ended well but left no artifact is the model's ``no_artifact``."""
+    """After scoring: a run that ended well but left no artifact is the model's ``no_artifact``; a scored run
+    whose message is empty says what the scorer found wrong (ungradable, failed gates), so a trial's line
+    never reads "Succeeded" with nothing while its ``score.json`` lists failed gates."""
     if outcome.phase is not Phase.SUCCEEDED:
         return outcome
     error = str(score.get("error") or "")
     if (not score.get("gradable") and score.get("artifact") is None) or error.startswith("missing artifact"):
         return _failed(Reason.NO_ARTIFACT, error or "no artifact was written")
-    return outcome
+    if outcome.message:
+        return outcome
+    return Outcome(outcome.phase, outcome.reason, score_findings(score))
+
+
+def score_findings(score: Mapping[str, Any]) -> str:
+    """What a score record found wrong, in one line: ungradable, the hard-gate penalty, failed warning gates."""
+    if error := str(score.get("error") or ""):
+        return f"ungradable: {error}"
+    gates = [g for g in score.get("gates") or [] if isinstance(g, Mapping) and g.get("status") == "failed"]
+    hard = [str(g.get("name")) for g in gates if g.get("severity") == "hard"]
+    warned = [str(g.get("name")) for g in gates if g.get("severity") != "hard"]
+    profile = score.get("profile_ref") or score.get("profile") or "the profile"
+    parts = []
+    if hard or score.get("hard_gate_failed"):
+        parts.append(str(score.get("penalty") or f"hard gate failed: {', '.join(hard)}"))
+    if warned:
+        shown = ", ".join(warned[:6]) + (f" and {len(warned) - 6} more" if len(warned) > 6 else "")
+        parts.append(f"{len(warned)} gate(s) failed as warnings under {profile}: {shown}")
+    return "; ".join(parts)
 
 
 def should_retry(outcome: Outcome, attempts_done: int, retries: int) -> bool:

@@ -307,6 +307,9 @@ def _cost(job: TrialJob, plan: AgentPlan, runtime: LocalRuntime, record: TrialRe
                       unreadable=unreadable)
     record.usage, record.cost_usd, record.cost_source, record.cost_unknown_reason = \
         usage, cost.usd, cost.source, cost.unknown_reason
+    snapshot = getattr(runtime.gateway, "snapshot", None) if plan.needs_gateway else None
+    if snapshot is not None:  # which prices made the cost (the record names them beside the profile and versions)
+        record.versions.price_snapshot = snapshot.version
 
 
 def _transcript(job: TrialJob, plan: AgentPlan, runtime: LocalRuntime, trial_dir: Path, record: TrialRecord) -> None:
