@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,3 +43,20 @@ def mechanism():  # type: ignore[no-untyped-def]
         return sandbox.detect_mechanism()
     except InfrastructureError as exc:
         pytest.skip(f"no sandbox on this machine: {exc}")
+
+
+def anchorage_cli(*args: str, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """Run the ``anchorage`` command as a user would (a process of its own), capturing its output."""
+    return subprocess.run([sys.executable, "-c", "from anchorage.cli import main; main()", *args], cwd=cwd or REPO,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.fixture(scope="session")
+def demo_runs(tmp_path_factory: pytest.TempPathFactory, mechanism: object) -> Path:
+    """A runs folder holding the demo campaign (examples/demo.yaml) run by the real CLI on its smoke task
+    (``--task smoke-inventory``: 6 of its 24 trials, ~20 s), the mock's transcripts on as in the demo."""
+    runs = tmp_path_factory.mktemp("demo-runs")
+    done = anchorage_cli("run", "examples/demo.yaml", "--runs-dir", str(runs), "--task", "smoke-inventory",
+                         "--no-plots")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return runs

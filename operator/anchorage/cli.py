@@ -2,7 +2,8 @@
 
 Each command group lives in its own module under ``anchorage.commands`` and exposes
 ``register(app: typer.Typer) -> None``; this module only assembles them and turns
-:class:`anchorage.errors.AnchorageError` into a clear message and exit code 2.
+:class:`anchorage.errors.AnchorageError` into a clear message and its exit code (2 bad input, 3 an
+infrastructure failure; see :mod:`anchorage.commands`).
 Command modules import their heavy dependencies inside the command functions, so
 ``anchorage --help`` stays fast.
 """
@@ -16,11 +17,13 @@ import sys
 import typer
 
 from anchorage import __version__, commands
-from anchorage.errors import AnchorageError
+from anchorage.commands import EXIT_BAD_INPUT, EXIT_CODES_HELP, EXIT_INFRASTRUCTURE
+from anchorage.errors import AnchorageError, InfrastructureError
 
 app = typer.Typer(
     name="anchorage",
     help="Verifiable evaluation campaigns for AI agents on mathematical-modelling tasks.",
+    epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -55,6 +58,9 @@ def main() -> None:
     """Console-script entry point."""
     try:
         app()
+    except InfrastructureError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_INFRASTRUCTURE)
     except AnchorageError as exc:
         typer.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(EXIT_BAD_INPUT)

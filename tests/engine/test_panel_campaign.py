@@ -155,11 +155,11 @@ def test_leaderboard_counts_confirmations(demo_run: Path) -> None:
     counts = {row["entry"]: (row["panel_confirmed"], row["panel_trials"]) for row in board["rows"]}
     assert counts == {"sound": (1, 1), "oracle": (1, 1), "flawed": (0, 1), "unfixable": (0, 1)}
     rows = list(csv.DictReader((demo_run / "runs/pp/leaderboard.csv").read_text().splitlines()))
-    assert {r["entry"]: r["confirmed"] for r in rows} == {"sound": "1/1", "oracle": "1/1", "flawed": "0/1",
-                                                          "unfixable": "0/1"}
+    assert {r["entry"]: (r["panel_confirmed"], r["panel_trials"]) for r in rows} == {
+        "sound": ("1", "1"), "oracle": ("1", "1"), "flawed": ("0", "1"), "unfixable": ("0", "1")}
     assert "panel confirmed" in (demo_run / "runs/pp/leaderboard.md").read_text()
-    assert {r["entry"]: r["CBU"] for r in rows} == {"sound": "1.0000", "oracle": "1.0000", "flawed": "0.0000",
-                                                    "unfixable": "0.0000"}
+    assert {r["entry"]: float(r["cbu_mean"]) for r in rows} == {"sound": 1.0, "oracle": 1.0, "flawed": 0.0,
+                                                                "unfixable": 0.0}
 
 
 def test_cbu_scores_each_solution_by_its_consequences(demo_run: Path) -> None:
@@ -190,7 +190,7 @@ def test_rerun_resumes_without_new_panel_calls(demo_run: Path) -> None:
 def test_a_model_the_gateway_cannot_serve_is_an_infrastructure_failure(tmp_path: Path, mechanism: str) -> None:
     result = _run(tmp_path, _campaign("nomodel", {"sound": _replay("sound")},
                                       panel="{model: no-such-model, maxRevisions: 0, maxParallel: 1}"))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output   # an infrastructure failure: exit code 3
     record, score, _ = _trial(tmp_path, "nomodel", "sound")
     assert record["phase"] == "InfrastructureFailed" and record["reason"] == "gateway_error"
     assert "every panel verifier call failed" in record["message"]

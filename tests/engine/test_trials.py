@@ -99,9 +99,10 @@ def test_second_concurrent_run_is_refused(tmp_path: Path) -> None:
 def test_changed_manifest_is_not_mixed_into_a_run(mechanism: sandbox.Mechanism, write_manifest, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     entries = '    - name: a\n      agent: {kind: command, command: ["/bin/true"]}'
     _run(write_manifest(campaign_yaml("pin", entries)), tmp_path / "runs", mechanism)
-    with pytest.raises(InputError) as caught:
-        _run(write_manifest(campaign_yaml("pin", entries, seeds=2)), tmp_path / "runs", mechanism)
-    assert "different spec" in str(caught.value) and "new metadata.name" in str(caught.value)
+    changed = entries.replace("/bin/true", "/bin/false")
+    with pytest.raises(InputError) as caught:   # an entry's agent changed: old and new trials would be mixed
+        _run(write_manifest(campaign_yaml("pin", changed)), tmp_path / "runs", mechanism)
+    assert "different spec: entry 'a' changed" in str(caught.value) and "new metadata.name" in str(caught.value)
 
 
 def test_mock_agent_reaches_the_real_gateway_and_is_metered(  # type: ignore[no-untyped-def]

@@ -2,7 +2,9 @@
 
 Registered by :mod:`anchorage.cli`. Validates every document first (one message per problem, with
 file:line and the fix), starts the model gateway when an agent needs one, runs each campaign in the
-sandbox with progress, prints the leaderboard and writes the run folder's outputs.
+sandbox with progress (or the subset ``--task/--entry/--limit/--retry-infra`` selects), prints the
+leaderboard (``--json``: a summary per document) and writes the run folder's outputs. Exit code from the
+selected trials' phases (:func:`anchorage.commands.phases_exit_code`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import typer
+
+from anchorage.commands import JSON_HELP, phases_exit_code, print_json
 
 UNSANDBOXED_WARNING = (
     "WARNING: --unsandboxed: agents run as plain processes on this host with full network and file access. "
@@ -26,14 +30,23 @@ def register(app: typer.Typer) -> None:
 def run(
     file: Path = typer.Argument(..., help="A Trial or VerificationCampaign manifest (multi-document YAML allowed)."),
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Where run folders are kept (the run's state)."),
+    task: list[str] = typer.Option([], "--task", "-t", help="Run only this task's trials (repeatable; the campaign's "
+                                   "task names). Other trials are kept, not run."),
+    entry: list[str] = typer.Option([], "--entry", "-e", help="Run only this entry's trials (repeatable)."),
+    limit: int | None = typer.Option(None, "--limit", min=0, help="Start at most N trials in this run (resume later)."),
+    retry_infra: bool = typer.Option(False, "--retry-infra", help="Run again the trials that ended "
+                                     "InfrastructureFailed (their earlier attempts are kept); a model's own failure "
+                                     "is never rerun."),
     metrics_port: int | None = typer.Option(None, "--metrics-port", help="Serve Prometheus metrics on this port."),
     gateway_config: Path | None = typer.Option(
-        None, "--gateway-config", help="Gateway upstreams for real models (models named mock* use the mock)."),
+        None, "--gateway-config", exists=True, dir_okay=False, readable=True,
+        help="Gateway upstreams for real models (models named mock* use the mock)."),
     unsandboxed: bool = typer.Option(
         False, "--unsandboxed", help="DANGEROUS: run agents without any sandbox (no isolation, no limits but time)."),
-    no_plots: bool = typer.Option(False, "--no-plots", help="Skip the PNG plots (faster)."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Skip the plots (faster)."),
     mock_replies: Path | None = typer.Option(
-        None, "--mock-replies", help="Scripted replies of the mock model (YAML: replies[{marker, reply}]), e.g. for "
+        None, "--mock-replies", exists=True, dir_okay=False,
+        help="Scripted replies of the mock model (YAML: replies[{marker, reply}]), e.g. for "
         "verification.panel demos; every reply stays labelled a mock."),
     scripted_model: bool = typer.Option(
         False, "--scripted-model", help="Serve every model with the scripted MOCK model (offline, labelled): it plays "
@@ -41,14 +54,19 @@ def run(
     scripts: Path | None = typer.Option(
         None, "--scripts", help="Folder of scripted-model scripts (<task>.yaml); implies --scripted-model. Tasks "
         "without one get the default script: their solution/ played through the shell tool."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Run every trial of FILE in the local sandbox, score it, and print the leaderboard.
 
-    Re-running the same command resumes: finished trials (trial.json with a terminal phase) are kept.
+    Re-running the same command resumes: finished trials (trial.json with a terminal phase) are kept. A
+    finished campaign grows under its name when the manifest adds seeds, entries or tasks. Exit code: 0 every
+    trial scored, 1 a trial Failed (the model's failure), 3 a trial failed for the platform, 2 bad input.
     """
     from anchorage.campaigns.documents import check_tasks, load_documents
+    from anchorage.errors import InputError
     from anchorage.manifests import Trial, VerificationCampaign
     from anchorage.runtime.local import sandbox
+    from anchorage.runtime.local.engine import Selection
     from anchorage.tasks import resolve_task
 
     documents = load_documents(file)
@@ -56,8 +74,13 @@ def run(
         check_tasks(document, resolve_task)
     runnable = [d for d in documents if isinstance(d.resource, Trial | VerificationCampaign)]
     if not runnable:
-        typer.echo("nothing to run: the file holds no Trial or VerificationCampaign (ScoringRun: use 'anchorage score')")
-        return
+        raise InputError(f"{file} holds no Trial or VerificationCampaign, so there is nothing to run",
+                         hint="a ScoringRun is scored with 'anchorage score' (or by the operator)")
+    selection = Selection(tuple(task), tuple(entry), limit, retry_infra)
+    if (task or entry or limit is not None or retry_infra) and not any(
+            isinstance(d.resource, VerificationCampaign) for d in runnable):
+        raise InputError("--task, --entry, --limit and --retry-infra select trials of a campaign; the file holds "
+                         "only Trials", hint="drop them (a lone Trial runs as it is)")
     if unsandboxed:
         typer.secho(UNSANDBOXED_WARNING, fg="red", bold=True, err=True)
     mechanism = sandbox.detect_mechanism(unsandboxed=unsandboxed)
@@ -65,22 +88,37 @@ def run(
         _serve_metrics(metrics_port)
     book = _script_book(runnable, scripts) if scripted_model or scripts is not None else None
     if book is not None and gateway_config is not None:
-        from anchorage.errors import InputError
-
         raise InputError("--scripted-model serves every model, so --gateway-config would never be used",
                          hint="drop one of them: the scripted mock model for offline runs, the gateway config for "
                          "real providers")
     if book is not None:
         typer.secho("models are served by the scripted MOCK model (offline): scores and costs are not a real "
                     "model's", fg="yellow", err=True)
+    if gateway_config is not None:
+        _check_gateway_config(gateway_config, [d.resource for d in runnable])
     gateway = _gateway_if_needed([d.resource for d in runnable], gateway_config, mock_replies, book)
+    results: list[dict[str, Any]] = []
     try:
         for document in runnable:
-            _run_document(document.resource, runs_dir, mechanism, gateway, file.parent, not no_plots,
-                          metrics_port is not None)
+            results.append(_run_document(document.resource, runs_dir, mechanism, gateway, file.parent, not no_plots,
+                                         metrics_port is not None, selection, as_json))
     finally:
         if gateway is not None:
             gateway.stop()
+    code = phases_exit_code(phase for result in results for phase in result["phases"])
+    if as_json:
+        print_json({"exit_code": code, "results": [{k: v for k, v in r.items() if k != "phases"} for r in results]})
+    raise typer.Exit(code)
+
+
+def _check_gateway_config(path: Path, resources: list[Any]) -> None:
+    """A gateway config is read even when no agent needs a model (a bad file is an error, never ignored)."""
+    from anchorage.gateway.config import GatewayConfig
+
+    GatewayConfig.load(path)
+    if not any(_needs_model(r) for r in resources):
+        typer.secho(f"note: --gateway-config {path}: no agent or protocol of this file calls a model, so no gateway "
+                    "is started", fg="yellow", err=True)
 
 
 def _serve_metrics(port: int) -> None:
@@ -170,26 +208,36 @@ def _script_book(documents: list[Any], scripts: Path | None) -> Any:
 
 
 def _run_document(
-    resource: Any, runs_dir: Path, mechanism: Any, gateway: Any, base_dir: Path, plots: bool, publish: bool
-) -> None:
+    resource: Any, runs_dir: Path, mechanism: Any, gateway: Any, base_dir: Path, plots: bool, publish: bool,
+    selection: Any, as_json: bool,
+) -> dict[str, Any]:
     from anchorage.manifests import Trial
     from anchorage.runtime.local.trials import LocalRuntime
 
     runtime = LocalRuntime(mechanism=mechanism, base_dir=base_dir.resolve(),
                            gateway=gateway.gateway if gateway is not None else None)
     if isinstance(resource, Trial):
-        _run_trial(resource, runs_dir, runtime)
-    else:
-        _run_campaign(resource, runs_dir, runtime, plots, publish)
+        return _run_trial(resource, runs_dir, runtime, as_json)
+    return _run_campaign(resource, runs_dir, runtime, plots, publish, selection, as_json)
 
 
-def _run_trial(trial: Any, runs_dir: Path, runtime: Any) -> None:
+def _run_trial(trial: Any, runs_dir: Path, runtime: Any, as_json: bool) -> dict[str, Any]:
     from anchorage.runtime.local.engine import run_single_trial
 
     record = run_single_trial(trial, runs_dir, runtime)
+    folder = runs_dir / trial.metadata.name
+    if not as_json:
+        _print_trial(record, folder)
+    return {"kind": "Trial", "name": record["name"], "folder": str(folder), "phase": record["phase"],
+            "reason": record["reason"], "message": record.get("message", ""), "score": record.get("score"),
+            "cost_usd": record.get("cost_usd"), "cost_unknown_reason": record.get("cost_unknown_reason"),
+            "phases": [record["phase"]]}
+
+
+def _print_trial(record: dict[str, Any], folder: Path) -> None:
     score = record.get("score") or {}
     typer.echo(f"trial {record['name']}: {record['phase']} ({record['reason']}) {record.get('message', '')}".rstrip())
-    if score:
+    if score.get("raw") is not None:
         typer.echo(f"  raw {score.get('raw'):.4f}  O-Eval {score.get('o_eval'):.4f}  BO-Eval {score.get('bo_eval'):+.4f}"
                    f"  gradable {score.get('gradable')}")
     if record.get("panel"):
@@ -197,28 +245,50 @@ def _run_trial(trial: Any, runs_dir: Path, runtime: Any) -> None:
         typer.echo(f"  panel: {panel.get('outcome')} (status {panel.get('status')}, {panel.get('calls')} calls)")
     if record.get("cbu"):
         typer.echo(f"  CBU: {record['cbu'].get('utility')} ({record['cbu'].get('outcome')})")
-    typer.echo(f"  folder: {runs_dir / trial.metadata.name}")
+    typer.echo(f"  folder: {folder}")
 
 
-def _run_campaign(campaign: Any, runs_dir: Path, runtime: Any, plots: bool, publish: bool) -> None:
+def _run_campaign(campaign: Any, runs_dir: Path, runtime: Any, plots: bool, publish: bool, selection: Any,
+                  as_json: bool) -> dict[str, Any]:
     from anchorage.campaigns.planning import plan
     from anchorage.report.progress import Progress
     from anchorage.report.writing import write_outputs
     from anchorage.runtime.local.engine import resolve_tasks, run_campaign
 
     name = campaign.metadata.name
-    total = len(plan(name, campaign.spec, [t.slug for t in resolve_tasks(campaign.spec)]))
+    planned = [p for p in plan(name, campaign.spec, [t.slug for t in resolve_tasks(campaign.spec)])]
+    total = sum(1 for p in planned if selection.wants(p))
     published = _Published()
     with Progress(total, title=name) as progress:
 
         def on_event(kind: str, item: Any, record: dict[str, Any] | None) -> None:
-            progress.event(kind, item, record)
+            if selection.wants(item):
+                progress.event(kind, item, record)
             if publish:
                 _publish(name, kind, item, record, published)
 
-        outcome = run_campaign(campaign, runs_dir, runtime, on_event=on_event)
+        outcome = run_campaign(campaign, runs_dir, runtime, on_event=on_event, selection=selection)
     outputs = write_outputs(outcome.directory, campaign.metadata.name, outcome.board, outcome.records, with_plots=plots)
-    _print_board(outcome, outputs)
+    if not as_json:
+        _print_board(outcome, outputs)
+    selected = outcome.extra.get("selected", outcome.records)
+    counts: dict[str, int] = {}
+    for record in selected:
+        key = f"{record.get('phase')}/{record.get('reason')}"
+        counts[key] = counts.get(key, 0) + 1
+    return {"kind": "VerificationCampaign", "name": name, "folder": str(outcome.directory), "ran": outcome.ran,
+            "resumed": outcome.reused, "not_run": outcome.extra.get("not_run", 0), "counts": counts,
+            "leaderboard": board_rows(outcome.board), "outputs": {k: str(v) for k, v in outputs.items()},
+            "phases": [r.get("phase") for r in selected]}
+
+
+def board_rows(board: Any) -> list[dict[str, Any]]:
+    """The leaderboard rows as JSON (numbers as numbers; a cost with unknown parts says it is a lower bound)."""
+    keys = ("entry", "o_eval_mean", "o_eval_std", "bo_eval_mean", "bo_eval_std", "artifacts_mean", "tasks", "seeds",
+            "cost_per_seed_usd", "costs_unknown", "unmetered_requests", "infrastructure_failed", "incomplete",
+            "cells_scored", "cells_expected")
+    return [{**{k: getattr(row, k) for k in keys}, "rank": rank, "cost_is_lower_bound": bool(row.costs_unknown)}
+            for rank, row in enumerate(board.rows, 1)]
 
 
 def _print_board(outcome: Any, outputs: dict[str, Path]) -> None:

@@ -4,7 +4,8 @@ Called by ``anchorage run`` (and the benchmark). The run folder is the state: a 
 ``trial.json`` holds a terminal phase is done and is never run again; anything else is (re)run from
 scratch. A lock file (``<campaign>/.lock``, ``flock``) makes a second concurrent run of the same
 campaign refuse instead of racing; the kernel drops the lock when a run dies, even by SIGKILL.
-``campaign.json`` pins the manifest: resuming with a changed spec is refused with the fix.
+``campaign.json`` pins the manifest: a run continues it or grows it (more seeds, entries, tasks; the
+history is kept there); any other change is refused with the fix. A :class:`Selection` runs a subset.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from anchorage.campaigns.aggregation import Leaderboard, TrialResult, leaderboard
+from anchorage.campaigns.growth import grown, growth_problems
 from anchorage.campaigns.planning import PlannedTrial, plan
 from anchorage.campaigns.selection import campaign_task_refs
-from anchorage.errors import InputError
+from anchorage.errors import InputError, did_you_mean
 from anchorage.manifests import CampaignSpec, Trial, TrialSpec, VerificationCampaign
 from anchorage.runtime.local import leftovers
 from anchorage.runtime.local.trials import (
@@ -39,7 +41,7 @@ from anchorage.tasks import Task, load_task, resolve_task
 from anchorage.trials import Outcome, Phase, Reason, is_terminal, should_retry
 from anchorage.trials.admission import admit
 from anchorage.trials.agents import LOCAL
-from anchorage.trials.records import AttemptInfo
+from anchorage.trials.records import AttemptInfo, now
 
 Event = Callable[[str, PlannedTrial, dict[str, Any] | None], None]
 
@@ -87,20 +89,38 @@ def _spec_digest(campaign: VerificationCampaign) -> str:
 
 
 def _pin_manifest(directory: Path, campaign: VerificationCampaign, planned: list[PlannedTrial]) -> None:
+    """Write ``campaign.json``; a folder that holds a run of the same name continues it, or grows it (more
+    seeds, entries or tasks: :mod:`anchorage.campaigns.growth`) — any other change is refused with the fix."""
     path = directory / "campaign.json"
     digest = _spec_digest(campaign)
     previous = read_record_file(path)
+    history = list((previous or {}).get("history") or [])
     if previous is not None and previous.get("spec_sha256") != digest:
-        raise InputError(
-            f"{directory} holds campaign {campaign.metadata.name!r} run with a different spec",
-            hint="give the changed campaign a new metadata.name, or use another --runs-dir; "
-                 "resuming only continues the same manifest",
-        )
+        problems = _growth_problems(previous, campaign)
+        if problems:
+            raise InputError(
+                f"{directory} holds campaign {campaign.metadata.name!r} run with a different spec: "
+                + "; ".join(problems),
+                hint="a finished campaign can grow under its name (more seeds, more entries, more tasks; other "
+                     "entries and settings unchanged); for anything else give it a new metadata.name, or use "
+                     "another --runs-dir",
+            )
+        old = VerificationCampaign.model_validate(previous["manifest"])
+        history.append({"spec_sha256": previous.get("spec_sha256"), "grown_at": now(),
+                        **grown(old.spec, campaign.spec)})
     write_json_atomic(path, {
         "name": campaign.metadata.name, "spec_sha256": digest,
         "manifest": campaign.model_dump(mode="json", by_alias=True, exclude_none=True),
-        "trials": [p.name for p in planned],
+        "trials": [p.name for p in planned], **({"history": history} if history else {}),
     })
+
+
+def _growth_problems(previous: dict[str, Any], campaign: VerificationCampaign) -> list[str]:
+    try:
+        old = VerificationCampaign.model_validate(previous["manifest"])
+    except (KeyError, ValueError):
+        return ["the stored manifest cannot be read back"]
+    return growth_problems(old.spec, campaign.spec)
 
 
 def read_record_file(path: Path) -> dict[str, Any] | None:
@@ -111,14 +131,20 @@ def read_record_file(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def run_with_retries(job: TrialJob, trial_dir: Path, runtime: LocalRuntime) -> dict[str, Any]:
-    """Run a trial; rerun it only after an infrastructure failure, at most ``spec.retries`` times."""
-    attempts: list[AttemptInfo] = []
+def run_with_retries(job: TrialJob, trial_dir: Path, runtime: LocalRuntime, *,
+                     earlier: list[AttemptInfo] | None = None) -> dict[str, Any]:
+    """Run a trial; rerun it only after an infrastructure failure, at most ``spec.retries`` times.
+
+    ``earlier``: attempts of a previous run of this trial (``--retry-infra``): numbering continues after them
+    and they stay in ``previous_attempts``; the retry budget is the spec's again."""
+    attempts: list[AttemptInfo] = list(earlier or [])
+    first = len(attempts) + 1
     record: dict[str, Any] = {}
-    for attempt in range(1, job.spec.retries + 2):
+    for done in range(1, job.spec.retries + 2):
+        attempt = first + done - 1
         record = run_trial(job, trial_dir, runtime, attempt=attempt)
         outcome = Outcome(Phase(record["phase"]), Reason(record["reason"]), record.get("message") or "")
-        if not should_retry(outcome, attempt, job.spec.retries):
+        if not should_retry(outcome, done, job.spec.retries):
             break
         attempts.append(AttemptInfo(attempt=attempt, reason=outcome.reason, message=outcome.message))
     if attempts:
@@ -127,20 +153,58 @@ def run_with_retries(job: TrialJob, trial_dir: Path, runtime: LocalRuntime) -> d
     return record
 
 
+def earlier_attempts(record: dict[str, Any]) -> list[AttemptInfo]:
+    """A finished record's attempts (its earlier ones and its own) for a rerun that keeps them."""
+    attempts = [AttemptInfo.model_validate(a) for a in record.get("previous_attempts") or []]
+    attempts.append(AttemptInfo(attempt=int(record.get("attempt") or len(attempts) + 1),
+                                reason=record.get("reason"), message=str(record.get("message") or "")))
+    return attempts
+
+
 def record_engine_failure(job: TrialJob, trial_dir: Path, exc: BaseException) -> dict[str, Any]:
     """Record an unexpected engine exception as the trial's infrastructure failure."""
     reason = Reason.STORAGE_ERROR if isinstance(exc, OSError) else Reason.SANDBOX_ERROR
     return infrastructure_failure(job, trial_dir, reason, f"the engine failed on this trial: {type(exc).__name__}: {exc}")
 
 
+@dataclass(frozen=True)
+class Selection:
+    """Which planned trials a run may start (``anchorage run --task/--entry/--limit/--retry-infra``).
+
+    Trials outside it are neither run nor forgotten: finished ones stay on the leaderboard, the others
+    wait for a later run. ``retry_infra``: trials that ended ``InfrastructureFailed`` are run again
+    (their earlier attempts kept); without it a finished trial is never rerun."""
+
+    tasks: tuple[str, ...] = ()
+    entries: tuple[str, ...] = ()
+    limit: int | None = None
+    retry_infra: bool = False
+
+    def check(self, planned: list[PlannedTrial]) -> None:
+        """Every name given must be one of the campaign's; an unknown one is an InputError with a suggestion."""
+        for flag, wanted, known in (("--task", self.tasks, {p.task for p in planned}),
+                                    ("--entry", self.entries, {p.entry for p in planned})):
+            for name in wanted:
+                if name not in known:
+                    raise InputError(f"{flag} {name!r} is not in the campaign ({', '.join(sorted(known))})",
+                                     hint=did_you_mean(name, known) or f"use one of the campaign's names with {flag}")
+
+    def wants(self, item: PlannedTrial) -> bool:
+        return (not self.tasks or item.task in self.tasks) and (not self.entries or item.entry in self.entries)
+
+
 def run_campaign(
     campaign: VerificationCampaign, runs_dir: Path, runtime: LocalRuntime, *, on_event: Event | None = None,
+    selection: Selection | None = None,
 ) -> CampaignOutcome:
-    """Run (or resume) every trial of ``campaign`` under ``runs_dir/<name>``, then aggregate."""
+    """Run (or resume, or grow) the trials of ``campaign`` under ``runs_dir/<name>`` that ``selection``
+    allows, then aggregate every finished trial."""
     name = campaign.metadata.name
     directory = runs_dir / name
     tasks = {t.slug: t for t in resolve_tasks(campaign.spec)}
     planned = plan(name, campaign.spec, list(tasks))
+    selection = selection or Selection()
+    selection.check(planned)
     for entry in campaign.spec.entries:
         admit(entry.agent, campaign.spec.verification, LOCAL)
     runtime.campaign_limits = campaign.spec.limits
@@ -149,25 +213,35 @@ def run_campaign(
         leftovers.sweep()  # quota mounts, cgroups and gateway folders of killed runs
         _pin_manifest(directory, campaign, planned)
         records: dict[str, dict[str, Any]] = {}
+        earlier: dict[str, list[AttemptInfo]] = {}
         todo: list[PlannedTrial] = []
         for item in planned:
             record = read_record(directory / item.name)
-            if record is not None and is_terminal(record.get("phase")):
+            finished = record is not None and is_terminal(record.get("phase"))
+            if record is not None and finished and not (
+                    selection.retry_infra and selection.wants(item)
+                    and record.get("phase") == str(Phase.INFRASTRUCTURE_FAILED)):
                 records[item.name] = record
                 notify("reused", item, record)
-            else:
+            elif selection.wants(item):
+                if record is not None and finished:
+                    earlier[item.name] = earlier_attempts(record)
                 todo.append(item)
+        if selection.limit is not None:
+            todo = todo[:selection.limit]
         reused = len(records)
         if not campaign.spec.suspend:
-            _run_all(todo, tasks, directory, runtime, campaign.spec.parallelism, records, notify)
+            _run_all(todo, tasks, directory, runtime, campaign.spec.parallelism, records, notify, earlier)
     ordered = [records[p.name] for p in planned if p.name in records]
     board = leaderboard([TrialResult.from_record(r) for r in ordered], campaign.spec.baseline)
-    return CampaignOutcome(directory, ordered, board, ran=len(ordered) - reused, reused=reused)
+    selected = [records[p.name] for p in planned if p.name in records and selection.wants(p)]
+    return CampaignOutcome(directory, ordered, board, ran=len(ordered) - reused, reused=reused,
+                           extra={"selected": selected, "not_run": len([p for p in planned if p.name not in records])})
 
 
 def _run_all(
     todo: list[PlannedTrial], tasks: dict[str, Task], directory: Path, runtime: LocalRuntime, parallelism: int,
-    records: dict[str, dict[str, Any]], notify: Event,
+    records: dict[str, dict[str, Any]], notify: Event, earlier: dict[str, list[AttemptInfo]] | None = None,
 ) -> None:
     lock = threading.Lock()
 
@@ -175,7 +249,7 @@ def _run_all(
         job = TrialJob(item.name, tasks[item.task], item.spec, item.entry, directory.name, item.cost_per_run_usd)
         notify("started", item, None)
         try:
-            record = run_with_retries(job, directory / item.name, runtime)
+            record = run_with_retries(job, directory / item.name, runtime, earlier=(earlier or {}).get(item.name))
         except Exception as exc:  # a bug or an OS failure must cost one trial, never the whole run
             record = record_engine_failure(job, directory / item.name, exc)
         with lock:

@@ -1,0 +1,179 @@
+"""``anchorage view`` in a real headless Chromium (Debian's ``chromium``, driven by Playwright) on the demo run:
+the leaderboard sorts (and the sort survives in a shared link), the trials table filters, a trial page shows
+its failed gates with their messages, a transcript page renders, the drill-down links lead where they say.
+Every page is screenshotted into ``test-output/viewer/`` and each screenshot is checked for content."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from anchorage.gateway.running import BackgroundServer
+from anchorage.report.runs import LocalRuns
+from anchorage.viewer.app import make_app
+
+CHROMIUM = os.environ.get("ANCHORAGE_CHROMIUM", "/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
+SHOTS = Path(os.environ.get("ANCHORAGE_TEST_OUTPUT", Path(__file__).resolve().parents[2] / "test-output")) / "viewer"
+MOCK = "demo-mock-smoke-inventory-s0"
+
+
+@pytest.fixture(scope="module")
+def viewer(demo_runs: Path) -> Iterator[str]:
+    server = BackgroundServer(make_app(LocalRuns(demo_runs), ttl=0.0), name="viewer").start()
+    yield f"http://127.0.0.1:{server.port}"
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"{CHROMIUM} is missing: `make system` installs Debian's chromium (as root)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is a dev dependency (make venv)")
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    opened.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" and "404" not in msg.text else None)
+    yield opened
+    context.close()
+    assert not errors, f"the page reported errors: {errors}"   # e.g. a script refused by the CSP
+
+
+def screenshot(page: Any, name: str) -> Path:
+    """Save a full-page screenshot and check it shows something: many distinct colours, a tenth not white."""
+    import matplotlib.image
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    pixels = matplotlib.image.imread(path)[..., :3]
+    inked = (pixels < 0.9).any(axis=-1).mean()
+    colours = len({tuple(p) for p in (pixels[::7, ::7].reshape(-1, 3) * 255).astype(int).tolist()})
+    assert pixels.shape[0] > 300 and inked > 0.05 and colours > 20, (path, inked, colours)
+    return path
+
+
+def cells(page: Any, table: str, column: int) -> list[str]:
+    return [t.strip() for t in page.locator(f"#{table} tbody tr").evaluate_all(
+        f"rows => rows.filter(r => r.style.display !== 'none').map(r => r.cells[{column}].textContent)")]
+
+
+def test_leaderboard_sorts_and_the_link_keeps_the_sort(viewer: str, page: Any) -> None:
+    page.goto(f"{viewer}/campaigns/demo/")
+    assert cells(page, "leaderboard", 1) == ["oracle", "mock"]              # ranked
+    header = page.locator("#leaderboard thead th", has_text="O-Eval").first
+    header.click()
+    assert cells(page, "leaderboard", 1) == ["mock", "oracle"]              # O-Eval ascending
+    assert header.get_attribute("aria-sort") == "ascending"
+    header.click()
+    assert cells(page, "leaderboard", 1) == ["oracle", "mock"]
+    page.locator("#leaderboard thead th", has_text="entry").first.click()
+    assert cells(page, "leaderboard", 1) == ["mock", "oracle"]              # by name
+    shared = page.url
+    assert "sort.leaderboard=1.asc" in shared
+    screenshot(page, "campaign")
+    page.goto(shared)                                                        # the shared link shows the same
+    assert cells(page, "leaderboard", 1) == ["mock", "oracle"]
+
+
+def test_trials_filter_and_numeric_sort(viewer: str, page: Any) -> None:
+    page.goto(f"{viewer}/campaigns/demo/")
+    page.fill("input[data-filter-for='trials']", "mock")
+    assert cells(page, "trials", 1) == ["mock"] * 3
+    assert page.locator("[data-count-for='trials']").text_content() == "3 of 6 rows"
+    assert "q.trials=mock" in page.url
+    page.locator("#trials thead th", has_text="O-Eval").first.click()
+    values = [float(v) for v in cells(page, "trials", 7)]
+    assert values == sorted(values) and len(set(values)) > 1
+    page.goto(page.url)
+    assert page.locator("input[data-filter-for='trials']").input_value() == "mock"
+    assert len(cells(page, "trials", 1)) == 3
+
+
+def test_a_trial_page_shows_the_failed_gates_with_their_messages(viewer: str, page: Any, demo_runs: Path) -> None:
+    score = json.loads((demo_runs / "demo" / MOCK / "score.json").read_text())
+    failed = [g for g in score["gates"] if g["status"] == "failed"]
+    assert failed, "the mock's smoke-inventory answer fails gates (the demo shows them)"
+    page.goto(f"{viewer}/campaigns/demo/trials/{MOCK}")
+    outcome = page.locator("main p").first.text_content()
+    assert "Succeeded" in outcome and all(g["name"] in outcome for g in failed)   # the message names them
+    rows = page.locator("#gates tbody tr")
+    shown = {rows.nth(i).locator("td").nth(0).text_content(): rows.nth(i).locator("td").nth(4).text_content()
+             for i in range(rows.count())}
+    for gate in failed:
+        assert shown[gate["name"]] == gate["message"]
+    first = [rows.nth(i).locator("td").nth(1).text_content() for i in range(len(failed))]
+    assert first == ["failed"] * len(failed)                                 # failed gates come first
+    metrics = page.locator("#metrics tbody tr")
+    assert metrics.count() == len(score["metrics"])
+    assert page.get_by_text("price snapshot").count() and page.get_by_text("paper@1").count()
+    cost = page.locator("dl.facts dt", has_text="cost").locator("xpath=following-sibling::dd[1]").first.text_content()
+    assert cost.startswith("$0.00") and "gateway metering" in cost
+    assert page.locator("pre").count() >= 1                                  # the agent's log tails
+    screenshot(page, "trial")
+
+
+def test_a_transcript_page_renders(viewer: str, page: Any, demo_runs: Path) -> None:
+    line = json.loads((demo_runs / "demo" / MOCK / "transcript.jsonl").read_text().splitlines()[0])
+    page.goto(f"{viewer}/campaigns/demo/trials/{MOCK}")
+    page.get_by_role("link", name="1 model calls", exact=False).click()
+    assert page.url.endswith(f"/campaigns/demo/trials/{MOCK}/transcript")
+    assert page.locator("h3", has_text="Call #1").count() == 1
+    assert page.locator("#calls tbody tr").count() == 1
+    answer = page.locator(".turn.assistant pre").first.text_content()
+    assert answer.strip() == line["response"]["choices"][0]["message"]["content"].strip()
+    system = page.locator(".turn.system pre").first.text_content()
+    assert system == line["request"]["messages"][0]["content"]
+    screenshot(page, "transcript")
+
+
+def test_drill_down_from_the_campaigns_to_a_trial(viewer: str, page: Any) -> None:
+    page.goto(viewer)
+    screenshot(page, "campaigns")
+    page.get_by_role("link", name="demo", exact=True).click()
+    assert page.url == f"{viewer}/campaigns/demo/"
+    page.locator("#leaderboard").get_by_role("link", name="mock").click()
+    assert page.url == f"{viewer}/campaigns/demo/entries/mock/"
+    screenshot(page, "entry")
+    page.get_by_role("link", name="smoke-inventory").first.click()
+    assert page.url == f"{viewer}/campaigns/demo/entries/mock/tasks/smoke-inventory"
+    assert page.locator("#seeds tbody tr").count() == 3
+    assert page.locator("#cell-gates thead th").all_text_contents()[1:4] == ["seed 0", "seed 1", "seed 2"]
+    screenshot(page, "entry-task")
+    page.get_by_role("link", name=MOCK).click()
+    assert page.url == f"{viewer}/campaigns/demo/trials/{MOCK}"
+    page.goto(f"{viewer}/campaigns/demo/trials/demo-mock-smoke-inventory-s7")
+    assert "no trial" in page.locator("main").text_content() and "did you mean" in page.locator("main").text_content()
+
+
+def test_the_report_is_sortable_offline(demo_runs: Path, page: Any, tmp_path: Path) -> None:
+    """report.html is the same drill-down as a file: sortable without a server, sections per trial."""
+    from anchorage.report.writing import rebuild
+
+    run = tmp_path / "demo"
+    shutil.copytree(demo_runs / "demo", run, symlinks=True)
+    report = rebuild(run)["html"]
+    page.goto(report.as_uri())
+    assert cells(page, "leaderboard", 1) == ["oracle", "mock"]
+    page.locator("#leaderboard thead th", has_text="O-Eval").first.click()
+    assert cells(page, "leaderboard", 1) == ["mock", "oracle"]
+    page.locator("#trials").get_by_role("link", name=MOCK).click()
+    assert page.url.endswith(f"#trial-{MOCK}")
+    assert page.locator(f"#trial-{MOCK} table").count() >= 2                 # metrics and gates of that trial
+    screenshot(page, "report")
