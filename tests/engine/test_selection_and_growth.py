@@ -64,7 +64,7 @@ def test_growing_a_finished_campaign_keeps_its_trials(mechanism: object, tmp_pat
     two = one + '\n    - name: other\n      agent: {kind: command, command: ["/bin/true"]}'
     manifest.write_text(campaign_yaml("grow", two, seeds=2))               # more seeds and a new entry
     code, out = _run(manifest, runs)
-    assert code == 0 and (out["results"][0]["ran"], out["results"][0]["resumed"]) == (3, 1)
+    assert code == 1 and (out["results"][0]["ran"], out["results"][0]["resumed"]) == (3, 1)  # /bin/true: no artifact
     assert (runs / "grow" / "grow-ok-smoke-inventory-s0" / "trial.json").read_text() == first   # untouched
     meta = json.loads((runs / "grow" / "campaign.json").read_text())
     assert meta["history"][0]["seeds"] == [1, 2] and meta["history"][0]["entries_added"] == ["other"]

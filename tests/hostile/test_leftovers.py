@@ -32,7 +32,8 @@ spec:
   parallelism: 2
   entries:
     - name: sleeper
-      agent: {kind: command, model: mock, command: ["/bin/sh", "-c", "sleep 2; echo '{}' > /root/results/x.json"]}
+      agent: {kind: command, model: mock,
+              command: ["/bin/sh", "-c", "sleep 2; echo '{}' > /root/results/smoke-inventory_result.json"]}
 """
 
 
