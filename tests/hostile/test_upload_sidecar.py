@@ -25,6 +25,8 @@ def _upload(tmp_path: Path, results: Path, logs: Path, **kw: int) -> dict[str, o
     argv = [sys.executable, "-m", "anchorage.runtime.kubepod", "upload", "--wait", str(tmp_path / "run"),
             "--put", f"artifacts={results}", "--put", f"agent={logs}", "--marker", "upload.json",
             "--max-files", str(kw.get("max_files", 20_000)), "--max-bytes", str(kw.get("max_bytes", 2 * 1024**3))]
+    if "quota" in kw:
+        argv += ["--quota", f"artifacts={kw['quota']}"]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     uploaded = {str(p.relative_to(store)) for p in store.rglob("*") if p.is_file()}
@@ -76,3 +78,26 @@ def test_caps_on_entries_and_bytes(tmp_path: Path) -> None:
     assert isinstance(marker, dict)
     assert marker["files"]["artifacts"] <= 5  # 500 bytes of 100-byte files (plus the tiny artifact)
     assert any("entries" in item for item in marker["skipped"])
+
+
+def test_a_folder_over_its_quota_is_reported_by_the_sidecar(tmp_path: Path) -> None:
+    """In the cluster the agent's folders are memory-backed emptyDirs of the quota + 1 MiB; the sidecar —
+    not the agent — measures them, and the operator classifies the attempt as the model's oversized_result."""
+    from anchorage.controller.trials import attempt_end
+    from anchorage.trials import classify
+
+    results, logs = _folders(tmp_path)
+    (results / "big.bin").write_bytes(b"x" * 5000)
+    out = _upload(tmp_path, results, logs, quota=1000)
+    marker = out["marker"]
+    assert isinstance(marker, dict) and "over the 1000-byte quota" in marker["oversized"]
+    outcome = classify(attempt_end("Complete", marker, 60.0))
+    assert (str(outcome.phase), str(outcome.reason)) == ("Failed", "oversized_result")
+    assert "1000-byte quota" in outcome.message
+    within = _upload(tmp_path / "again", *_folders_again(tmp_path), quota=10**6)["marker"]
+    assert isinstance(within, dict) and "oversized" not in within
+
+
+def _folders_again(tmp_path: Path) -> tuple[Path, Path]:
+    (tmp_path / "again").mkdir()
+    return _folders(tmp_path / "again")

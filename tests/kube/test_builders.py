@@ -68,8 +68,11 @@ def test_agent_root_is_read_only_and_its_writable_folders_are_size_limited(agent
     mounts = {m["mountPath"]: m["name"] for m in agent_c["volumeMounts"]}
     limits = {path: volumes[name]["emptyDir"].get("sizeLimit") for path, name in mounts.items()
               if not next(m for m in agent_c["volumeMounts"] if m["mountPath"] == path).get("readOnly")}
-    assert limits == {"/root": "1024Mi", "/root/results": "3Mi", "/logs/agent": "256Mi", "/tmp": "1024Mi",
-                      kubejobs.RUN_DIR: None}
+    assert limits == {"/root": "1024Mi", "/root/results": "4Mi", "/logs/agent": "257Mi", "/tmp": "1024Mi",
+                      kubejobs.RUN_DIR: None}  # results and logs: the quota + 1 MiB, as the local tmpfs
+    assert volumes["results"]["emptyDir"]["medium"] == volumes["logs"]["emptyDir"]["medium"] == "Memory"
+    quota_args = [a for a in next(c for c in pod["initContainers"] if c["name"] == "upload")["args"] if "=" in a]
+    assert f"artifacts={3 * 1024 * 1024}" in quota_args and f"agent={256 * 1024 * 1024}" in quota_args
     sidecar = next(c for c in pod["initContainers"] if c["name"] == "upload")
     sidecar_tmp = next(m["name"] for m in sidecar["volumeMounts"] if m["mountPath"] == "/tmp")
     assert sidecar_tmp not in set(mounts.values())  # the credentialed sidecar shares no scratch with the agent

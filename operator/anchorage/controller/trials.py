@@ -348,7 +348,9 @@ def attempt_end(result: str, upload: Mapping[str, Any] | None, timeout_sec: floa
                 f"images/agent-base with AGENT_CLIS including {cli})") if cli else ""
         return AttemptEnd(launcher_failure=f"the attempt's pod ended ({result}) before its results were collected{hint}")
     code = upload.get("exit_code")
-    return AttemptEnd(exit_code=None if code is None else int(code), oom_killed=code == 137)
+    oversized = upload.get("oversized")  # measured by the sidecar against the folders' quotas
+    return AttemptEnd(exit_code=None if code is None else int(code), oom_killed=code == 137,
+                      oversized=bool(oversized), oversized_detail=str(oversized or ""))
 
 
 def _read_json(key: str) -> dict[str, Any] | None:

@@ -202,15 +202,26 @@ SCRATCH_LIMIT_MIB = 1024
 """Size of the agent's writable HOME (/root) and /tmp, each (the local engine's tmp_mb)."""
 
 
-def writable_volumes(spec: TrialSpec, defaults: dict[str, float]) -> list[Manifest]:
-    """The agent's writable folders as size-limited emptyDirs: results (``resultMaxBytes``, default the
-    local engine's min(storage, 512 MiB)), logs, HOME and /tmp. Over a limit, the kubelet evicts the pod."""
+def folder_quotas(spec: TrialSpec, defaults: dict[str, float]) -> dict[str, int]:
+    """Byte quotas of the agent's results and log folders (the local engine's): ``resultMaxBytes``, default
+    min(storage, 512 MiB); logs min(storage, 256 MiB)."""
     storage_mib = int(spec.limits.storage_mb or defaults.get("storage_mb") or 20480)
-    results_bytes = spec.limits.result_max_bytes or min(storage_mib, 512) * MIB
-    scratch = min(storage_mib, SCRATCH_LIMIT_MIB)
-    sizes = {"results": f"{-(-results_bytes // MIB)}Mi", "logs": f"{min(storage_mib, LOG_LIMIT_MIB)}Mi",
-             "home": f"{scratch}Mi", "tmp": f"{scratch}Mi"}
-    return [{"name": name, "emptyDir": {"sizeLimit": size}} for name, size in sizes.items()]
+    return {"results": spec.limits.result_max_bytes or min(storage_mib, 512) * MIB,
+            "logs": min(storage_mib, LOG_LIMIT_MIB) * MIB}
+
+
+def writable_volumes(spec: TrialSpec, defaults: dict[str, float]) -> list[Manifest]:
+    """The agent's writable folders as size-limited emptyDirs. Results and logs are memory-backed (a tmpfs of
+    the quota + 1 MiB: a write past it fails with ENOSPC, like the local engine's quota tmpfs, and the upload
+    sidecar reports the folder as oversized); HOME and /tmp are disk-backed (over the limit, the kubelet
+    evicts the pod)."""
+    storage_mib = int(spec.limits.storage_mb or defaults.get("storage_mb") or 20480)
+    scratch = f"{min(storage_mib, SCRATCH_LIMIT_MIB)}Mi"
+    quotas = folder_quotas(spec, defaults)
+    volumes: list[Manifest] = [{"name": name, "emptyDir": {"medium": "Memory",
+                                                           "sizeLimit": f"{-(-(size + MIB) // MIB)}Mi"}}
+                               for name, size in quotas.items()]
+    return volumes + [{"name": name, "emptyDir": {"sizeLimit": scratch}} for name in ("home", "tmp")]
 
 
 def _restricted(read_only_root: bool = True) -> Manifest:
@@ -231,11 +242,13 @@ def _storage_env(config: OperatorConfig, dest: str) -> tuple[list[Manifest], lis
 
 
 def _sidecar(config: OperatorConfig, dest: str, paths: dict[str, str], marker: str = "upload.json",
-             tmp: str = "tmp") -> Manifest:
+             tmp: str = "tmp", quotas: dict[str, int] | None = None) -> Manifest:
     env, env_from = _storage_env(config, dest)
     args = ["upload", "--wait", RUN_DIR, "--marker", marker]
     for name, path in paths.items():
         args += ["--put", f"{name}={path}"]
+    for name, size in (quotas or {}).items():
+        args += ["--quota", f"{name}={size}"]
     return {
         "name": "upload", "image": config.operator_image, "restartPolicy": "Always",
         "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": args,
@@ -314,7 +327,9 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
                               {"name": "tmp", "mountPath": "/tmp"}]},
             *_cli_check(plan, spec.agent.image or config.agent_image),
             # the sidecar holds the store's credentials: it shares nothing writable with the agent but what it uploads
-            _sidecar(config, dest, {"artifacts": "/root/results", "agent": "/logs/agent"}, tmp="upload-tmp"),
+            _sidecar(config, dest, {"artifacts": "/root/results", "agent": "/logs/agent"}, tmp="upload-tmp",
+                     quotas={"artifacts": folder_quotas(spec, task_defaults)["results"],
+                             "agent": folder_quotas(spec, task_defaults)["logs"]}),
         ],
         "containers": [{
             "name": "agent", "image": spec.agent.image or config.agent_image, "command": wrapped, "env": env,

@@ -89,15 +89,21 @@ def upload(args: argparse.Namespace) -> None:
     dest = os.environ["ANCHORAGE_DEST"].strip("/")
     files: dict[str, int] = {}
     skipped: list[str] = []
+    quotas = {name: int(size) for name, _, size in (item.partition("=") for item in args.quota)}
+    oversized: list[str] = []
     for item in args.put:  # file by file: the trial's completion marker is the operator's to write
         name, _, folder = item.partition("=")
         if Path(folder).is_dir():
             files[name], left_out = _upload_folder(store, Path(folder), "/".join(p for p in (dest, name) if p),
                                                    max_files=args.max_files, max_bytes=args.max_bytes)
             skipped += [f"{name}/{entry}" for entry in left_out]
+            if name in quotas:
+                oversized += _over_quota(Path(folder), quotas[name])
     marker: dict[str, object] = {"exit_code": _exit_code(run_dir), "files": {k: v for k, v in files.items() if v}}
     if skipped:
         marker["skipped"] = skipped[:50]
+    if oversized:  # measured here, by the sidecar: the agent cannot write this marker
+        marker["oversized"] = "; ".join(oversized)
     store.put_bytes(f"{dest}/{args.marker}", json.dumps(marker).encode())
     # Exiting now is safe for a native sidecar: the main container has already ended.
 
@@ -134,6 +140,22 @@ def _upload_folder(store: ArtifactStore, root: Path, prefix: str, *, max_files: 
         skipped.append(f"(more than {max_files} entries: the rest)")
     skipped += [f"{path}/ (deeper than {confined.MAX_DEPTH} levels)" for path in limits.too_deep]
     return uploaded, skipped
+
+
+def _over_quota(folder: Path, quota: int) -> list[str]:
+    """Why ``folder`` (a memory-backed emptyDir of ``quota`` + 1 MiB) is over its quota, if it is."""
+    from anchorage import confined
+
+    used = confined.usage(folder, max_entries=20_000)
+    if used.bytes > quota:
+        return [f"{folder} holds {used.bytes} bytes, over the {quota}-byte quota"]
+    try:
+        vfs = os.statvfs(folder)
+    except OSError:
+        return []
+    if vfs.f_bavail * vfs.f_frsize < 512 * 1024:
+        return [f"{folder} is full (its {quota}-byte quota; small files use whole pages)"]
+    return []
 
 
 def _exit_code(run_dir: Path) -> int | None:
@@ -232,6 +254,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--put", action="append", default=[])
     p.add_argument("--max-files", type=int, default=20_000, help="entries looked at per folder")
     p.add_argument("--max-bytes", type=int, default=2 * 1024**3, help="bytes uploaded per folder")
+    p.add_argument("--quota", action="append", default=[],
+                   help="NAME=BYTES: the folder's quota; over it, upload.json says 'oversized' (the model's failure)")
     p.add_argument("--marker", default="upload.json", help="name of the completion marker written last")
     p.set_defaults(fn=upload)
     p = sub.add_parser("fetch-artifacts", help="copy artifacts from the store")
