@@ -52,9 +52,27 @@ def test_table_output_names_the_numbers(task: Path, write_json: Callable[..., Pa
 
 def test_ungradable_artifact_is_a_record_not_an_error(task: Path, write_json: Callable[..., Path]) -> None:
     result = CliRunner().invoke(app, ["score", "--task", str(task), str(write_json("[1, 2]")), "--json"])
-    assert result.exit_code == 0
+    assert result.exit_code == 1   # the model's failure: the record says why
     record = json.loads(result.stdout)
     assert record["gradable"] is False and record["bo_eval"] == -1.0 and "array" in record["error"]
+
+
+def test_a_missing_artifact_is_bad_input(task: Path, tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", "from anchorage.cli import main; main()", "score", "--task",
+                           str(task), str(tmp_path / "nope.json"), "--json"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and "no such artifact" in proc.stderr and proc.stdout == ""
+
+
+def test_baseline_is_a_number_or_a_path(task: Path, write_json: Callable[..., Path]) -> None:
+    artifact = str(write_json({"a": {"b": 1.0}}))
+    by_number = CliRunner().invoke(app, ["score", "-t", str(task), artifact, "--baseline", "0.25", "--json"])
+    record = json.loads(by_number.stdout)
+    assert by_number.exit_code == 0 and record["baseline_raw"] == 0.25
+    by_path = CliRunner().invoke(app, ["score", "-t", str(task), artifact, "--baseline", artifact, "--json"])
+    assert by_path.exit_code == 0 and json.loads(by_path.stdout)["baseline_raw"] == record["raw"]
+    bad = CliRunner().invoke(app, ["score", "-t", str(task), artifact, "--baseline", "nan"])
+    assert isinstance(bad.exception, InputError) and "finite number" in str(bad.exception)
 
 
 def test_bad_task_is_an_input_error(tmp_path: Path, write_json: Callable[..., Path]) -> None:

@@ -58,7 +58,7 @@ def test_cli_judge_through_the_gateway(data_dir: Path, tmp_path: Path) -> None:
         "replies:\n  - marker: 'role=audit-judge'\n    reply: \"**Faithful**: YES\\n**Issue**: none\\n"
         "**Library reuse**: REINVENTS Nat.add_comm\\n**Cross-file reuse**: OK\\n**Why**: restates core.\"\n")
     done = CliRunner().invoke(app, ["audit", "judge", str(data_dir / "sample_lean"), "--pairs",
-                                    str(tmp_path / "pairs.json"), "--mock-replies", str(tmp_path / "replies.yaml")])
+                                    str(tmp_path / "pairs.json"), "--mock-replies", str(tmp_path / "replies.yaml"), "--json"])
     assert done.exit_code == 0, done.output
     record = json.loads(done.output)
     assert record["judgements"][0]["reinvents"] == "Nat.add_comm" and record["duplicates"][0]["cross_file"]

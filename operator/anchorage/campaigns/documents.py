@@ -10,6 +10,7 @@ the fix.
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from anchorage.campaigns import yamlsafe
-from anchorage.errors import InputError
+from anchorage.errors import InputError, did_you_mean
 from anchorage.manifests import KINDS, Trial, VerificationCampaign
 
 _HINTS = {
@@ -119,10 +120,17 @@ def describe_validation(exc: ValidationError, model: type[BaseModel], path: Path
         if kind == "extra_forbidden":
             allowed = _fields_at(model, loc[:-1])
             hint = f"{_HINTS[kind]}; allowed here: {', '.join(allowed)}" if allowed else _HINTS[kind]
+            close = did_you_mean(str(loc[-1]), allowed) if allowed else None
+            if close:
+                hint = f"{close} ({hint})"
             lines.append(f"{path}:{_key_line(node, loc)}: unknown field '{field}'\n  fix: {hint}")
             continue
         got = "" if kind == "missing" else f" (got {yamlsafe.excerpt(error.get('input'))})"
         hint = _HINTS.get(kind, "see examples/ for a valid manifest")
+        expected = (error.get("ctx") or {}).get("expected")
+        if kind == "literal_error" and isinstance(error.get("input"), str) and expected:
+            close = did_you_mean(error["input"], re.findall(r"'([^']+)'", str(expected)))
+            hint = f"{close} ({hint})" if close else hint
         if kind == "value_error":
             hint = "change the manifest as the message says"
         lines.append(f"{path}:{line_of(node, loc)}: {field}: {message}{got}\n  fix: {hint}")

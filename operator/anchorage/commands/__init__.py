@@ -49,3 +49,22 @@ def phases_exit_code(phases: Iterable[str | None]) -> int:
 def print_json(value: Any) -> None:
     """Print ``value`` as indented JSON on stdout (NaN refused: an unknown number is null)."""
     typer.echo(json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False, default=str))
+
+
+def legacy_task_argument() -> Any:
+    """The positional task some commands took before ``--task`` was the one spelling (hidden; still read)."""
+    return typer.Argument(None, hidden=True, show_default=False)
+
+
+def one_task(option: str | None, positional: str | None, command: str) -> str:
+    """The task of a command from ``--task`` (or, for old scripts, the hidden positional, with a note)."""
+    from anchorage.errors import InputError
+
+    if option is not None and positional is not None and option != positional:
+        raise InputError(f"two tasks given: --task {option} and {positional}", hint="give the task once, as --task")
+    if option is None and positional is None:
+        raise InputError(f"anchorage {command} needs a task", hint=f"anchorage {command} --task NAME_OR_DIR")
+    if option is None:
+        typer.secho(f"note: the task is given as --task now: anchorage {command} --task {positional}", err=True,
+                    fg="yellow")
+    return str(option or positional)

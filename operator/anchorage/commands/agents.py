@@ -48,12 +48,25 @@ def install(
 
 
 @agents_app.command("list")
-def list_cmd() -> None:
+def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print the CLIs as JSON.")) -> None:
     """Each pinned CLI, its version and where it is installed (or the command that installs it)."""
     from rich.console import Console
     from rich.table import Table
 
     from anchorage import agents
+
+    if as_json:
+        from anchorage.commands import print_json
+
+        rows = []
+        for name in agents.pins():
+            found = agents.state(name)
+            rows.append({"kind": name, "package": found.pin.package, "version": found.pin.version,
+                         "installed": found.installed, "folder": str(found.folder) if found.installed else None,
+                         "install": None if found.installed else agents.install_hint(name),
+                         "in_sandbox": f"{agents.bin_dir(name)}/{found.pin.command}"})
+        print_json(rows)
+        return
 
     table = Table(title=f"agent CLIs (pinned in anchorage/agents/versions.json; installed under {agents.tools_root()})")
     for column in ("kind", "package", "version", "installed", "in the sandbox"):

@@ -1,4 +1,7 @@
-"""``anchorage lean gen|check|audit|discriminate``: the Lean obligation layer on the command line.
+"""``anchorage lean gen|check|discriminate``: the Lean obligation layer on the command line.
+
+The trust audit of an artifact's obligations is ``anchorage audit lean --task T --artifact A -o OUT`` (one
+audit group; ``lean audit`` is kept, hidden, for old scripts).
 
 Registered by :mod:`anchorage.cli`. The exact Python checker always runs; Lean (``lake``) runs only
 where it is on PATH, and every command says which checker ran. Exit codes: 0 all good, 1 a verdict
@@ -13,9 +16,10 @@ from typing import Any
 
 import typer
 
-from anchorage.commands import TASK_HELP
+from anchorage.commands import task_option
 
-lean_app = typer.Typer(help="Lean obligations: generate, check, audit, discriminate (SPEC §5).", no_args_is_help=True)
+lean_app = typer.Typer(help="Lean obligations: generate, check, discriminate (SPEC §5); audits: anchorage audit lean.",
+                       no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -33,10 +37,11 @@ def _task_root(task: str) -> Path:
 @lean_app.command("gen")
 def gen(
     artifact: Path = typer.Argument(..., help="The artifact JSON (decimals are read exactly from its text)."),
-    task: str = typer.Option(..., "--task", help=TASK_HELP),
+    task: str = task_option(),
     out: Path = typer.Option(..., "-o", "--out", help="Directory of the Lake package to write."),
     library: Path | None = typer.Option(None, "--library", help="The Feasibility Lake project (default: lean/ "
                                         "of this repository or $ANCHORAGE_LEAN_LIBRARY)."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
 ) -> None:
     """Write a Lake package with one `by decide` theorem per checkable field of ARTIFACT."""
     from anchorage.invariants.exact import load_exact
@@ -44,6 +49,12 @@ def gen(
 
     root = _task_root(task)
     package = generate_package(root, load_exact(artifact), out, artifact_label=artifact.name, library=library)
+    if as_json:
+        typer.echo(json.dumps({"module": str(package.module_path), "theorems": len(package.theorems),
+                               "skipped": [{"name": f"{package.namespace}.{ob.name}", "reason": ob.reason}
+                                           for ob in package.skipped],
+                               "obligations": str(out / "obligations.json")}, indent=2))
+        return
     typer.echo(f"wrote {package.module_path} ({len(package.theorems)} theorems, "
                f"{len(package.skipped)} skipped as missing evidence) and {out / 'obligations.json'}")
     for ob in package.skipped:
@@ -53,7 +64,7 @@ def gen(
 @lean_app.command("check")
 def check(
     artifacts: list[Path] = typer.Argument(..., help="One or more artifact JSON files."),
-    task: str = typer.Option(..., "--task", help=TASK_HELP),
+    task: str = task_option(),
     report_dir: Path | None = typer.Option(None, "--report-dir", help="Write <artifact>.lean-check.json here "
                                            "(default: beside each artifact)."),
     no_lean: bool = typer.Option(False, "--no-lean", help="Run only the exact Python checker."),
@@ -100,15 +111,21 @@ def _print_check(report: dict[str, Any], target: Path) -> None:
     typer.echo(f"  report: {target}")
 
 
-@lean_app.command("audit")
+@lean_app.command("audit", hidden=True)
 def audit(
     artifact: Path = typer.Argument(..., help="The artifact JSON whose obligations are audited."),
-    task: str = typer.Option(..., "--task", help=TASK_HELP),
+    task: str = task_option(),
     out: Path = typer.Option(..., "-o", "--out", help="Directory of the Lake package to (re)generate and audit."),
     library: Path | None = typer.Option(None, "--library", help="The Feasibility Lake project."),
     as_json: bool = typer.Option(False, "--json", help="Print the audit report as JSON."),
 ) -> None:
-    """Trust audit: grep the sources for sorry/native_decide/axiom; `#print axioms` every theorem (Lean)."""
+    """The same as `anchorage audit lean --task TASK --artifact ARTIFACT -o OUT` (kept for old scripts)."""
+    audit_obligations(task, artifact, out, library, as_json)
+
+
+def audit_obligations(task: str, artifact: Path, out: Path, library: Path | None, as_json: bool) -> None:
+    """Trust audit of an artifact's obligations: grep the generated sources for sorry/native_decide/axiom and
+    `#print axioms` every theorem (Lean). Exit 1 when the audit fails."""
     from anchorage.invariants.exact import load_exact
     from anchorage.lean.audit import audit_package
     from anchorage.lean.generation import default_library, generate_package

@@ -2,18 +2,20 @@
 
 Registered by :mod:`anchorage.cli`. Prints the score record (``--json``) or a table, and can write a
 Harbor ``reward.json`` (``--reward-file``) so the scorer serves as a task's verifier. A bad artifact is
-a record (exit 0, ``gradable: false``); a bad task or baseline is an error (exit 2).
+a record (``gradable: false``, exit 1: the model's failure); a path that does not exist, a bad task or
+baseline is bad input (exit 2). ``--baseline`` takes F as a number or a file.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from anchorage.commands import PROFILE_HELP, TASK_HELP
+from anchorage.commands import EXIT_MODEL_FAILURE, PROFILE_HELP, task_option
 
 
 def register(app: typer.Typer) -> None:
@@ -23,9 +25,10 @@ def register(app: typer.Typer) -> None:
 def score(
     artifact: Path = typer.Argument(..., help="The artifact JSON, or a results folder searched for "
                                     "<slug>_result.json (near-miss names are recovered and recorded)."),
-    task: str = typer.Option(..., "--task", help=TASK_HELP),
-    baseline: Path | None = typer.Option(None, "--baseline", help="Baseline entry's artifact or score record "
-                                         "(F of Robust BO-Eval); default: the configuration's baseline endpoint."),
+    task: str = task_option(),
+    baseline: str | None = typer.Option(None, "--baseline", help="F of Robust BO-Eval: a number (a raw panel score), "
+                                        "or the baseline entry's artifact or score record; default: the "
+                                        "configuration's baseline endpoint."),
     as_json: bool = typer.Option(False, "--json", help="Print the full score record as JSON."),
     reward_file: Path | None = typer.Option(None, "--reward-file", help="Also write a Harbor reward.json "
                                             "(flat map of numbers: reward = O-Eval, raw, o_eval, bo_eval, ...)."),
@@ -34,10 +37,20 @@ def score(
                               "counts in the record's obligations{}; lake build only where lake is on PATH."),
     profile: str = typer.Option("paper", "--profile", help=PROFILE_HELP),
 ) -> None:
-    """Score an artifact: raw panel R, O-Eval, Robust BO-Eval, per-metric rewards and gates."""
+    """Score an artifact: raw panel R, O-Eval, Robust BO-Eval, per-metric rewards and gates.
+
+    Exit code: 0 scored (gates may have failed: the record says so), 1 the artifact is ungradable or absent
+    from the results folder (the model's failure, the record says why), 2 bad input (no such file, a bad task
+    or baseline).
+    """
+    from anchorage.errors import InputError
     from anchorage.scoring import score_artifact
 
-    record = score_artifact(task, artifact, baseline=baseline, gates=not no_gates, lean=lean, profile=profile)
+    if not artifact.exists():
+        raise InputError(f"{artifact}: no such artifact or results folder",
+                         hint="pass the artifact JSON or the results folder that holds <slug>_result.json")
+    record = score_artifact(task, artifact, baseline=_baseline(baseline), gates=not no_gates, lean=lean,
+                            profile=profile)
     if reward_file is not None:
         reward_file.parent.mkdir(parents=True, exist_ok=True)
         reward_file.write_text(json.dumps(record.reward_map(), indent=2) + "\n", encoding="utf-8")
@@ -45,6 +58,23 @@ def score(
         typer.echo(json.dumps(record.to_dict(), indent=2, ensure_ascii=False, allow_nan=False))
     else:
         _print_table(record.to_dict())
+    if not record.gradable:
+        raise typer.Exit(EXIT_MODEL_FAILURE)
+
+
+def _baseline(value: str | None) -> float | Path | None:
+    """``--baseline``: a number is F itself; anything else is a path."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return Path(value)
+    if not math.isfinite(number):
+        from anchorage.errors import InputError
+
+        raise InputError(f"--baseline {value}: F must be a finite number", hint="e.g. --baseline 0.35")
+    return number
 
 
 def _fmt(value: Any) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from anchorage.commands import PROFILE_HELP, TASK_HELP
+from anchorage.commands import JSON_HELP, PROFILE_HELP, legacy_task_argument, one_task, print_json, task_option
 
 tasks_app = typer.Typer(help="Check and list Harbor task directories.", no_args_is_help=True)
 
@@ -27,23 +27,30 @@ def register(app: typer.Typer) -> None:
 def validate(
     dirs: list[Path] = typer.Argument(..., help="Task directories to check."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Report every problem of each task directory (path + fix hint); exit 1 if any is an error."""
     from anchorage.scoring.validation import validate_task
 
     failed = False
+    found: list[dict[str, Any]] = []
     for directory in dirs:
         if directory.is_file():   # `tasks/*` also matches tasks/README.md and tasks/NOTICE
-            typer.echo(f"{directory}: skipped (a file, not a task directory)")
+            if not as_json:
+                typer.echo(f"{directory}: skipped (a file, not a task directory)")
             continue
         problems = validate_task(directory)
         errors = sum(p.severity == "error" for p in problems)
         warnings = len(problems) - errors
-        for problem in problems:
-            typer.echo(problem.render())
-        verdict = "ok" if errors == 0 else "FAILED"
-        typer.echo(f"{directory}: {verdict} ({errors} errors, {warnings} warnings)")
+        found.append({"task": str(directory), "ok": errors == 0, "errors": errors, "warnings": warnings,
+                      "problems": [p.render() for p in problems]})
+        if not as_json:
+            for problem in problems:
+                typer.echo(problem.render())
+            typer.echo(f"{directory}: {'ok' if errors == 0 else 'FAILED'} ({errors} errors, {warnings} warnings)")
         failed = failed or errors > 0 or (strict and warnings > 0)
+    if as_json:
+        print_json(found)
     if failed:
         raise typer.Exit(1)
 
@@ -131,7 +138,8 @@ def _print_tally(found: list[Path], as_json: bool) -> None:
 
 @tasks_app.command("show")
 def show(
-    task: str = typer.Argument(..., help=TASK_HELP),
+    task_name: str | None = task_option(required=False),
+    task: str | None = legacy_task_argument(),
     profile: str = typer.Option("paper", "--profile", help=PROFILE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the differences from paper as JSON."),
 ) -> None:
@@ -141,7 +149,7 @@ def show(
     from anchorage.tasks import resolve_task
     from anchorage.tasks.profiles import load_profiles
 
-    root = resolve_task(task)
+    root = resolve_task(one_task(task_name, task, "tasks show"))
     chosen = get_profile(profile)
     diff = differences(root, chosen)
     if as_json:

@@ -190,13 +190,17 @@ def numeric(
     mock: bool = typer.Option(False, "--mock", help=MOCK_HELP),
     mock_replies: Path | None = typer.Option(None, "--mock-replies", help=MOCK_REPLIES_HELP),
     out: Path | None = typer.Option(None, "-o", "--out", help="Write the record (JSON) here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the record as JSON (else the answer and its support)."),
 ) -> None:
     """Numeric answers: majority vote over 5–7 solvers, top two checked by substitution without a majority."""
     from anchorage.verify.numeric import run_numeric
 
     with model_client(base_url, mock, mock_replies) as client:
         record = run_numeric(_problem(problem), client, model=model, solvers=solvers)
-    _emit(record, out, True)
+    _emit(record, out, as_json)
+    if not as_json:
+        typer.echo(f"answer: {record['answer'] if record['answer'] is not None else 'none (no majority held)'}"
+                   + (f"  (record: {out})" if out else ""))
     raise typer.Exit(0 if record["answer"] is not None else 1)
 
 
@@ -213,6 +217,7 @@ def cbu(
     mock_replies: Path | None = typer.Option(None, "--mock-replies", help=MOCK_REPLIES_HELP),
     out: Path | None = typer.Option(None, "-o", "--out", help="Write {problem: {candidate: utility}} + details here "
                                     "(readable by `verify rank --scores`)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the utilities and details as JSON (else one line each)."),
 ) -> None:
     """Consequence-based utility of each candidate: verified accuracy on neighbours with it as exemplar."""
     from anchorage.verify.cbu import score_pool
@@ -223,7 +228,10 @@ def cbu(
     pool = {path.stem: _read(path, "candidate") for path in candidates}
     with model_client(base_url, mock, mock_replies) as client:
         result = score_pool(target, pool, _neighbours(neighbours), client, settings)
-    _emit({"scores": {target.id: result["scores"]}, "details": {target.id: result["details"]}}, out, True)
+    _emit({"scores": {target.id: result["scores"]}, "details": {target.id: result["details"]}}, out, as_json)
+    if not as_json:
+        for candidate, utility in result["scores"].items():
+            typer.echo(f"{candidate}: consequence-based utility {utility}")
 
 
 def _neighbours(path: Path) -> list[Any]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from anchorage.errors import InputError
+from anchorage.errors import InputError, did_you_mean
 from anchorage.invariants.gates import with_severity
 from anchorage.invariants.results import GateResult
 from anchorage.scoring.config import MetricSpec, ScoreConfigModel
@@ -74,7 +74,8 @@ def get_profile(name: str | Profile | None) -> Profile:
     base, _, version = name.partition("@")
     profile = PROFILES.get(base)
     if profile is None:
-        raise InputError(f"unknown scoring profile {name!r}",
+        close = did_you_mean(base, PROFILES)
+        raise InputError(f"unknown scoring profile {name!r}" + (f" ({close})" if close else ""),
                          hint=f"use one of: {', '.join(PROFILES)} (docs/design-notes.md 'Scoring profiles')")
     if version and version != str(profile.version):
         raise InputError(f"scoring profile {base!r} has version {profile.version}, not {version!r}",

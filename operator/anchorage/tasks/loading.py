@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import ValidationError
 
-from anchorage.errors import InputError
+from anchorage.errors import InputError, did_you_mean
 from anchorage.tasks.config import TaskConfig
 
 REPO_TASKS = Path(__file__).resolve().parents[3] / "tasks"
@@ -144,7 +144,9 @@ def resolve_task(name_or_path: str | os.PathLike[str]) -> Path:
         if (directory / slug / "task.toml").is_file():
             return (directory / slug).resolve()
     searched = ", ".join(str(d) for d in search_dirs())
-    raise InputError(f"no task named {str(name_or_path)!r} (searched {searched})",
+    known = {p.name for d in search_dirs() if d.is_dir() for p in d.iterdir() if (p / "task.toml").is_file()}
+    close = did_you_mean(slug, known)
+    raise InputError(f"no task named {str(name_or_path)!r} (searched {searched})" + (f"; {close}" if close else ""),
                      hint=f"pass a task directory path, or add its parent folder to ${TASKS_ENV}")
 
 
