@@ -60,3 +60,19 @@ def demo_runs(tmp_path_factory: pytest.TempPathFactory, mechanism: object) -> Pa
                          "--no-plots")
     assert done.returncode == 0, done.stdout + done.stderr
     return runs
+
+
+@pytest.fixture
+def imported_anchor_task(tmp_path: Path) -> Path:
+    """A copy of a reference task marked ``anchor = "imported"`` without a reproduction (every task of the
+    suite has one, so the imported-anchor path is tested on a copy)."""
+    import re
+    import shutil
+
+    task = tmp_path / "imported" / "cumcm-2023-a-heliostat-field"   # the slug is the folder's name
+    shutil.copytree(REPO / "tasks" / "cumcm-2023-a-heliostat-field", task,
+                    ignore=shutil.ignore_patterns("solve.sh", "solve.py", "reproduced_result.json", "comparison.json"))
+    toml = (task / "task.toml").read_text(encoding="utf-8")
+    (task / "task.toml").write_text(re.sub(r'(?m)^anchor = ".*"$', 'anchor = "imported"', toml), encoding="utf-8")
+    (task / "solution" / "README.md").write_text("# Oracle\n\nanchor: imported\n", encoding="utf-8")
+    return task

@@ -30,6 +30,8 @@ from .reproduction import close_enough, oracle_run, value_at
 REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "tasks"
 SLUGS = sorted(p.parent.parent.name for p in TASKS.glob("*/solution/solve.sh"))
+ORACLE_TIMEOUT = 3600
+"""Per test, for a cache miss on a loaded machine: a reproduction may take up to 10 minutes on two idle cores."""
 
 
 def read_json(path: Path) -> Any:
@@ -47,6 +49,7 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(ORACLE_TIMEOUT)
 def test_oracle_succeeds_in_the_sandbox_within_the_task_limits(run: tuple[str, dict[str, Any]]) -> None:
     slug, result = run
     record = result["record"]
@@ -62,6 +65,7 @@ def test_oracle_succeeds_in_the_sandbox_within_the_task_limits(run: tuple[str, d
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(ORACLE_TIMEOUT)
 def test_oracle_writes_nothing_but_its_artifact(run: tuple[str, dict[str, Any]]) -> None:
     """Only the artifact (and the result templates the statement asks for, listed as ``supplementary``)."""
     slug, result = run
@@ -71,6 +75,7 @@ def test_oracle_writes_nothing_but_its_artifact(run: tuple[str, dict[str, Any]])
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(ORACLE_TIMEOUT)
 def test_artifact_equals_the_committed_reproduced_result(run: tuple[str, dict[str, Any]]) -> None:
     slug, result = run
     solution = TASKS / slug / "solution"

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 from anchorage.cli import app
 
 
-def test_oracle_of_an_imported_anchor_says_so() -> None:
-    result = CliRunner().invoke(app, ["oracle", "cumcm-2023-a-heliostat-field"])
+def test_oracle_of_an_imported_anchor_says_so(imported_anchor_task: Path) -> None:
+    result = CliRunner().invoke(app, ["oracle", str(imported_anchor_task)])
     assert result.exit_code == 1
     assert "anchor is imported" in result.output and "expected_result.json" in result.output
 

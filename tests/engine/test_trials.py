@@ -66,13 +66,14 @@ def test_outcomes_are_recorded_states(mechanism: sandbox.Mechanism, write_manife
     assert "harbor-canary" not in delivered
 
 
-def test_oracle_and_replays_are_labelled(mechanism: sandbox.Mechanism, write_manifest, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_oracle_and_replays_are_labelled(mechanism: sandbox.Mechanism, write_manifest, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                        imported_anchor_task: Path) -> None:
     entries = """\
     - name: oracle
       agent: {kind: oracle}
     - name: replay
       agent: {kind: replay, artifact: "REPO/tasks/{task}/tests/expected_result.json"}""".replace("REPO", str(Path.cwd()))
-    text = campaign_yaml("labels", entries, tasks="[smoke-inventory, cumcm-2023-a-heliostat-field]")
+    text = campaign_yaml("labels", entries, tasks=f"[smoke-inventory, {imported_anchor_task}]")
     records = _run(write_manifest(text), tmp_path / "runs", mechanism)
     outcome = json.loads((tmp_path / "runs" / "labels" / "campaign.json").read_text())
     assert len(outcome["trials"]) == 4
@@ -83,7 +84,7 @@ def test_oracle_and_replays_are_labelled(mechanism: sandbox.Mechanism, write_man
     assert smoke["sandbox"]["mechanism"] == mechanism
     reward = json.loads((tmp_path / "runs" / "labels" / smoke["name"] / "verifier" / "reward.json").read_text())
     assert reward["reward"] == pytest.approx(1.0)
-    imported = by[("oracle", "cumcm-2023-a-heliostat-field")]
+    imported = by[("oracle", imported_anchor_task.name)]
     assert imported["agent"]["label"] == IMPORTED_ANCHOR_LABEL and imported["replay"]["label"] == IMPORTED_ANCHOR_LABEL
     assert by[("replay", "smoke-inventory")]["agent"]["label"] == "replay"
     assert by[("replay", "smoke-inventory")]["score"]["o_eval"] == pytest.approx(1.0)
