@@ -92,7 +92,7 @@ def oracle_run(task: Path, work: Path) -> dict[str, Any]:
     before = tree_hash(task / "solution")
     runs = work / "runs"
     proc = subprocess.run([str(Path(sys.executable).with_name("anchorage")), "oracle", str(task), "--runs-dir", str(runs)],
-                          capture_output=True, text=True, check=False, timeout=900)
+                          capture_output=True, text=True, check=False, timeout=3000)
     folders = list(runs.iterdir()) if runs.is_dir() else []
     assert len(folders) == 1, f"anchorage oracle left {folders} (exit {proc.returncode}): {proc.stdout}{proc.stderr}"
     record = json.loads((folders[0] / "trial.json").read_text(encoding="utf-8"))
