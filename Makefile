@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml devcluster/pyproject.toml | sha1sum | cut -c1-12)
 SYSTEM_PACKAGES := bubblewrap prometheus poppler-utils iproute2 chromium
 
-.PHONY: demo test lint unit system venv agents kube clean
+.PHONY: demo test lint unit system venv agents kube images clean
 
 ## demo: run the demo campaign on the embedded default and print the leaderboard
 demo: venv system
@@ -28,6 +28,10 @@ lint: venv
 
 unit: venv system agents
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## images: build the agent and verifier images with buildah (no Docker engine) and run their smoke commands
+images: venv
+	$(BIN)/python tools/images.py build agent-base verifier --smoke
 
 ## agents: the pinned agent CLIs (codex, claude-code, opencode) from npm into the cache, once (reused after)
 agents: venv

@@ -20,7 +20,12 @@ the memory limit becomes an address-space rlimit). Environment
 ``secretKeyRef`` / ``configMapKeyRef`` are resolved through :class:`References`; while one is missing the
 container waits in ``CreateContainerConfigError`` and starts once it exists, as a kubelet retries.
 
-**The image is not used** (there is no container runtime): commands run with this machine's programs,
+Commands and args are expanded as a kubelet does (``$(NAME)`` from the container's environment, ``$$`` →
+``$``). **The image is not used** (there is no container runtime) — except an image this node has a root
+folder for (``$ANCHORAGE_DEV_IMAGE_ROOTS``: ``IMAGE=DIR`` pairs separated by ``;``, e.g. a rootfs that
+``buildah mount`` gives for an image ``tools/images.py`` built): its containers run in that folder instead
+of this machine's root (its ``/usr``, ``/etc``, ``/opt``..., the pod's volumes on top). Otherwise
+commands run with this machine's programs,
 with this Python's virtualenv first on ``PATH`` so ``python -m anchorage...`` works as in Anchorage's
 images; a container without ``command`` cannot run (``CreateContainerError``). Not enforced:
 ephemeral-storage limits and ``emptyDir.sizeLimit`` (a kubelet evicts for them), NetworkPolicies
@@ -47,6 +52,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from anchorage.runtime.local import cgroups
+from anchorage.trials.agents.templating import expand_references
 
 Obj = dict[str, Any]
 Simulate = Callable[[Obj], dict[str, int]]
@@ -55,6 +61,13 @@ ENV_RETRY_SEC = 0.2
 _SKIP_ROOT = {"proc", "dev", "sys", "tmp", "run", "root"}
 _SOURCE_ROOT = Path(sys.modules["anchorage"].__file__ or ".").resolve().parents[2]  # the checkout (tasks/ beside operator/)
 _JOIN = 'for f; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"'
+IMAGE_ROOTS_ENV = "ANCHORAGE_DEV_IMAGE_ROOTS"
+
+
+def image_roots() -> dict[str, Path]:
+    """The images this node runs in a root folder of their own (``$ANCHORAGE_DEV_IMAGE_ROOTS``)."""
+    pairs = (item.split("=", 1) for item in os.environ.get(IMAGE_ROOTS_ENV, "").split(";") if "=" in item)
+    return {image.strip(): Path(folder.strip()) for image, folder in pairs}
 
 
 def now() -> str:
@@ -302,9 +315,10 @@ class PodRun:
         name = container["name"]
         env = await self._container_env(container)
         group = self._cgroup(container)
+        command = [expand_references(part, env) for part in [*container.get("command", []), *container.get("args", [])]]
         argv = [*(["/bin/sh", "-c", _JOIN, "join", *map(str, group.procs_files), "--"] if group else
                   self._rlimits(container)),
-                *self._bwrap_argv(container), "--", *container.get("command", []), *container.get("args", [])]
+                *self._bwrap_argv(container), "--", *command]
         started = now()
         log = (self.workdir / f"{name}.log").open("ab")
         try:
@@ -434,21 +448,23 @@ class PodRun:
         assert self.bwrap is not None
         argv = [self.bwrap, "--die-with-parent", "--unshare-pid", *self._identity(container), "--dev", "/dev",
                 "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/root"]
-        for entry in sorted(os.listdir("/")):
-            path = Path("/") / entry
+        image_root = image_roots().get(str(container.get("image", "")))
+        root = image_root or Path("/")
+        for entry in sorted(os.listdir(root)):
+            path = root / entry
             if entry in _SKIP_ROOT:
                 continue
             if path.is_symlink():
-                argv += ["--symlink", os.readlink(path), str(path)]
+                argv += ["--symlink", os.readlink(path), f"/{entry}"]
             elif path.is_dir():
-                argv += ["--ro-bind", str(path), str(path)]
+                argv += ["--ro-bind", str(path), f"/{entry}"]
         for mount in container.get("volumeMounts") or []:
             source = self.mounts[mount["name"]] / mount.get("subPath", "")
             source.mkdir(parents=True, exist_ok=True)
             argv += ["--ro-bind" if mount.get("readOnly") else "--bind", str(source), mount["mountPath"]]
         # After the volumes (a volume at /tmp must not hide them): this Python and the checkout it runs from
         # when they live under a folder the container gets fresh (/tmp, /root), then the writable store folders.
-        for prefix in sorted({sys.base_prefix, sys.prefix, str(_SOURCE_ROOT)}):
+        for prefix in sorted({sys.base_prefix, sys.prefix, str(_SOURCE_ROOT)}) if image_root is None else ():
             if Path(prefix).parts[1:2] and Path(prefix).parts[1] in _SKIP_ROOT:
                 argv += ["--ro-bind", prefix, prefix]
         for path in self.writable:

@@ -1,0 +1,62 @@
+"""The CI step of the images: build the agent and verifier images here — no Docker engine: buildah with
+``--isolation chroot`` and vfs storage on a debootstrap base, all from Debian's and the language registries'
+packages — and run each image's smoke command (``tools/images.py``). Built images are cached by content
+under ``$ANCHORAGE_CACHE/images``: the first run takes tens of minutes, a run with nothing changed seconds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from anchorage import agents
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(10800)
+
+
+def _tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("anchorage_images_tool", REPO / "tools" / "images.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tool() -> ModuleType:
+    module = _tool()
+    missing = [p for p in ("buildah", "debootstrap") if shutil.which(p) is None]
+    if missing and (os.geteuid() != 0 or shutil.which("apt-get") is None):
+        pytest.skip(f"{', '.join(missing)} missing and not root to install them (apt-get install {' '.join(missing)})")
+    module.ensure_tools()
+    return module
+
+
+@pytest.fixture(scope="module")
+def base(tool: ModuleType) -> str:
+    tag: str = tool.build_base()
+    return tag
+
+
+def test_agent_image_has_the_pinned_clis_for_the_agent_user(tool: ModuleType, base: str) -> None:
+    tag = tool.build("agent-base", base)
+    printed = tool.smoke_agent(tag)
+    for name, pin in agents.pins().items():
+        assert pin.version in printed[name]
+    assert printed["python"] == "2.0.2"  # SPEC §1's numpy pin, importable with the rest of the stack
+    assert printed["user"] == "65532"    # the Job's runAsUser
+    assert tool.build("agent-base", base) == tag  # cached by content: nothing rebuilt
+
+
+def test_verifier_image_scores_the_smoke_task_with_the_hosts_gates(tool: ModuleType, base: str) -> None:
+    tag = tool.build("verifier", base)
+    result = tool.smoke_verifier(tag)
+    assert result["o_eval"] == 1.0 and result["gates"] > 0
