@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -45,6 +46,7 @@ MIRROR = os.environ.get("ANCHORAGE_DEBIAN_MIRROR", "http://deb.debian.org/debian
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "passwd")
 IMAGES = ("agent-base", "verifier")
 BUILD_TIMEOUT_SEC = 7200
+_DIRECTIVE = re.compile(r"#\s*(syntax|escape|check)\s*=", re.IGNORECASE)
 #: How images are built; part of every image's content hash (a change here rebuilds them).
 RECIPE = ("bud", "--isolation", "chroot", "--layers=false", "--format", "docker")
 
@@ -161,12 +163,22 @@ def copied_sources(dockerfile: Path) -> list[Path]:
     return files
 
 
+def instructions(dockerfile: Path) -> str:
+    """The Dockerfile without its comment lines (parser directives such as ``# syntax=`` kept): what the
+    build reads, so a comment's edit does not rebuild an image."""
+    kept = [line for line in dockerfile.read_text(encoding="utf-8").splitlines()
+            if not line.lstrip().startswith("#") or _DIRECTIVE.match(line)]
+    return "\n".join(kept)
+
+
 def image_tag(name: str, base: str, args: dict[str, str]) -> str:
+    """``localhost/anchorage/<name>:<hash>`` of everything the build reads (see the module docstring)."""
     dockerfile = REPO / "images" / name / "Dockerfile"
     digest = hashlib.sha256()
     digest.update((image_id(base) or base).encode() + json.dumps(RECIPE).encode())
     digest.update(json.dumps(sorted(args.items())).encode())
-    for path in [dockerfile, *copied_sources(dockerfile)]:
+    digest.update(instructions(dockerfile).encode() + b"\0")
+    for path in copied_sources(dockerfile):
         digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
     return f"localhost/anchorage/{name}:{digest.hexdigest()[:12]}"
 
