@@ -8,9 +8,6 @@ Registered by :mod:`anchorage.cli`. Reads both campaigns (folders or ``s3://`` p
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import typer
 
 from anchorage.commands import JSON_HELP, print_json
@@ -18,19 +15,6 @@ from anchorage.commands import JSON_HELP, print_json
 
 def register(app: typer.Typer) -> None:
     app.command("compare")(compare)
-
-
-def open_campaign(where: str) -> Any:
-    """A campaign from its run folder (``runs/demo``) or its store prefix (``s3://bucket/runs/demo``)."""
-    from anchorage.report.runs import LocalRuns, StoreRuns
-    from anchorage.store import open_store
-
-    if where.startswith("s3://"):
-        parent, _, name = where.rstrip("/").rpartition("/")
-        return StoreRuns(open_store(parent)).campaign(name)
-    path = Path(where.removeprefix("file://"))
-    runs = LocalRuns(path)
-    return runs.campaign(runs.campaigns()[0] if runs.only is not None else path.name)
 
 
 def compare(
@@ -47,6 +31,7 @@ def compare(
 
     from anchorage.campaigns.comparison import METRICS, compare
     from anchorage.errors import InputError, did_you_mean
+    from anchorage.report.runs import open_campaign
 
     if metric not in METRICS:
         raise InputError(f"--metric {metric!r} is not one of {', '.join(METRICS)}",

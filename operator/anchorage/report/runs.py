@@ -124,6 +124,10 @@ class Runs(ABC):
     def tail(self, campaign: str, trial: str, relative: str, *, window: int = LOG_WINDOW) -> tuple[str, int | None]:
         """The last ``window`` bytes of a trial's file as text and the file's size (None when absent)."""
 
+    @abstractmethod
+    def files(self, campaign: str, trial: str) -> list[str]:
+        """The regular files of a trial's folder (relative paths, sorted; links are never listed)."""
+
     def campaign(self, name: str) -> CampaignRun:
         """Read one campaign; an unknown name is an InputError listing what exists."""
         meta = self._campaign_meta(name)
@@ -268,6 +272,13 @@ class LocalRuns(Runs):
             return "", None
         return confined.tail(folder, f"{trial}/{relative}", window=window), info.st_size
 
+    def files(self, campaign: str, trial: str) -> list[str]:
+        _check_trial(trial)
+        folder = self._folder(campaign) / trial
+        if not folder.is_dir() or folder.is_symlink():
+            return []
+        return confined.regular_files(folder)[0]
+
 
 class StoreRuns(Runs):
     """Campaigns under a store prefix (``s3://bucket/runs``); the listing is cached for ``ttl`` seconds."""
@@ -336,6 +347,12 @@ class StoreRuns(Runs):
             return "", None
         return data.decode("utf-8", "replace"), size
 
+    def files(self, campaign: str, trial: str) -> list[str]:
+        _check_trial(campaign)
+        _check_trial(trial)
+        prefix = f"{campaign}/{trial}/"
+        return sorted(key[len(prefix):] for key in self.keys() if key.startswith(prefix) and not key.endswith("/"))
+
 
 def _check_trial(name: str) -> None:
     if not name or "/" in name or name in (".", "..") or "\x00" in name:
@@ -350,3 +367,20 @@ def open_runs(where: str | Path) -> Runs:
     if text.startswith("file://"):
         text = text.removeprefix("file://")
     return LocalRuns(Path(text))
+
+
+def locate_campaign(where: str) -> tuple[Runs, str]:
+    """The place and the campaign's name of a run folder (``runs/demo``) or a store prefix
+    (``s3://bucket/runs/demo``); used by the commands that take one campaign (compare, export)."""
+    if where.startswith("s3://"):
+        parent, _, name = where.rstrip("/").rpartition("/")
+        return StoreRuns(open_store(parent)), name
+    path = Path(where.removeprefix("file://"))
+    runs = LocalRuns(path)
+    return runs, runs.campaigns()[0] if runs.only is not None else path.name
+
+
+def open_campaign(where: str) -> CampaignRun:
+    """One campaign read from where :func:`locate_campaign` finds it."""
+    runs, name = locate_campaign(where)
+    return runs.campaign(name)
