@@ -50,7 +50,7 @@ $(STAMP): pyproject.toml devcluster/pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,inspect]'
 	# Harbor's own pydantic models read the Harbor export in the tests (Harbor pins Python >= 3.12; its models
-	# load on 3.11 with typing shims, see tests/interop/harbor_models.py)
+	# load on 3.11 with typing shims, see tests/interop/harbor_check.py)
 	$(BIN)/python -m pip install --quiet --no-deps --ignore-requires-python harbor==0.25.0
 	$(BIN)/python -m pip install --quiet toml shortuuid dirhash
 	$(BIN)/python -m pip install --quiet -e ./devcluster
