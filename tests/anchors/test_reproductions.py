@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from anchorage.scoring.reproduction import COMPUTED_KEYS, check_disagreement, compare
+from anchorage.tasks.profiles import load_profiles
 
 from .reproduction import close_enough, oracle_run, value_at
 
@@ -108,6 +109,26 @@ def test_comparison_is_against_the_committed_anchor(slug: str) -> None:
     expected = read_json(TASKS / slug / "tests" / "expected_result.json")
     for metric in read_json(TASKS / slug / "solution" / "comparison.json")["metrics"]:
         assert metric["anchor"] == pytest.approx(float(value_at(expected, metric["path"])), rel=1e-12), metric["path"]
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_an_erratum_is_declared_with_the_figures_of_the_committed_reproduction(slug: str) -> None:
+    """A disagreement of kind erratum is an ``errata`` anchor in tests/profiles.yaml (the published anchor stays
+    the ``paper`` one); an erratum built on this reproduction quotes its committed figures, not older ones."""
+    solution = TASKS / slug / "solution"
+    comparison = read_json(solution / "comparison.json")
+    errata = load_profiles(TASKS / slug).anchors.errata
+    if comparison.get("disagreement", {}).get("kind") == "erratum":
+        assert errata, f"{slug}: comparison.json declares an erratum, tests/profiles.yaml has no anchors.errata"
+    reproduced = read_json(solution / "reproduced_result.json")
+    anchors = {m["path"]: m["anchor"] for m in comparison["metrics"]}
+    for erratum in errata:
+        if (TASKS / slug / erratum.result).resolve() != (solution / "reproduced_result.json").resolve():
+            continue
+        for metric in erratum.metrics:
+            assert metric.value == pytest.approx(float(value_at(reproduced, metric.path)), rel=1e-6, abs=1e-6), \
+                (slug, erratum.id, metric.path)
+            assert metric.published == pytest.approx(anchors[metric.path], rel=1e-12), (slug, erratum.id, metric.path)
 
 
 def test_the_anchor_marker_follows_the_solution() -> None:
