@@ -66,3 +66,31 @@ def test_schema_modes_come_from_the_registry() -> None:
     assert metric["enum"] == list(MODES)
     for name, mode in MODES.items():
         assert name in metric["description"] and mode.formula in metric["description"]
+
+
+def test_modes_that_need_a_baseline_are_required_to_have_one_by_the_schema_and_the_model() -> None:
+    """The schema's "needs baseline_value" rules come from the registry (one per mode that needs one), and the
+    model refuses the same configuration."""
+    rules = generate()["$defs"]["MetricSpec"]["allOf"]
+    required = {rule["if"]["properties"]["normalization_mode"]["const"] for rule in rules}
+    assert required == {name for name, mode in MODES.items() if mode.needs_baseline} and required
+    for name in required:
+        config = {"metrics": [{"path": "a.b", "outstanding_value": 2.0, "normalization_mode": name}]}
+        assert any("baseline_value" in message for _, message in schema_problems(config))
+        with pytest.raises(Exception, match="baseline_value"):
+            parse_score_config(config)
+
+
+@pytest.mark.parametrize("name", list(MODES))
+def test_each_mode_s_tolerance_is_where_a_two_sided_reward_halves(name: str) -> None:
+    """``MetricMode.tolerance`` (used by the reproductions' verdicts) agrees with the mode's own reward."""
+    spec: dict[str, object] = {"path": "a.b", "oracle_value": 10.0, "outstanding_value": 10.0, "direction": "target_value",
+                               "normalization_mode": name, "rel_scale": 0.1, "abs_scale": 0.5}
+    if MODES[name].needs_baseline:
+        spec["baseline_value"] = 6.0
+    metric = parse_score_config({"metrics": [spec]}).metrics[0]
+    tolerance = MODES[name].tolerance(metric.anchor, metric)
+    if metric.weight == 0:                      # excluded by construction: nothing to normalise by
+        return
+    assert tolerance is not None and tolerance > 0
+    assert MODES[name].reward(metric, metric.anchor + tolerance) == pytest.approx(0.5)

@@ -63,7 +63,7 @@ def _metric_schema(schema: dict[str, Any]) -> None:
     """What pydantic cannot say about a metric: one of the two anchors, and min-max needs a baseline."""
     schema["anyOf"] = [{"required": ["oracle_value"]}, {"required": ["outstanding_value"]}]
     schema["allOf"] = [{"if": {"properties": {"normalization_mode": {"const": name}}, "required": ["normalization_mode"]},
-                        "then": {"required": ["baseline_value"]}} for name in ("baseline_to_outstanding_target_minmax",)]
+                        "then": {"required": ["baseline_value"]}} for name, mode in MODES.items() if mode.needs_baseline]
 
 
 class MetricSpec(BaseModel):

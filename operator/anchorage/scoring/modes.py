@@ -67,6 +67,7 @@ class MetricMode(Protocol):
 
     name: ClassVar[str]
     formula: ClassVar[str]
+    needs_baseline: ClassVar[bool]
 
     def problem(self, spec: MetricSpec) -> str | None: ...
     def anchor(self, spec: MetricSpec) -> float: ...
@@ -76,6 +77,18 @@ class MetricMode(Protocol):
     def default_band(self, spec: MetricSpec) -> tuple[float, float]: ...
     def reward(self, metric: Metric, value: float) -> float: ...
     def report_reward(self, metric: Metric, value: float) -> float: ...
+    def tolerance(self, anchor: float, scales: Scales) -> float | None: ...
+
+
+class Scales(Protocol):
+    """What :meth:`MetricMode.tolerance` reads of a metric or of its scored result."""
+
+    @property
+    def baseline_value(self) -> float | None: ...
+    @property
+    def rel_scale(self) -> float: ...
+    @property
+    def abs_scale(self) -> float: ...
 
 
 def reaches_anchor(metric: Metric, value: float) -> bool:
@@ -108,6 +121,7 @@ class Legacy:
 
     name: ClassVar[str] = "legacy_target_distance_to_outstanding"
     formula: ClassVar[str] = "r = 1 / (1 + |a - O| / max(abs_scale, rel_scale*|O|)); O = oracle_value"
+    needs_baseline: ClassVar[bool] = False
 
     def problem(self, spec: MetricSpec) -> str | None:
         return None
@@ -145,6 +159,10 @@ class Legacy:
             return 1.0 if value == oracle else 0.0
         return 1.0 / (1.0 + abs(value - oracle) / scale)
 
+    def tolerance(self, anchor: float, scales: Scales) -> float | None:
+        """The distance from the anchor at which a two-sided reward falls to 0.5: its scale."""
+        return max(scales.abs_scale, scales.rel_scale * abs(anchor))
+
 
 class MinMax:
     """``baseline_to_outstanding_target_minmax`` (Wordle, stair wear, Juneau: the endpoint metrics)."""
@@ -152,6 +170,7 @@ class MinMax:
     name: ClassVar[str] = "baseline_to_outstanding_target_minmax"
     formula: ClassVar[str] = ("r = clamp(1 - |a - O| / max(|O - B|, band), 0, 1); r = 0 when O is not better than B; "
                               "O = outstanding_value, B = baseline_value")
+    needs_baseline: ClassVar[bool] = True
 
     def problem(self, spec: MetricSpec) -> str | None:
         return None if spec.baseline_value is not None else f"normalization_mode {self.name} needs a baseline_value"
@@ -209,6 +228,10 @@ class MinMax:
             return 1.0 if value == outstanding else 0.0
         return min(1.0, max(0.0, 1.0 - abs(value - outstanding) / span))
 
+    def tolerance(self, anchor: float, scales: Scales) -> float | None:
+        """The distance from the anchor at which a two-sided reward falls to 0.5: half the endpoint gap."""
+        return None if scales.baseline_value is None else abs(anchor - scales.baseline_value) / 2
+
 
 class Constant(Legacy):
     """``constant_endpoint``: baseline = outstanding, nothing to normalise by — recorded, weight 0."""
@@ -223,6 +246,10 @@ class Constant(Legacy):
 
     def exclusion(self, spec: MetricSpec) -> str | None:
         return "constant endpoint (baseline == outstanding): nothing to normalise by"
+
+    def tolerance(self, anchor: float, scales: Scales) -> float | None:
+        """Nothing to normalise by: only the anchor itself matches (None without a baseline)."""
+        return None if scales.baseline_value is None else abs(anchor - scales.baseline_value) / 2
 
 
 MODES: dict[str, MetricMode] = {mode.name: mode for mode in (Legacy(), MinMax(), Constant())}

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from anchorage.scoring.config import LEGACY
+from anchorage.scoring.modes import get_mode
 from anchorage.scoring.profiles import PAPER
 from anchorage.scoring.records import SCORER_VERSION, MetricResult
 from anchorage.scoring.scorer import as_task, score_data
@@ -122,11 +122,7 @@ def compare(task: Task | str, data: Any) -> Comparison:
 
 def _tolerance(result: MetricResult) -> float | None:
     """The distance from the anchor at which a two-sided reward falls to 0.5 (None: no such scale)."""
-    if result.mode == LEGACY:
-        return max(result.abs_scale, result.rel_scale * abs(result.anchor))
-    if result.baseline_value is not None:
-        return abs(result.anchor - result.baseline_value) / 2
-    return None
+    return get_mode(result.mode).tolerance(result.anchor, result)
 
 
 def check_disagreement(comparison: dict[str, Any]) -> list[str]:
