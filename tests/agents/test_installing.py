@@ -137,3 +137,22 @@ def test_cache_root_follows_the_environment(tmp_path: Path, monkeypatch: pytest.
     assert agents.bin_dir("codex") == f"/opt/anchorage/agents/codex@{agents.pins()['codex'].version}/bin"
     message = agents.missing("codex")
     assert message is not None and "anchorage agents install codex" in message
+
+
+def test_cli_install_json_says_what_is_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from anchorage.agents.installing import MARKER, folder
+
+    monkeypatch.setenv("ANCHORAGE_CACHE", str(tmp_path / "cache"))
+    root = agents.tools_root()
+    for pin in agents.pins().values():   # complete installs already there: nothing runs npm
+        home = folder(root, pin)
+        (home / "bin").mkdir(parents=True)
+        (home / "bin" / pin.command).write_text("#!/bin/sh\n")
+        (home / "bin" / pin.command).chmod(0o755)
+        (home / MARKER).write_text(json.dumps({"version": pin.version}))
+    result = CliRunner().invoke(app, ["agents", "install", "all", "--json"])
+    assert result.exit_code == 0, result.output
+    shape = json.loads(result.stdout)
+    assert set(shape) == set(agents.pins())
+    for name, pin in agents.pins().items():
+        assert shape[name] == {"spec": pin.spec, "path": str(folder(root, pin)), "installed_now": False}

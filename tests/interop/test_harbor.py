@@ -65,8 +65,10 @@ def test_a_harbor_job_imported_scores_as_it_did_here(demo_runs: Path, tmp_path: 
     cells = json.loads(compared.stdout)["cells"]
     assert cells and all(c["delta"] == 0 and c["seeds_a"] == c["seeds_b"] for c in cells)
     assert (tmp_path / "runs" / "back" / "report.html").is_file()
-    rescored = anchorage_cli("rescore", str(tmp_path / "runs" / "back"), "--profile", "strict", "--no-plots")
+    rescored = anchorage_cli("rescore", str(tmp_path / "runs" / "back"), "--profile", "strict", "--no-plots", "--json")
     assert rescored.returncode == 0, rescored.stderr
+    rescore_shape = json.loads(rescored.stdout)
+    assert set(rescore_shape) == {"run", "profile", "leaderboard", "outputs"} and rescore_shape["profile"] == "strict@1"
 
 
 def test_harbor_exceptions_are_classified(demo_runs: Path, tmp_path: Path) -> None:

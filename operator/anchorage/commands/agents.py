@@ -22,6 +22,7 @@ def register(app: typer.Typer) -> None:
 def install(
     names: list[str] = typer.Argument(None, help="codex, claude-code, opencode or all (default: all)."),
     npm: str = typer.Option("npm", "--npm", help="The npm program to install with."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was installed where as JSON (progress on stderr)."),
 ) -> None:
     """Install the pinned versions from npm into <cache>/agents/<cli>@<version> (skips what is there)."""
     from anchorage import agents
@@ -38,13 +39,21 @@ def install(
         raise InputError(f"unknown agent CLI {', '.join(map(repr, unknown))}",
                          hint=f"use one of: {', '.join(pinned)} or all")
     root = agents.tools_root()
+    result: dict[str, dict[str, object]] = {}
     for name in wanted:
         try:
-            path, done = install_one(root, pinned[name], npm=npm, say=typer.echo)
+            path, done = install_one(root, pinned[name], npm=npm,
+                                     say=(lambda text: typer.echo(text, err=True)) if as_json else typer.echo)
         except InstallError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from exc
-        typer.echo(f"{pinned[name].spec}: {'installed' if done else 'already installed'} in {path}")
+        result[name] = {"spec": pinned[name].spec, "path": str(path), "installed_now": done}
+        if not as_json:
+            typer.echo(f"{pinned[name].spec}: {'installed' if done else 'already installed'} in {path}")
+    if as_json:
+        from anchorage.commands import print_json
+
+        print_json(result)
 
 
 @agents_app.command("list")

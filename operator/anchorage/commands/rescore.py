@@ -2,7 +2,7 @@
 
 Registered by :mod:`anchorage.cli`. Writes ``RUN_DIR/profiles/P/`` (records, leaderboard.*, plots,
 report.html) without touching the run or rerunning any agent (:mod:`anchorage.report.rescoring`), and
-prints that profile's leaderboard.
+prints that profile's leaderboard (``--json``: the folder, profile, leaderboard and files).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from anchorage.commands import PROFILE_HELP
+from anchorage.commands import JSON_HELP, PROFILE_HELP, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -22,6 +22,7 @@ def rescore(
     run_dir: Path = typer.Argument(..., help="A campaign's run folder (runs/<campaign>)."),
     profile: str = typer.Option(..., "--profile", help=PROFILE_HELP),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Also draw the PNG plots."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Rescore RUN_DIR's artifacts under PROFILE into RUN_DIR/profiles/PROFILE and print its leaderboard."""
     from rich.console import Console
@@ -30,7 +31,11 @@ def rescore(
     from anchorage.report.rescoring import rescore_run
     from anchorage.report.tables import to_text
 
-    _, board, outputs = rescore_run(run_dir, profile, with_plots=plots)
+    out_dir, board, outputs = rescore_run(run_dir, profile, with_plots=plots)
+    if as_json:
+        print_json({"run": str(out_dir), "profile": board.profile, "leaderboard": board.to_dict(),
+                    "outputs": {k: str(v) for k, v in sorted(outputs.items())}})
+        return
     table = Table(title=f"Leaderboard — {run_dir.name} — scoring profile {board.profile} (rescored)")
     for column in ("entry", "Art.", "O-Eval", "Robust BO-Eval", "cost/seed"):
         table.add_column(column)
