@@ -6,7 +6,9 @@ Given to the cluster fake's kubelet and to the sandbox node agent as their ``sim
 (``--marker``: ``upload.json`` for trials, ``verifier-upload.json`` for verifiers) and, for a verifier pod
 (label ``anchorage.dev/role: verifier``), one ``score.json`` per ``--item`` of its ``score`` command, in the
 shape ``kubepod score`` writes (``ScoreRecord.to_dict()``): a synthetic perfect score (O-Eval 1, gradable)
-marked ``"simulated": true``. Every container exits 0.
+marked ``"simulated": true``; for a trial's protocol pod (label ``anchorage.dev/role: protocol``, a
+``verification.panel`` / ``.cbu`` step), the ``outcome.json`` ``kubepod protocol`` writes: a synthetic block (panel
+``confirmed``, CBU utility 1) marked ``"simulated": true`` that made no model call. Every container exits 0.
 """
 
 from __future__ import annotations
@@ -50,6 +52,21 @@ def _scores(containers: list[Obj]) -> dict[str, dict[str, Any]]:
     return records
 
 
+def protocol_outcome(containers: list[Obj]) -> dict[str, Any] | None:
+    """What ``kubepod protocol`` would write for a protocol pod (``{"block", "failure"}``), None for other pods."""
+    step = next((_option(c, "--step") for c in containers if "protocol" in _argv(c) and _option(c, "--step")), None)
+    if step == "panel":
+        block: dict[str, Any] = {"outcome": "confirmed", "status": "confirmed", "repaired": False, "votes": [],
+                                 "launches": 0, "revisions": 0, "calls": 0, "mock_model": True,
+                                 "solution_source": "simulated"}
+    elif step == "cbu":
+        block = {"utility": 1.0, "outcome": "scored", "rollouts": 0, "calls": 0, "neighbours": [],
+                 "solution_source": "simulated"}
+    else:
+        return None
+    return {"block": {**block, "simulated": True}, "failure": None}
+
+
 def anchorage_pod(pod: Obj) -> dict[str, int]:
     """Write what an Anchorage pod would have written to the store; every container 'exits' 0."""
     containers = [*pod["spec"].get("initContainers", []), *pod["spec"]["containers"]]
@@ -58,11 +75,16 @@ def anchorage_pod(pod: Obj) -> dict[str, int]:
         store = open_store(env["ANCHORAGE_STORE"])
         dest = env["ANCHORAGE_DEST"].strip("/")
         files: dict[str, int] = {"artifacts": 1}
-        if (pod["metadata"].get("labels") or {}).get(LABEL_ROLE) == "verifier":
+        role = (pod["metadata"].get("labels") or {}).get(LABEL_ROLE)
+        if role == "verifier":
             items = _scores(pod["spec"]["containers"])
             for out, record in items.items():
                 store.put_bytes("/".join(p for p in (dest, out, "score.json") if p), json.dumps(record).encode())
             files = {"": len(items)}
+        outcome = protocol_outcome(pod["spec"]["containers"]) if role == "protocol" else None
+        if outcome is not None:
+            store.put_bytes(f"{dest}/outcome.json", json.dumps(outcome).encode())
+            files = {"": 1}
         marker = _option(next((c for c in containers if c["name"] == "upload"), {}), "--marker") or "upload.json"
         store.put_bytes(f"{dest}/{marker}", json.dumps({"exit_code": 0, "files": files}).encode())
     return {c["name"]: 0 for c in containers}

@@ -19,6 +19,7 @@ from anchorage.gateway.mock import MockConfig, RunningMock, start_mock
 from anchorage.gateway.tokens import mint_token
 from anchorage.manifests import TrialSpec
 from anchorage.runtime.kubejobs import OperatorConfig
+from anchorage.trials import costing
 
 SECRET, ADMIN = "hmac-secret", "admin-token"
 PRICES = "version: unit\nmodels:\n  mock-model: {input: 2.0, cached_input: 1.0, output: 8.0}\n"
@@ -82,6 +83,34 @@ def test_settle_reads_exact_usage_and_revokes_the_token(gateway: Gateway) -> Non
     assert chat(gateway, mint_token(SECRET.encode(), gatewaying.trial_id(other)))[0] == 200
     record = gatewaying.record_fields(fields)
     assert record["cost_usd"] == fields["costUSD"] and record["usage"]["input_tokens"] == usage["prompt_tokens"]
+
+
+def test_a_protocol_steps_token_is_revoked_and_its_usage_priced_when_its_pod_ends(gateway: Gateway) -> None:
+    """A panel/CBU pod's own account: the operator revokes its token at the step's end and records what the gateway
+    metered — the same fields as the local engine (``protocol_cost``), the agent's account untouched."""
+    agent = mint_token(SECRET.encode(), gatewaying.trial_id(TRIAL))
+    step = mint_token(SECRET.encode(), gatewaying.step_account(TRIAL, "panel"))
+    replies = [chat(gateway, step)[1]["usage"] for _ in range(2)]
+    assert all(isinstance(u, dict) for u in replies)
+    cost = gatewaying.settle_step(TRIAL, "panel", config(gateway))
+    assert chat(gateway, step)[0] == 401, "the step's token is revoked when its pod ends"
+    assert chat(gateway, agent)[0] == 200, "the agent's token is another account"
+    inputs = sum(int(u["prompt_tokens"]) for u in replies)  # type: ignore[index]
+    outputs = sum(int(u["completion_tokens"]) for u in replies)  # type: ignore[index]
+    cached = sum(int(u["prompt_tokens_details"]["cached_tokens"]) for u in replies)  # type: ignore[index]
+    assert cost["usage"]["requests"] == 2 and cost["usage"]["input_tokens"] == inputs
+    assert cost["usage"]["output_tokens"] == outputs
+    assert cost["cost_usd"] == pytest.approx(((inputs - cached) * 2.0 + cached * 1.0 + outputs * 8.0) / 1e6, rel=1e-9)
+    assert cost["cost_source"] == costing.GATEWAY_SOURCE and cost["cost_unknown_reason"] is None
+    assert gatewaying.settle_step(TRIAL, "cbu", config(gateway)) == costing.protocol_cost([]), "cbu never called"
+
+
+def test_a_protocol_steps_cost_is_unknown_without_an_admin_token(gateway: Gateway,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(gatewaying.ADMIN_TOKEN_ENV)
+    cost = gatewaying.settle_step(TRIAL, "panel", config(gateway))
+    assert cost["cost_usd"] is None and cost["usage"] is None
+    assert gatewaying.ADMIN_TOKEN_ENV in cost["cost_unknown_reason"] and "verification.panel" in cost["cost_unknown_reason"]
 
 
 def test_cost_is_unknown_when_the_gateway_cannot_be_reached(gateway: Gateway) -> None:

@@ -4,9 +4,12 @@ obligations and leaderboard — and what the operator cannot run yet is refused,
 
 from __future__ import annotations
 
+import base64
 import copy
 import dataclasses
 import json
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,6 +125,9 @@ def test_a_step_the_operator_cannot_run_is_refused_not_ignored(kube_env: Env) ->
 
 PROOF = REPO / "examples" / "proof-panel"
 PROTOCOL_KEYS = ("panel", "cbu")
+JUDGED_ADMIN = "admin-token-of-the-judged-campaign"
+#: What both drivers record of a protocol step's cost (the gateway's metering of the step's accounts).
+COST_KEYS = ("cost_usd", "cost_source", "cost_unknown_reason")
 
 
 def _proof_campaign() -> dict[str, Any]:
@@ -142,10 +148,11 @@ def _proof_campaign() -> dict[str, Any]:
 def proof_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gateway]:
     """A TCP gateway with the operator's token secret, in front of the mock upstream with the demo's replies."""
     monkeypatch.setenv("TEST_GW_TOKEN_SECRET", "secret-of-the-judged-campaign")
+    monkeypatch.setenv("TEST_GW_ADMIN_TOKEN", JUDGED_ADMIN)
     mock = start_mock(MockConfig.load(PROOF / "mock-replies.yaml"))
     config = GatewayConfig.model_validate({
         "upstreams": [{"name": "mock", "base_url": mock.url, "models": ["mock*"]}],
-        "token_secret_env": "TEST_GW_TOKEN_SECRET"})
+        "token_secret_env": "TEST_GW_TOKEN_SECRET", "admin_token_env": "TEST_GW_ADMIN_TOKEN", "admin_port": 0})
     running = start_gateway(config)
     try:
         yield running
@@ -176,7 +183,9 @@ def test_panel_and_cbu_give_the_same_results_on_both_drivers(kube_env: Env, tmp_
 
     kube_env.env["ANCHORAGE_TASKS"] = str(PROOF / "tasks")
     kube_env.env["ANCHORAGE_GATEWAY_TOKEN_SECRET"] = "secret-of-the-judged-campaign"
-    kube_env.start_operator(f"--gateway-url={proof_gateway.url}/v1", "--task-source", str(PROOF / "tasks"))
+    kube_env.env["ANCHORAGE_GATEWAY_ADMIN_TOKEN"] = JUDGED_ADMIN
+    kube_env.start_operator(f"--gateway-url={proof_gateway.url}/v1", f"--gateway-admin-url={proof_gateway.admin_url}",
+                            "--task-source", str(PROOF / "tasks"))
     kube_env.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(manifest))
     folder = kube_env.store / "judged"
     kube_env.wait_for(lambda: (folder / "leaderboard.json").is_file(), 300, "the judged campaign's leaderboard")
@@ -188,11 +197,20 @@ def test_panel_and_cbu_give_the_same_results_on_both_drivers(kube_env: Env, tmp_
         assert _comparable(cluster) == _comparable(record), record["name"]
         score = json.loads((folder / record["name"] / "score.json").read_text())
         local_score = json.loads((tmp_path / "local" / "judged" / record["name"] / "score.json").read_text())
-        for step in PROTOCOL_KEYS:  # the whole protocol record, but for timings and the local per-call accounts
+        for step in PROTOCOL_KEYS:  # the whole protocol record, but for timings and the token counts
             assert _without(score[step]) == _without(local_score[step]), (record["name"], step, _diff(
                 _without(score[step]), _without(local_score[step])))
-    jobs = {j["metadata"]["name"] for j in kube_env.objects("batch", "jobs")}
-    assert {f"{r['name']}-{step}" for r in local.records for step in PROTOCOL_KEYS if r[step]["calls"]} <= jobs
+            # the usage the gateway metered for the step: its one pod's account here, the sum of its per-call
+            # accounts locally — the same requests, both priced by the same rule
+            assert score[step]["usage"]["requests"] == local_score[step]["usage"]["requests"] == record[step]["calls"]
+            assert {k: score[step][k] for k in COST_KEYS} == {k: local_score[step][k] for k in COST_KEYS}
+    jobs = {j["metadata"]["name"]: j for j in kube_env.objects("batch", "jobs")}
+    stepped = [(r["name"], step) for r in local.records for step in PROTOCOL_KEYS if r[step]["calls"]]
+    assert stepped and {f"{name}-{step}" for name, step in stepped} <= set(jobs)
+    for name, step in stepped:  # each step's token was revoked when its pod ended
+        secret = kube_env.get("secret", f"{name}-{step}-gateway")
+        token = base64.b64decode(secret["data"]["token"]).decode()
+        assert _chat(proof_gateway, token) == 401, (name, step)
 
 
 def _diff(a: Any, b: Any, path: str = "") -> list[str]:
@@ -204,10 +222,22 @@ def _diff(a: Any, b: Any, path: str = "") -> list[str]:
     return [] if a == b else [f"{path}: {str(a)[:80]!r} != {str(b)[:80]!r}"]
 
 
+def _chat(gateway: Gateway, token: str) -> int:
+    body = json.dumps({"model": "mock-verifier", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    request = urllib.request.Request(f"{gateway.url}/v1/chat/completions", data=body, headers={
+        "Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        return exc.code
+
+
 def _without(block: dict[str, Any]) -> dict[str, Any]:
-    """A protocol block without timings and per-call accounts, and without the individual ballots: parallel
-    verifiers finish in any order, so *which* ones an early exit counted varies from run to run on either
-    driver (their counts, outcomes and launches are compared)."""
+    """A protocol block without timings and the gateway's token counts (compared apart), and without the individual
+    ballots: parallel verifiers finish in any order, so *which* ones an early exit counted varies from run to run on
+    either driver (their counts, outcomes and launches are compared)."""
     out = copy.deepcopy({k: v for k, v in block.items() if k not in ("duration_sec", "usage")})
     for round_ in (out.get("record") or {}).get("rounds") or []:
         if round_.get("vote"):

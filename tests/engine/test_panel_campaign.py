@@ -96,6 +96,9 @@ def test_sound_solution_is_confirmed(demo_run: Path) -> None:
     assert panel["calls"] == 4 and panel["revisions"] == 0 and panel["record"]["mock_model"] is True
     assert panel["solution_source"] == "/root/results/solution.md"
     assert panel["usage"]["requests"] == 4            # every call metered by the gateway
+    # the mock verifier has no price: the step's cost is unknown with the reason, never a 0 (the record keeps it)
+    assert panel["cost_usd"] is None and "mock-verifier" in panel["cost_unknown_reason"]
+    assert (record["panel"]["cost_usd"], record["panel"]["cost_unknown_reason"]) == (None, panel["cost_unknown_reason"])
     assert "product of three consecutive integers" in panel["record"]["final_solution"]
     assert score["gradable"] is True and score["o_eval"] == 1.0   # the numeric metric is scored as usual
 

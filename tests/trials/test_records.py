@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from anchorage.costs import Usage
 from anchorage.trials import Phase, Reason, TrialRecord
-from anchorage.trials.costing import trial_cost
+from anchorage.trials.costing import NO_MODEL_SOURCE, protocol_cost, total_usage, trial_cost
 from anchorage.trials.records import TIMING_FIELDS
 
 
@@ -53,3 +54,31 @@ def test_known_costs() -> None:
     assert trial_cost(None, calls_models=False).usd == 0.0
     assert trial_cost({"cost_usd": 0.25}, calls_models=True).usd == 0.25
     assert trial_cost(None, calls_models=True, cost_per_run_usd=1.5).usd == 1.5
+
+
+def _call(requests: int, cost: float, **extra: object) -> dict[str, object]:
+    return {"requests": requests, "input_tokens": 10 * requests, "output_tokens": 3 * requests, "cost_usd": cost,
+            "by_model": {"m": {"requests": requests, "cost_usd": cost}}, "call": "001-x", **extra}
+
+
+def test_a_protocol_steps_usage_is_the_sum_of_its_accounts() -> None:
+    total = total_usage([_call(1, 0.1), _call(2, 0.2, unpriced_models=["x"]), _call(1, 0.3, unpriced_models=["x", "y"])])
+    assert (total["requests"], total["input_tokens"], total["output_tokens"]) == (4, 40, 12)
+    assert total["cost_usd"] == pytest.approx(0.6) and total["unpriced_models"] == ["x", "y"]
+    assert total["by_model"]["m"]["requests"] == 4 and total["cost_known"] is False
+    one = Usage(requests=2, input_tokens=20, output_tokens=6, cost_usd=0.2, unpriced_models=["x"],
+                by_model={"m": Usage(requests=2, cost_usd=0.2)})
+    assert total_usage([one.to_dict()]) == one.to_dict(), "the sum of one account is that account"
+
+def test_a_protocol_steps_cost_follows_the_trials_rule() -> None:
+    known = protocol_cost([_call(1, 0.1), _call(1, 0.2)])
+    assert known["cost_usd"] == pytest.approx(0.3) and known["cost_unknown_reason"] is None
+    assert known["usage"]["requests"] == 2
+    unpriced = protocol_cost([_call(1, 0.1, unpriced_models=["mock-verifier"])])
+    assert unpriced["cost_usd"] is None and "mock-verifier" in unpriced["cost_unknown_reason"]
+    unmetered = protocol_cost([_call(1, 0.1, unmetered_requests=1)])
+    assert unmetered["cost_usd"] is None and "could not be metered" in unmetered["cost_unknown_reason"]
+    unread = protocol_cost(None, unreadable="the gateway was gone")
+    assert (unread["cost_usd"], unread["usage"], unread["cost_unknown_reason"]) == (None, None, "the gateway was gone")
+    nothing = protocol_cost([])
+    assert (nothing["cost_usd"], nothing["cost_source"]) == (0.0, NO_MODEL_SOURCE)

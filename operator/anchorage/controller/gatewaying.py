@@ -9,6 +9,10 @@ gateway's token and cost metrics), and expires at the attempt's deadline (the Jo
 from now) plus a margin (``EXPIRY_MARGIN_SECONDS``). It goes into the Secret ``<job>-gateway``,
 created right after the Job and owned by it — one API write per model-calling attempt, nothing else.
 
+A trial's ``verification.panel`` / ``.cbu`` pod gets a token of its own (account ``<trial id>/<step>``,
+:func:`step_account`), revoked when its Job ends, when the step's usage and cost are read the same way
+(:func:`settle_step`) into the step's block of ``score.json``.
+
 At the trial's end the operator revokes the token and reads the trial's usage from the gateway's admin
 API (``ANCHORAGE_GATEWAY_ADMIN_TOKEN``, ``OperatorConfig.admin_url()``: the gateway's admin listener, which
 agents cannot reach); tokens and ``costUSD`` (priced by the gateway's snapshot) go into the status patch the
@@ -37,7 +41,7 @@ from anchorage.gateway.tokens import EXPIRY_MARGIN_SECONDS, mint_token
 from anchorage.manifests import TrialSpec
 from anchorage.runtime import kubejobs
 from anchorage.runtime.kubejobs import OperatorConfig, uses_gateway
-from anchorage.trials.costing import trial_cost
+from anchorage.trials.costing import protocol_cost, trial_cost
 
 TOKEN_SECRET_ENV = "ANCHORAGE_GATEWAY_TOKEN_SECRET"
 ADMIN_TOKEN_ENV = "ANCHORAGE_GATEWAY_ADMIN_TOKEN"
@@ -95,16 +99,24 @@ def _campaign(trial: Mapping[str, Any]) -> str | None:
     return (trial["metadata"].get("labels") or {}).get(kubejobs.LABEL_CAMPAIGN)
 
 
+def step_account(trial: Mapping[str, Any], step: str) -> str:
+    """The gateway account of a trial's ``verification.<step>`` pod (never the agent's)."""
+    return f"{trial_id(trial)}/{step}"
+
+
 def create_protocol_job(job: dict[str, Any], trial: Mapping[str, Any], spec: TrialSpec, step: str) -> str | None:
-    """Create a trial's ``verification.<step>`` Job and its own token Secret (account ``<trial id>/<step>``,
-    never the agent's); returns why it cannot (no token secret), else None. Idempotent like :func:`create_job`."""
+    """Create a trial's ``verification.<step>`` Job and its own token Secret (account :func:`step_account`, expiring
+    with the Job's deadline plus the margin); returns why it cannot (no token secret), else None. Idempotent like
+    :func:`create_job`. The token is revoked and the account's usage read when the Job ends (:func:`settle_step`)."""
     secret = _token_secret()
     if secret is None:
         return (f"verification.{step} calls models through the gateway, but the operator cannot mint its token: "
                 f"{TOKEN_SECRET_ENV} is not set (Helm: gateway.tokenSecret)")
     uid = kube.create_job_uid(job)
     owned = {**job, "metadata": {**job["metadata"], "uid": uid}}
-    kube.create_secret(kubejobs.gateway_token_secret(owned, mint_token(secret, f"{trial_id(trial)}/{step}", spec.entry)))
+    expires = time.time() + float(job["spec"]["activeDeadlineSeconds"]) + EXPIRY_MARGIN_SECONDS
+    token = mint_token(secret, step_account(trial, step), spec.entry, expires_at=expires, campaign=_campaign(trial))
+    kube.create_secret(kubejobs.gateway_token_secret(owned, token))
     return None
 
 
@@ -136,18 +148,34 @@ def settle(trial: Mapping[str, Any], spec: TrialSpec, cfg: OperatorConfig) -> di
     """
     if not uses_gateway(spec.agent):
         return {"costUSD": 0.0, "usage": None, "costUnknownReason": None}
+    usage, unreadable = revoke_and_read(trial_id(trial), cfg, "trial")
+    return cost_fields(usage) if usage is not None else _unknown(str(unreadable))
+
+
+def revoke_and_read(account: str, cfg: OperatorConfig, what: str) -> tuple[dict[str, Any] | None, str | None]:
+    """Revoke ``account``'s token (best effort), then read its usage at the gateway's admin API: (usage, None), or
+    (None, why it could not be read)."""
     admin = os.environ.get(ADMIN_TOKEN_ENV)
     if not admin:
-        return _unknown(f"the operator has no gateway admin token ({ADMIN_TOKEN_ENV}), so it cannot read the "
-                        "trial's usage: set gateway.adminTokenSecret in the Helm values")
-    path = urllib.parse.quote(trial_id(trial), safe="")
+        return None, (f"the operator has no gateway admin token ({ADMIN_TOKEN_ENV}), so it cannot read the {what}'s "
+                      "usage: set gateway.adminTokenSecret in the Helm values")
+    path = urllib.parse.quote(account, safe="")
     with contextlib.suppress(GatewayUnreachable):  # best effort: the usage read says whether the gateway is there
         _admin(cfg, "DELETE", f"/admin/v1/tokens/{path}", admin)
     try:
         usage = _admin(cfg, "GET", f"/admin/v1/usage/{path}", admin)
     except GatewayUnreachable as exc:
-        return _unknown(f"the gateway's usage of this trial could not be read: {exc}")
-    return cost_fields(usage)
+        return None, f"the gateway's usage of this {what} could not be read: {exc}"
+    if not isinstance(usage, dict):
+        return None, f"the gateway answered no usage of this {what}"
+    return usage, None
+
+
+def settle_step(trial: Mapping[str, Any], step: str, cfg: OperatorConfig) -> dict[str, Any]:
+    """A ``verification.<step>`` pod ended: revoke its token, read its account's usage; the step's cost fields
+    (:func:`anchorage.trials.costing.protocol_cost`, the local engine's rule: unknown is None with the reason)."""
+    usage, unreadable = revoke_and_read(step_account(trial, step), cfg, f"verification.{step} step")
+    return protocol_cost(None if usage is None else [usage], unreadable=unreadable)
 
 
 def cost_fields(usage: Mapping[str, Any]) -> dict[str, Any]:

@@ -49,7 +49,7 @@ from anchorage.trials import AgentPlan, AttemptEnd, Phase, Reason, TrialRecord, 
 from anchorage.trials.admission import admit
 from anchorage.trials.agents import OPERATOR
 from anchorage.trials.agents.plans import replayed_message
-from anchorage.trials.costing import trial_cost
+from anchorage.trials.costing import protocol_cost, trial_cost
 from anchorage.trials.pipeline import PROTOCOL_SUMMARY, protocol_steps, summary
 from anchorage.trials.records import (
     TRANSCRIPT,
@@ -482,8 +482,9 @@ def _previous_attempts(prefix: str, attempt: int) -> list[AttemptInfo]:
             for r in earlier if r is not None]
 
 
-def run_ended(run: Mapping[str, Any]) -> None:
-    """The trial's ScoringRun ended: put its scores into the attempt's record and end the trial (once)."""
+def run_ended(run: Mapping[str, Any], *, repairing: bool = False) -> None:
+    """The trial's ScoringRun ended: put its scores into the attempt's record and move on (:func:`proceed`;
+    ``repairing``: called by :func:`check_running`, the Jobs' events may have been missed)."""
     meta = run["metadata"]
     trial_ref = (run.get("spec") or {}).get("trialRef")
     trial = TRIALS.current(meta["namespace"], str(trial_ref), lambda t: (t.get("status") or {}).get("phase") == "Running")
@@ -497,12 +498,16 @@ def run_ended(run: Mapping[str, Any]) -> None:
     else:
         record = TrialRecord.model_validate(data)
         _apply_scores(trial, record, run, prefix)
-    proceed(trial, record)
+    proceed(trial, record, repairing=repairing)
 
 
-def proceed(trial: Mapping[str, Any], record: TrialRecord) -> None:
+def proceed(trial: Mapping[str, Any], record: TrialRecord, *, repairing: bool = False) -> None:
     """After scoring: the pipeline's next protocol step (``trials.pipeline``: panel, then CBU — each its own
-    Job with its own gateway token), or, when none is left, the trial's end."""
+    Job with its own gateway token), or, when none is left, the trial's end.
+
+    ``repairing`` (a restart, the sweep, the lone trials' watchdog): a step's Job may have ended, or ended and
+    been deleted, without its event being seen — :func:`_step_state` looks before anything is launched, so a
+    step is finished from what its pod left and never launched twice."""
     spec = trial_spec(trial)
     prefix = _prefix(trial.get("status") or {})
     for step in protocol_steps(spec.verification):
@@ -510,16 +515,39 @@ def proceed(trial: Mapping[str, Any], record: TrialRecord) -> None:
             break
         if getattr(record, step.name, None) is not None:
             continue  # done before a restart
+        state, lost = _step_state(trial, step.name, prefix) if repairing else ("new", None)
+        if state == "running":
+            return  # its end comes back here (protocol_job_event, or the next sweep)
         outcome = _read_json(f"{prefix}/verifier/{step.name}/outcome.json")
-        if outcome is not None:
-            _apply_protocol(record, step.name, outcome, prefix)
+        if outcome is None and lost is not None:
+            outcome = {"block": {"outcome": None}, "failure": lost}
+        if outcome is not None:  # its pod ran to its end: the step's token is revoked, its usage read
+            _apply_protocol(record, step.name, outcome, prefix, gatewaying.settle_step(trial, step.name, config()))
             continue
         store().put_bytes(f"{prefix}/{ATTEMPT_RECORD}", json.dumps(record.to_json()).encode())
         problem = _launch_protocol(trial, spec, step.name, record)
         if problem is None:
             return  # the protocol Job's end comes back here (protocol_job_event)
-        _apply_protocol(record, step.name, {"block": {"outcome": None}, "failure": problem}, prefix)
+        _apply_protocol(record, step.name, {"block": {"outcome": None}, "failure": problem}, prefix,
+                        protocol_cost([]))  # no pod, no token: nothing was called
     complete(trial, record, run=scoring_run_name(trial["metadata"]["name"]), scored=record.score is not None)
+
+
+def _step_state(trial: Mapping[str, Any], step: str, prefix: str) -> tuple[str, str | None]:
+    """Where a protocol step's Job is, from the cluster and the store: ``("running", None)``; ``("ended", why)``
+    — it ended (or ended and was deleted: its upload sidecar's marker is in the store) and ``why`` is the failure
+    when it left no outcome; ``("new", None)`` — never created, or deleted before its pod ran to its end (no
+    marker): create it (same name, so at most one Job of the step exists)."""
+    meta = trial["metadata"]
+    job = kube.get_job(config().trials_namespace or meta["namespace"], kubejobs.protocol_job_name(meta["name"], step))
+    if job is not None:
+        result = _finished(job)
+        if result is None:
+            return "running", None
+        return "ended", f"the verification.{step} pod ended ({result}) without its outcome"
+    if _read_json(f"{prefix}/verifier/{step}/upload.json") is not None:
+        return "ended", f"the verification.{step} pod ended without its outcome (its Job is gone)"
+    return "new", None
 
 
 def _launch_protocol(trial: Mapping[str, Any], spec: TrialSpec, step: str, record: TrialRecord) -> str | None:
@@ -533,10 +561,12 @@ def _launch_protocol(trial: Mapping[str, Any], spec: TrialSpec, step: str, recor
     return gatewaying.create_protocol_job(job, trial, spec, step)
 
 
-def _apply_protocol(record: TrialRecord, step: str, outcome: Mapping[str, Any], prefix: str) -> None:
-    """A protocol step's outcome into the record (its summary), its block into ``score.json``; a failed
-    step (no gateway, every call failing) is the platform's."""
-    block = outcome.get("block") or {}
+def _apply_protocol(record: TrialRecord, step: str, outcome: Mapping[str, Any], prefix: str,
+                    cost: Mapping[str, Any]) -> None:
+    """A protocol step's outcome and its ``cost`` (:func:`gatewaying.settle_step`: the gateway's usage of the step's
+    account) into the record (its summary), its block into ``score.json``; a failed step (no gateway, every call
+    failing) is the platform's."""
+    block = {**(outcome.get("block") or {}), **cost}
     setattr(record, step, summary(step, block))
     setattr(record.durations, f"{step}_sec", block.get("duration_sec"))
     score = _read_json(f"{prefix}/score.json")
@@ -563,7 +593,7 @@ def protocol_ended(job: dict[str, Any], result: str) -> None:
             _read_json(f"{prefix}/verifier/{step}/outcome.json") is None:
         _apply_protocol(record, step, {"block": {"outcome": None},
                                        "failure": f"the verification.{step} pod ended ({result}) without its outcome"},
-                        prefix)
+                        prefix, gatewaying.settle_step(trial, step, config()))
     proceed(trial, record)
 
 
@@ -645,7 +675,11 @@ async def trial_job_event(type: str | None, body: kopf.Body, logger: kopf.Logger
 
 @kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "protocol", **kubejobs.MANAGED_BY}, **ENDED_JOBS)
 async def protocol_job_event(type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-    """A trial's panel/CBU Job changed: when it has ended, move its trial on (once)."""
+    """A trial's panel/CBU Job changed: when it has ended, move its trial on (once). Not for the initial listing
+    (``type`` None): an unfinished Trial's own listing event repairs it, its steps' Jobs included
+    (:func:`check_running` → :func:`proceed`), so a step that ended while the operator was down is finished once."""
+    if type is None:
+        return
     result = first_end(type, body, _PROTOCOLS_ENDED)
     if result is None:
         return
@@ -705,6 +739,6 @@ def check_running(trial: Mapping[str, Any]) -> dict[str, Any] | None:
     if run is None:
         finish(dict(trial), job or {}, result)
     elif (run.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-        run_ended(run)  # the run's end was not seen: end the trial now
+        run_ended(run, repairing=True)  # past scoring: finish what ended unseen, or wait for what still runs
         return None
     return run

@@ -46,10 +46,11 @@ SUPPORTED: dict[str, frozenset[str]] = {
     OPERATOR: frozenset({"score", "gates", "lean", "panel", "cbu"}),
 }
 #: The protocol steps (after the scorer), and the keys of their ``score.json`` block the trial record keeps.
+#: Each ends with the step's cost (:func:`anchorage.trials.costing.protocol_cost`: unknown is None with the reason).
 PROTOCOL_SUMMARY: dict[str, tuple[str, ...]] = {
     "panel": ("outcome", "status", "repaired", "votes", "launches", "revisions", "calls", "solution_source", "reason",
-              "mock_model"),
-    "cbu": ("utility", "outcome", "reason", "rollouts", "calls"),
+              "mock_model", "cost_usd", "cost_unknown_reason"),
+    "cbu": ("utility", "outcome", "reason", "rollouts", "calls", "cost_usd", "cost_unknown_reason"),
 }
 
 _WHY = {

@@ -5,7 +5,9 @@ is its own sandboxed process with its own gateway token; the operator's protocol
 protocol``) passes a :class:`~anchorage.verify.models.GatewayClient` with the pod's own token. Both get the
 same blocks for ``score.json`` (``panel`` / ``cbu``) and the same failure rule: a platform failure (no
 gateway, every call failing) is returned as ``failure`` and makes the trial ``InfrastructureFailed``, never
-the model's zero. Readings taken (solution text, problem text, outcomes) are in docs/verification.md.
+the model's zero. The step's usage and cost are not the client's to say: each driver adds them from the
+gateway's accounts once the step's tokens are revoked (``anchorage.trials.costing.protocol_cost``).
+Readings taken (solution text, problem text, outcomes) are in docs/verification.md.
 """
 
 from __future__ import annotations
@@ -56,12 +58,6 @@ class Counted:
         with self._lock:
             self.calls += 1
         return self.client.complete(messages, model=model, seed=seed, temperature=temperature, run_id=run_id)
-
-
-def _usage(client: Counted) -> dict[str, Any]:
-    """The client's own accounts (local: per-call gateway usage) or just the number of calls."""
-    total = getattr(client.client, "usage_total", None)
-    return dict(total()) if callable(total) else {"calls": client.calls}
 
 
 # ----- inputs ---------------------------------------------------------------------------------------------
@@ -127,12 +123,11 @@ def trial_panel(task: Task, settings: PanelSettings, results_dir: Path, artifact
     try:
         record = run_panel(problem_of(task), text, client, settings).to_dict()
     except AnchorageError as exc:  # a reviser call that failed, missing prompt files: the platform's failure
-        block: dict[str, Any] = {"outcome": None, "solution_source": source, "usage": _usage(client),
+        block: dict[str, Any] = {"outcome": None, "solution_source": source, "calls": client.calls,
                                  "error": exc.message}
         return ProtocolOutcome(block, f"verification panel failed: {exc.message}")
     block = summarize(record)
-    block.update(solution_source=source, usage=_usage(client), duration_sec=round(time.monotonic() - started, 3),
-                 record=record)
+    block.update(solution_source=source, duration_sec=round(time.monotonic() - started, 3), record=record)
     ballots = [b for r in record["rounds"] if r["vote"] for b in r["vote"]["ballots"]]
     if ballots and all(b["error"] for b in ballots):
         return ProtocolOutcome(block, f"every panel verifier call failed: {ballots[0]['error']}")
@@ -204,8 +199,7 @@ def trial_cbu(task: Task, settings: CbuSettings, results_dir: Path, artifact: st
     except AnchorageError as exc:
         return ProtocolOutcome({**base, "utility": None, "outcome": "error", "reason": exc.message},
                                f"consequence-based utility failed: {exc.message}")
-    usage = _usage(client)
-    block = {**base, **result, "outcome": "scored", "neighbours_source": where, "calls": client.calls, "usage": usage,
+    block = {**base, **result, "outcome": "scored", "neighbours_source": where, "calls": client.calls,
              "duration_sec": round(time.monotonic() - started, 3)}
     if all(n["failed_calls"] == n["rollouts"] for n in result["neighbours"]):
         return ProtocolOutcome(block, "every consequence-based-utility call failed")

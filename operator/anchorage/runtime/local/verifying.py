@@ -27,7 +27,10 @@ docs/verification.md, "Campaign wiring"):
   neighbour file: ``outcome: no_neighbours``, no call.
 * **Failures** — the panel's calls are the platform's: no gateway, a reviser call that fails, or every
   verifier call failing makes the trial ``InfrastructureFailed`` (``gateway_error``), never the model's zero.
-  Panel usage is recorded in ``panel.usage`` and not added to the entry's cost (it is the evaluator's).
+* **Usage and cost** — the sum of the step's per-call accounts at the gateway (each read, then its token
+  revoked, when its call ends), as ``usage``, ``cost_usd``, ``cost_source`` and ``cost_unknown_reason`` of the
+  step's block (:func:`anchorage.trials.costing.protocol_cost`, the operator's rule too); not added to the
+  entry's cost (it is the evaluator's).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import json
 import re
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,9 +49,10 @@ from anchorage import confined
 from anchorage.errors import InfrastructureError
 from anchorage.runtime.local import sandbox
 from anchorage.tasks import Task
+from anchorage.trials.costing import protocol_cost
 from anchorage.verify.models import Completion, Message, _completion
+from anchorage.verify.protocols import ProtocolOutcome as PanelOutcome
 from anchorage.verify.protocols import (  # re-exported: the local engine's callers and tests use these names
-    ClientFactory,
     neighbours_of,
     problem_of,
     solution_text,
@@ -55,7 +60,6 @@ from anchorage.verify.protocols import (  # re-exported: the local engine's call
     trial_cbu,
     trial_panel,
 )
-from anchorage.verify.protocols import ProtocolOutcome as PanelOutcome
 from anchorage.verify.settings import CbuSettings, PanelSettings
 
 __all__ = ["PanelOutcome", "SandboxedModelClient", "call_limits", "neighbours_of", "problem_of", "run_trial_cbu",
@@ -64,7 +68,6 @@ __all__ = ["PanelOutcome", "SandboxedModelClient", "call_limits", "neighbours_of
 CALL_SCRIPT = "model_call.py"
 MAX_REPLY_BYTES = 16 * 1024 * 1024
 CALL_TIMEOUT_SEC = 600.0
-_USAGE_KEYS = ("requests", "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "errors")
 _ROLE = re.compile(r"[^a-z0-9]+")
 
 
@@ -160,33 +163,57 @@ class SandboxedModelClient:
                                       hint="check the panel's model id and the gateway's upstreams")
         return _completion(reply.get("body"), bool(reply.get("mock")))
 
-    def usage_total(self) -> dict[str, Any]:
-        total: dict[str, Any] = {key: sum(int(u.get(key, 0) or 0) for u in self.usages) for key in _USAGE_KEYS}
-        total["cost_usd"] = round(sum(float(u.get("cost_usd", 0.0) or 0.0) for u in self.usages), 9)
-        total["calls"] = len(self.usages)
-        return total
 
 
 # ----- the trial's protocols on the local engine ------------------------------------------------------------
 
-def _client(gateway: Any, mechanism: sandbox.Mechanism, calls_dir: Path, trial: str, entry: str | None,
-            purpose: str) -> ClientFactory:
-    def make() -> SandboxedModelClient | str:
-        if gateway is None or getattr(gateway, "unix_socket", None) is None:
-            return f"verification.{purpose} needs the model gateway, but none is running"
-        return SandboxedModelClient(gateway, mechanism, calls_dir, trial, entry, purpose)
-    return make
+@dataclass
+class _StepClient:
+    """Makes the step's client when the protocol asks for one, then says what its calls cost."""
+
+    gateway: Any
+    mechanism: sandbox.Mechanism
+    calls_dir: Path
+    trial: str
+    entry: str | None
+    purpose: str
+    made: SandboxedModelClient | None = None
+
+    def make(self) -> SandboxedModelClient | str:
+        if self.gateway is None or getattr(self.gateway, "unix_socket", None) is None:
+            return f"verification.{self.purpose} needs the model gateway, but none is running"
+        self.made = SandboxedModelClient(self.gateway, self.mechanism, self.calls_dir, self.trial, self.entry,
+                                         self.purpose)
+        return self.made
+
+    def cost(self) -> dict[str, Any]:
+        """The step's usage and cost: the sum of its calls' accounts (unknown when one could not be read)."""
+        usages = self.made.usages if self.made is not None else []
+        unread = [u for u in usages if "usage_error" in u]
+        if unread:
+            return protocol_cost(None, unreadable=f"the gateway's usage of call {unread[0]['call']} could not be "
+                                 f"read: {unread[0]['usage_error']}")
+        return protocol_cost(usages)
+
+
+def _run_step(run: Callable[..., PanelOutcome], task: Task, settings: Any, *, purpose: str, trial: str,
+              entry: str | None, trial_dir: Path, artifact: str | None, gateway: Any,
+              mechanism: sandbox.Mechanism) -> PanelOutcome:
+    client = _StepClient(gateway, mechanism, trial_dir / "verifier" / purpose / "calls", trial, entry, purpose)
+    outcome = run(task, settings, trial_dir / "artifacts", artifact, client.make)
+    outcome.block.update(client.cost())
+    return outcome
 
 
 def run_trial_panel(task: Task, settings: PanelSettings, *, trial: str, entry: str | None, trial_dir: Path,
                     artifact: str | None, gateway: Any, mechanism: sandbox.Mechanism) -> PanelOutcome:
     """The panel on the trial's solution, each call its own sandboxed process (:func:`protocols.trial_panel`)."""
-    make = _client(gateway, mechanism, trial_dir / "verifier" / "panel" / "calls", trial, entry, "panel")
-    return trial_panel(task, settings, trial_dir / "artifacts", artifact, make)
+    return _run_step(trial_panel, task, settings, purpose="panel", trial=trial, entry=entry, trial_dir=trial_dir,
+                     artifact=artifact, gateway=gateway, mechanism=mechanism)
 
 
 def run_trial_cbu(task: Task, settings: CbuSettings, *, trial: str, entry: str | None, trial_dir: Path,
                   artifact: str | None, gateway: Any, mechanism: sandbox.Mechanism) -> PanelOutcome:
     """Consequence-based utility of the trial's solution, each rollout one sandboxed call (:func:`protocols.trial_cbu`)."""
-    make = _client(gateway, mechanism, trial_dir / "verifier" / "cbu" / "calls", trial, entry, "cbu")
-    return trial_cbu(task, settings, trial_dir / "artifacts", artifact, make)
+    return _run_step(trial_cbu, task, settings, purpose="cbu", trial=trial, entry=entry, trial_dir=trial_dir,
+                     artifact=artifact, gateway=gateway, mechanism=mechanism)
