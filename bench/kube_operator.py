@@ -14,7 +14,9 @@ from its audit log, where only the operator authenticates as ``anchorage-bench-o
 its request log), operator CPU ms per trial and peak RSS (``wait4`` rusage of the operator process, startup
 included and also shown separately), and the campaign's trial throughput as a ratio of raw ``POST``
 throughput of Trial objects by one client (the kubernetes Python client). Goals: ≤ 8 API writes per
-trial, operator CPU ≤ 1.25× the kopf floor of the same run, ≤ 300 MB RSS.
+trial, operator CPU ≤ 1.25× the kopf floor of the same run, ≤ 300 MB RSS. ``--protocols`` adds
+``verification.panel`` and ``.cbu`` to the campaign (simulated protocol pods: each step one more Job and token
+Secret per trial, so the writes goal does not apply to such a run).
 
 ``--kopf-floor`` also runs ``bench/kopf_floor.py`` during the campaign: a no-op kopf operator watching
 the same objects with the same kopf settings. Its CPU per trial is kopf's own cost of the campaign's
@@ -59,10 +61,16 @@ def _raw_create_rate(kubeconfig: Path, count: int) -> float:
     return count / (time.perf_counter() - start)
 
 
+#: ``--protocols``: the operator mints the steps' tokens (no gateway runs: the simulated pods call nothing, the
+#: steps' costs are unknown for want of an admin token).
+PROTOCOL_ENV = {"ANCHORAGE_GATEWAY_TOKEN_SECRET": "bench-token-secret"}
+
+
 def _operator(env: dict[str, str], store: Path, log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [str(Path(sys.executable).parent / "anchorage"), "operator", "--store", f"file://{store}",
-         "--task-source", str(REPO / "tasks"), "--standalone", "--log-format", "plain", "-n", "bench"],
+         "--task-source", str(REPO / "tasks"), "--standalone", "--log-format", "plain", "-n", "bench",
+         "--gateway-url", "http://127.0.0.1:9/v1"],
         env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
 
 
@@ -90,15 +98,16 @@ def _stop(proc: subprocess.Popen[bytes]) -> tuple[float, float, float]:
     return usage.ru_utime + usage.ru_stime, usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def _campaign(trials: int, parallelism: int) -> str:
+def _campaign(trials: int, parallelism: int, protocols: bool = False) -> str:
     import yaml
 
     seeds = max(1, trials // 100)
     entries = [{"name": f"e{i}", "agent": {"kind": "command", "command": ["true"]}} for i in range(trials // seeds)]
+    spec: dict[str, Any] = {"tasks": ["smoke-inventory"], "seeds": seeds, "parallelism": parallelism, "entries": entries}
+    if protocols:
+        spec["verification"] = {"panel": {"model": "mock-verifier"}, "cbu": {"model": "mock-solver", "rollouts": 2}}
     return yaml.safe_dump({"apiVersion": "anchorage.dev/v1alpha1", "kind": "VerificationCampaign",
-                           "metadata": {"name": "bench", "namespace": "bench"},
-                           "spec": {"tasks": ["smoke-inventory"], "seeds": seeds, "parallelism": parallelism,
-                                    "entries": entries}})
+                           "metadata": {"name": "bench", "namespace": "bench"}, "spec": spec})
 
 
 @dataclass
@@ -129,12 +138,13 @@ class Run:
 def _measure(env: dict[str, str], floor_env: dict[str, str], store: Path, root: Path, args: argparse.Namespace,
              progress: Callable[[], dict[str, Any]]) -> Measured:
     """An idle operator run, then the campaign with the floor beside it (``floor_env``: its credentials)."""
+    env = {**env, **PROTOCOL_ENV} if args.protocols else env
     idle = _operator(env, store, root / "idle.log")
     time.sleep(8)
     idle_cpu, _, idle_rss = _stop(idle)
     floor = _floor(floor_env, root / "floor.log") if args.kopf_floor else None
     proc = _operator(env, store, root / "operator.log")
-    subprocess.run(["kubectl", "apply", "-f", "-"], input=_campaign(args.trials, args.parallelism).encode(),
+    subprocess.run(["kubectl", "apply", "-f", "-"], input=_campaign(args.trials, args.parallelism, args.protocols).encode(),
                    env=floor_env, check=True, capture_output=True)
     start = time.perf_counter()
     while True:
@@ -270,6 +280,8 @@ def main() -> None:
                         help="the cluster fake, the real control plane (make kube) with a simulated node, or both")
     parser.add_argument("--kopf-floor", action="store_true",
                         help="also run a no-op kopf operator on the same objects and print its CPU per trial")
+    parser.add_argument("--protocols", action="store_true",
+                        help="trials with verification.panel and .cbu (simulated protocol pods, their own Jobs)")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="anchorage-bench-"))
     for name in (["fake", "real"] if args.cluster == "both" else [args.cluster]):
