@@ -33,8 +33,9 @@ REPO = Path(__file__).resolve().parents[1]
 SANDBOX_NODES = "anchorage.dev/node-agent=sandbox"
 SIMULATED_NODES = "anchorage.dev/node-agent=simulated"
 RELEASE, OPERATOR_NAMESPACE, TRIALS_NAMESPACE = "anchorage", "anchorage", "anchorage-trials"
-#: Releases (= namespaces) whose operator's requests the API server's audit log records (``RealCluster.audited``).
-AUDITED = ("anchorage", "crash")
+#: (release, namespace) of the chart's releases whose operator's requests the API server's audit log records
+#: (``RealCluster.audited``): the session's, and the simulated-node one of ``tests/kube/test_real_operator.py``.
+AUDITED = ((RELEASE, OPERATOR_NAMESPACE), ("anchorage-crash", "crash"))
 
 
 @dataclass
@@ -77,6 +78,11 @@ class Release:
     manifest: dict[str, Any]
     operator_kubeconfig: Path
 
+    @property
+    def user(self) -> str:
+        """The operator's user name as the API server sees it (its ServiceAccount)."""
+        return f"system:serviceaccount:{self.namespace}:{operator_account(self.name)}"
+
 
 @dataclass
 class RealCluster:
@@ -103,7 +109,7 @@ class RealCluster:
         self.local.plane.namespace(trials_namespace, pod_security=None,
                                    nodes=SIMULATED_NODES if simulated else SANDBOX_NODES)
         kubeconfig = self.local.operator_kubeconfig(self.root / f"{name}-operator.kubeconfig", namespace=namespace,
-                                                    service_account=f"{name}-operator")
+                                                    service_account=operator_account(name))
         self.releases[name] = Release(name, namespace, trials_namespace, manifest, kubeconfig)
         return self.releases[name]
 
@@ -146,7 +152,7 @@ class RealCluster:
 
     def audited(self, release: str) -> list[dict[str, Any]]:
         """The audit log's completed requests of a release's operator (its ServiceAccount), oldest first."""
-        user = f"system:serviceaccount:{release}:{release}-operator"
+        user = self.releases[release].user
         path = self.root / "plane" / "audit.log"
         entries = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
         return [e for e in entries if e.get("stage") == "ResponseComplete" and e["user"]["username"] == user]
@@ -164,6 +170,12 @@ class RealCluster:
     def node_log(self, node: str = "sandbox-1") -> str:
         path = self.root / "plane" / "logs" / f"node-{node}.log"
         return path.read_text(errors="replace") if path.exists() else ""
+
+
+def operator_account(release: str) -> str:
+    """The chart's operator ServiceAccount in a release's namespace: ``<fullname>-operator``, the full name being
+    ``fullnameOverride`` or ``anchorage`` whatever the release is called (the tests set no override)."""
+    return "anchorage-operator"
 
 
 def kubectl_env(env: dict[str, str]) -> dict[str, str]:
@@ -202,8 +214,8 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
     root = tmp_path_factory.mktemp("real-cluster")
     store = root / "runs"
     store.mkdir()
-    local = cluster.start(root / "plane", found, audit_users=tuple(f"system:serviceaccount:{ns}:{ns}-operator"
-                                                                   for ns in AUDITED))
+    local = cluster.start(root / "plane", found, audit_users=tuple(
+        f"system:serviceaccount:{namespace}:{operator_account(release)}" for release, namespace in AUDITED))
     try:
         local.start_node("sandbox-1", writable=(store,))
         local.start_node("simulated-1", simulate="simulated_pods:anchorage_pod", capacity={"pods": "5000"},

@@ -40,8 +40,10 @@ CRASH_KILLS = int(os.environ.get("ANCHORAGE_CRASH_KILLS", "20"))
 
 @pytest.fixture(scope="module")
 def simulated(real_cluster: RealCluster) -> Release:
-    """A second release of the chart (``crash`` in namespace ``crash``) whose trials run on the simulated node."""
-    return real_cluster.releases.get("crash") or real_cluster.install("crash", "crash", "crash-trials", simulated=True)
+    """A second release of the chart (``anchorage-crash`` in namespace ``crash``) whose trials run on the simulated
+    node."""
+    return real_cluster.releases.get("anchorage-crash") or real_cluster.install("anchorage-crash", "crash",
+                                                                                  "crash-trials", simulated=True)
 
 
 def _status(real: RealCluster, namespace: str, name: str) -> dict[str, Any]:
@@ -63,7 +65,7 @@ def test_the_chart_is_installed_and_its_operator_account_is_least_privileged(rea
         return out.stdout.strip() == "yes"
 
     assert can("create", "jobs", "-n", release.trials_namespace)
-    assert can("patch", "trials.anchorage.dev/status", "-n", release.namespace)
+    assert can("patch", "trials.anchorage.dev", "--subresource=status", "-n", release.namespace)
     assert can("create", "events", "-n", release.namespace)
     assert not can("create", "clusterrolebindings")
     assert not can("get", "secrets", "-n", "kube-system")
