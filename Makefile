@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml devcluster/pyproject.toml | sha1sum | cut -c1-12)
 SYSTEM_PACKAGES := bubblewrap prometheus poppler-utils iproute2 chromium
 
-.PHONY: demo test lint unit system venv agents kube images clean
+.PHONY: demo test lint unit system venv agents kube images lock clean
 
 ## demo: run the demo campaign on the embedded default and print the leaderboard
 demo: venv system
@@ -72,6 +72,16 @@ system:
 ## `anchorage dev cluster` run: kube-apiserver, controller manager, scheduler, kubectl, etcd (needs Go)
 kube:
 	@bash tools/kube/build.sh
+
+## lock: the images' locked requirements (every dependency pinned, with hashes; Python 3.12, linux/amd64); the
+## operator image's at the versions this virtualenv tests with (its pip freeze as constraints)
+LOCK := $(BIN)/uv pip compile --generate-hashes --python-version 3.12 --python-platform x86_64-manylinux_2_28 \
+	--quiet --custom-compile-command "make lock"
+lock: venv
+	$(BIN)/python -m pip install --quiet uv
+	$(BIN)/python -m pip freeze --exclude-editable > $(VENV)/tested-versions.txt
+	$(LOCK) images/verifier/requirements.in -o images/verifier/requirements.txt
+	$(LOCK) pyproject.toml -c $(VENV)/tested-versions.txt -o images/operator/requirements.txt
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache runs

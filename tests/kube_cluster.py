@@ -103,7 +103,10 @@ class RealCluster:
         """``helm install`` the chart (as the admin, with the Helm library) and mint its operator's token."""
         from anchorage_devcluster import cluster
 
-        merged = cluster.merge_values(chart_values(self.store, trials_namespace), {"crds": {"enabled": crds}, **(values or {})})
+        # fullnameOverride: the release's objects are named "<release>-..." (the chart names a release that does not
+        # contain "anchorage" "<release>-anchorage-..."), so its operator's ServiceAccount is "<release>-operator"
+        merged = cluster.merge_values(chart_values(self.store, trials_namespace),
+                                      {"crds": {"enabled": crds}, "fullnameOverride": name, **(values or {})})
         manifest = cluster.install_chart(self.local, REPO / "charts" / "anchorage", release=name, namespace=namespace,
                                          values=merged)
         self.local.plane.namespace(trials_namespace, pod_security=None,

@@ -64,7 +64,7 @@ def install(helm: Any, values: dict[str, Any], release: str = "anchorage", names
 
 
 def parse_release(result: dict[str, Any]) -> Rendered:
-    docs = [d for d in yaml.safe_load_all(result["manifest"]) if d]
+    docs = [d for d in yaml.safe_load_all(result.get("manifest") or "") if d]  # no manifest: nothing rendered
     hooks = result.get("hooks") or []
     if isinstance(hooks, str):  # helm-sdkpy hands nested lists over as their text in some versions
         raise AssertionError(f"unexpected hooks encoding: {hooks[:200]}")

@@ -210,7 +210,8 @@ def operator_config(rendered: Rendered, deployment: str = "anchorage-operator") 
 
     params = cli_params("operator", container(rendered, deployment)["args"][1:])
     names = ("trials_namespace", "storage_secret", "kueue_queue", "task_source", "gateway_url", "gateway_admin_url",
-             "gateway_namespace", "operator_image", "agent_image", "verifier_image", "runtime_class_name")
+             "gateway_namespace", "operator_image", "agent_image", "verifier_image", "runtime_class_name",
+             "node_selector", "tolerations", "affinity", "priority_class_name")
     return build(store=params["store"], gateway_selector=params["gateway_selector"], **{n: params[n] for n in names})
 
 
@@ -223,7 +224,8 @@ RELEASES = [("anchorage", NAMESPACE, {}), ("evals", "team-x", {}), ("evals", "te
 def test_operator_flags_point_at_this_releases_gateway(render: Render, release: str, namespace: str,
                                                        values: dict[str, Any]) -> None:
     rendered = render(values, release=release, namespace=namespace)
-    prefix = values.get("fullnameOverride") or "anchorage"
+    # the release-based prefix: the release name when it contains "anchorage", else "<release>-anchorage"
+    prefix = values.get("fullnameOverride") or (release if "anchorage" in release else f"{release}-anchorage")
     config = operator_config(rendered, f"{prefix}-operator")
     service = rendered.one("Service", f"{prefix}-gateway")
     url = urlparse(config.gateway_url)

@@ -17,7 +17,7 @@ from jsonschema import Draft7Validator
 from charts.conftest import NAMESPACE, install
 
 # Kubernetes objects passed through verbatim (their own API validates them): open on purpose.
-PASS_THROUGH = {"affinity"}
+PASS_THROUGH = {"affinity", "global", "podSecurityContext", "containerSecurityContext"}
 
 
 def schema(chart_dir: Path) -> dict[str, Any]:

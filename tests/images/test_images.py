@@ -1,4 +1,6 @@
-"""The images under images/: lint-clean, pinned, and what they run works (without building them)."""
+"""The images under images/: lint-clean, pinned (base images, Debian packages that bookworm has, Python packages
+locked with hashes), labelled (OCI), and what they run works without building them: the verifier image's
+scorer, with only that image's packages importable, runs the same gates as the laptop on every task."""
 
 from __future__ import annotations
 
@@ -59,8 +61,8 @@ def test_agent_stack_matches_spec_pins() -> None:
 
 
 def test_verifier_requirements_are_exact_pins_and_cover_the_scorer() -> None:
-    pins = _pins(IMAGES / "verifier" / "requirements.txt")
-    assert {"pytest", "pydantic", "pyyaml", "typer", "rich", "jsonschema"} <= set(pins)
+    pins = _pins(IMAGES / "verifier" / "requirements.in")
+    assert {"pytest", "pydantic", "pyyaml", "typer", "rich", "jsonschema", "openpyxl"} <= set(pins)
 
 
 def test_verifier_entrypoint_runs_the_scorer() -> None:
@@ -79,39 +81,122 @@ def test_images_do_not_run_as_root(dockerfile: Path) -> None:
     assert users and users[-1] not in ("root", "0"), f"{dockerfile} must end with a non-root USER"
 
 
-# Third-party packages the verifier image does NOT install (images/verifier/requirements.txt holds the rest).
-NOT_IN_VERIFIER = ("kopf", "kubernetes", "boto3", "botocore", "aiohttp", "matplotlib", "scipy", "highspy",
-                   "openpyxl", "prometheus_client", "kmock", "moto", "pandas")
-
-_BLOCKING_RUNNER = """
-import importlib.abc, sys
-BLOCKED = set(sys.argv[1].split(","))
-class NotInImage(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ImportError(f"{name} is not installed in the verifier image")
-        return None
-sys.meta_path.insert(0, NotInImage())
-sys.argv = ["anchorage", *sys.argv[2:]]
-from anchorage.cli import main
-main()
-"""
+LOCKS = {"operator": IMAGES / "operator" / "requirements.txt", "verifier": IMAGES / "verifier" / "requirements.txt"}
 
 
-@pytest.mark.parametrize("task", ["smoke-inventory", "cumcm-2024-a-dragon-dance", "cumcm-2024-c-crop-planting"])
-def test_verifier_scores_with_only_the_verifier_images_packages(task: str, tmp_path: Path) -> None:
-    """`anchorage score` (the verifier image's entry point) must not need packages the image lacks."""
+def _locked(path: Path) -> dict[str, tuple[str, list[str]]]:
+    """``{name: (version, hashes)}`` of a lock written by ``make lock`` (uv pip compile --generate-hashes)."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    name = ""
+    for line in path.read_text().splitlines():
+        pinned = re.match(r"^([A-Za-z0-9_.-]+)==([^ \\;]+)", line)
+        if pinned:
+            name = pinned.group(1).lower().replace("_", "-")
+            found[name] = (pinned.group(2), [])
+        for digest in re.findall(r"--hash=sha256:([0-9a-f]{64})", line):
+            found[name][1].append(digest)
+    return found
+
+
+@pytest.mark.parametrize("image", sorted(LOCKS))
+def test_lock_pins_every_package_with_hashes(image: str) -> None:
+    locked = _locked(LOCKS[image])
+    assert locked and all(hashes for _, hashes in locked.values()), [n for n, (_, h) in locked.items() if not h]
+    dockerfile = (IMAGES / image / "Dockerfile").read_text()
+    assert "--require-hashes -r /tmp/requirements.txt" in dockerfile and "--no-deps /wheels/" in dockerfile
+    assert "pip wheel --no-cache-dir --no-deps" in dockerfile  # the build stage resolves nothing itself
+
+
+def test_verifier_lock_holds_the_pins_it_was_compiled_from() -> None:
+    locked = _locked(LOCKS["verifier"])
+    for name, version in _pins(IMAGES / "verifier" / "requirements.in").items():
+        assert locked[name.replace("_", "-")][0] == version, name
+
+
+def test_operator_lock_satisfies_the_packages_requirements() -> None:
+    """Every dependency of pyproject.toml is locked, at a version its specifier allows."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    locked = _locked(LOCKS["operator"])
+    project = tomllib.loads((IMAGES.parent / "pyproject.toml").read_text())["project"]
+    for text in project["dependencies"]:
+        requirement = Requirement(text)
+        name = requirement.name.lower().replace("_", "-")
+        assert name in locked, f"{name} is not in images/operator/requirements.txt: run make lock"
+        assert requirement.specifier.contains(locked[name][0], prereleases=True), (text, locked[name][0])
+
+
+OCI = ("title", "description", "source", "licenses", "version", "revision")
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_images_carry_oci_labels(dockerfile: Path) -> None:
+    text = dockerfile.read_text()
+    final_stage = text[text.rindex("\nFROM "):]
+    for key in OCI:
+        assert f"org.opencontainers.image.{key}=" in final_stage, f"{dockerfile.parent.name}: no {key} label"
+    assert 'org.opencontainers.image.title="anchorage-' + dockerfile.parent.name + '"' in final_stage
+
+
+def _apt_pins(dockerfile: Path) -> list[tuple[str, str]]:
+    text = dockerfile.read_text().replace("\\\n", " ")
+    pins = []
+    for command in re.findall(r"apt-get install ([^&|;]+)", text):
+        pins += [tuple(word.split("=", 1)) for word in command.split() if "=" in word and not word.startswith("-")]
+    return pins  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_debian_pins_match_a_version_bookworm_has(dockerfile: Path) -> None:
+    """An exact pin of a version Debian has dropped fails the build (the lean image's ca-certificates did): every
+    pinned package must match a version this Debian 12 machine's archive lists."""
+    import fnmatch
+
+    release = Path("/etc/os-release").read_text() if Path("/etc/os-release").exists() else ""
+    if "VERSION_CODENAME=bookworm" not in release or shutil.which("apt-cache") is None:
+        pytest.skip("needs a Debian 12 (bookworm) machine with apt-cache: the images' base is bookworm")
+    for package, pattern in _apt_pins(dockerfile):
+        madison = subprocess.run(["apt-cache", "madison", package], capture_output=True, text=True, check=False)
+        versions = [line.split("|")[1].strip() for line in madison.stdout.splitlines() if line.count("|") >= 2]
+        if not versions:
+            pytest.skip(f"apt-cache knows no version of {package}: run apt-get update")
+        assert any(fnmatch.fnmatchcase(v, pattern) for v in versions), f"{package}={pattern} matches none of {versions}"
+
+
+VERIFIER_ONLY = Path(__file__).with_name("verifier_only.py")
+
+
+def _score_every_task(profile: str, *block: str, lock: Path = LOCKS["verifier"]) -> dict[str, object]:
     import json
     import sys
 
-    task_dir = IMAGES.parent / "tasks" / task
-    reward = tmp_path / "reward.json"
-    result = subprocess.run(
-        [sys.executable, "-c", _BLOCKING_RUNNER, ",".join(NOT_IN_VERIFIER), "score", "--task", str(task_dir),
-         str(task_dir / "tests" / "expected_result.json"), "--json", "--reward-file", str(reward)],
-        capture_output=True, text=True, check=False, timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    record = json.loads(result.stdout)
-    assert record["o_eval"] == 1.0 and record["gradable"] is True
-    assert json.loads(reward.read_text())["o_eval"] == 1.0
+    done = subprocess.run([sys.executable, str(VERIFIER_ONLY), str(lock), profile, *block],
+                          capture_output=True, text=True, check=False, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found: dict[str, object] = json.loads(done.stdout)
+    return found
+
+
+@pytest.mark.parametrize("profile", ["paper", "strict"])
+def test_the_verifier_image_runs_the_same_gates_as_the_laptop(profile: str) -> None:
+    """Every task's expected result, scored with only the verifier image's locked packages importable (the image's
+    entry modules imported first), gets the same gates — names, statuses, severities, messages —, obligations and
+    O-Eval as with everything this machine has (a missing package would turn a replay check into a missing-evidence
+    warning: crop planting's openpyxl, 17 gates instead of 22)."""
+    laptop, image = _score_every_task(profile), _score_every_task(profile, "--block")
+    assert len(laptop) == len(list(IMAGES.parent.glob("tasks/*/tests/expected_result.json"))) >= 19
+    assert {task: image[task] for task in laptop if image[task] != laptop[task]} == {}
+    crop = laptop["cumcm-2024-c-crop-planting"]
+    assert isinstance(crop, dict) and len(crop["gates"]) == 22
+
+
+def test_a_package_missing_from_the_image_is_noticed(tmp_path: Path) -> None:
+    """Not vacuous: without openpyxl in the image, crop planting's replay check becomes one missing-evidence warning."""
+    lock = tmp_path / "requirements.txt"
+    lock.write_text("".join(f"{name}=={version}\n" for name, (version, _) in _locked(LOCKS["verifier"]).items()
+                            if name not in ("openpyxl", "et-xmlfile")))
+    image = _score_every_task("paper", "--block", lock=lock)["cumcm-2024-c-crop-planting"]
+    assert isinstance(image, dict) and len(image["gates"]) == 17
+    assert any(status == "missing" and "openpyxl is not installed" in message for _, status, _, message in image["gates"])

@@ -1,7 +1,34 @@
 {{/* Shared names, labels and security contexts of the Anchorage chart. */}}
 
+{{/* Name prefix of every object: fullnameOverride, else the release name when it contains the chart's name
+(nameOverride), else "<release>-<name>" — so the default release "anchorage" keeps the names "anchorage-*", and
+two releases (or this chart as a subchart of a parent's release) never share a name. */}}
 {{- define "anchorage.fullname" -}}
-{{- default "anchorage" .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The trials namespace (cluster-scoped, so one per release): trials.namespace, else "<release namespace>-trials"
+when the release's prefix is its namespace's name (the default install: anchorage-trials), else
+"<release namespace>-<fullname>-trials". */}}
+{{- define "anchorage.trialsNamespace" -}}
+{{- $fullname := include "anchorage.fullname" . -}}
+{{- $namespace := .Release.Namespace | default "default" -}}
+{{- if .Values.trials.namespace -}}
+{{- .Values.trials.namespace -}}
+{{- else if eq $fullname $namespace -}}
+{{- printf "%s-trials" $namespace | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s-trials" $namespace $fullname | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "anchorage.labels" -}}
@@ -34,11 +61,34 @@ gateway Service on its admin port (9090, which the trials' NetworkPolicy does no
 {{- .Values.operator.gateway.adminUrl | default $service -}}
 {{- end -}}
 
+{{/* The image: global.imageRegistry (a parent chart's mirror) replaces the repository's registry. */}}
 {{- define "anchorage.image" -}}
+{{- $repository := .Values.image.repository -}}
+{{- with (.Values.global | default dict).imageRegistry -}}
+{{- $parts := splitList "/" $repository -}}
+{{- if and (gt (len $parts) 1) (or (contains "." (first $parts)) (contains ":" (first $parts)) (eq (first $parts) "localhost")) -}}
+{{- $repository = join "/" (rest $parts) -}}
+{{- end -}}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) $repository -}}
+{{- end -}}
 {{- if .Values.image.digest -}}
-{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{ $repository }}@{{ .Values.image.digest }}
 {{- else -}}
-{{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{ $repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{- end -}}
+{{- end -}}
+
+{{/* Pull secrets of the chart's pods: imagePullSecrets and global.imagePullSecrets (names or {name: ...}). */}}
+{{- define "anchorage.imagePullSecrets" -}}
+{{- $names := list -}}
+{{- range (concat (.Values.imagePullSecrets | default list) ((.Values.global | default dict).imagePullSecrets | default list)) -}}
+{{- if kindIs "map" . }}{{- $names = append $names .name -}}{{- else }}{{- $names = append $names . -}}{{- end -}}
+{{- end -}}
+{{- with ($names | uniq) }}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ . }}
+{{- end }}
 {{- end -}}
 {{- end -}}
 
@@ -58,27 +108,17 @@ gateway Service on its admin port (9090, which the trials' NetworkPolicy does no
 
 {{- define "anchorage.watchedNamespaces" -}}
 {{- $watch := .Values.operator.watchNamespaces | default (list .Release.Namespace) -}}
-{{- append $watch .Values.trials.namespace | uniq | sortAlpha | toJson -}}
+{{- append $watch (include "anchorage.trialsNamespace" .) | uniq | sortAlpha | toJson -}}
 {{- end -}}
 
+{{/* Security contexts of the chart's own pods (operator, gateway, helm test): the values podSecurityContext and
+containerSecurityContext (a key set to null is left out, e.g. runAsUser where the platform assigns user ids). */}}
 {{- define "anchorage.podSecurityContext" -}}
-runAsNonRoot: true
-runAsUser: 10004
-runAsGroup: 10004
-fsGroup: 10004
-seccompProfile:
-  type: RuntimeDefault
+{{- toYaml .Values.podSecurityContext -}}
 {{- end -}}
 
 {{- define "anchorage.containerSecurityContext" -}}
-runAsNonRoot: true
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-privileged: false
-capabilities:
-  drop: ["ALL"]
-seccompProfile:
-  type: RuntimeDefault
+{{- toYaml .Values.containerSecurityContext -}}
 {{- end -}}
 
 {{/* Store environment: S3 endpoint and region (credentials come by envFrom of store.credentialsSecret). */}}

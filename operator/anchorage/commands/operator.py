@@ -11,6 +11,7 @@ handlers) from a background thread started before kopf runs.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +32,14 @@ def run_operator(
     runtime_class_name: str = typer.Option(
         "", "--runtime-class-name", help="RuntimeClass of trial pods (e.g. gvisor, kata) unless a Trial or campaign "
         "names its own (spec.runtimeClassName)."),
+    node_selector: list[str] = typer.Option([], "--node-selector", metavar="KEY=VALUE",
+                                            help="nodeSelector of trial, verifier and protocol pods (repeatable)."),
+    tolerations: str = typer.Option("", "--tolerations", metavar="JSON",
+                                    help="Tolerations of trial, verifier and protocol pods (a JSON list)."),
+    affinity: str = typer.Option("", "--affinity", metavar="JSON",
+                                 help="Affinity of trial, verifier and protocol pods (a JSON object)."),
+    priority_class_name: str = typer.Option("", "--priority-class-name",
+                                            help="PriorityClass of trial, verifier and protocol pods."),
     task_source: str = typer.Option("", "--task-source", help="ANCHORAGE_TASKS for pods (task folders)."),
     gateway_url: str = typer.Option("", "--gateway-url",
                                     help="Gateway URL for agents, ending in /v1 (default: "
@@ -77,7 +86,8 @@ def run_operator(
                           gateway_url=gateway_url,
                           gateway_admin_url=gateway_admin_url, gateway_namespace=gateway_namespace,
                           gateway_selector=gateway_selector, operator_image=operator_image, agent_image=agent_image,
-                          verifier_image=verifier_image)
+                          verifier_image=verifier_image, node_selector=node_selector, tolerations=tolerations,
+                          affinity=affinity, priority_class_name=priority_class_name)
     os.environ["ANCHORAGE_OPERATOR_CONFIG"] = cfg.model_dump_json()
     namespaces = sorted({*namespace, *([trials_namespace] if trials_namespace else [])})
     kopf.configure(verbose=verbose, log_format=kopf.LogFormat[log_format.upper()])
@@ -92,7 +102,24 @@ def run_operator(
              settings=settings, liveness_endpoint=liveness or None, clusterwide=False)
 
 
-def operator_config(*, store: str, gateway_selector: list[str], **flags: str) -> OperatorConfig:
+def _pairs(items: list[str], flag: str) -> dict[str, str]:
+    pairs = [item.partition("=") for item in items]
+    bad = [item for item, (key, eq, _) in zip(items, pairs, strict=True) if not key or not eq]
+    if bad:
+        raise typer.BadParameter(f"{bad[0]!r} is not KEY=VALUE (e.g. app.kubernetes.io/name=anchorage-gateway)",
+                                 param_hint=flag)
+    return {key: value for key, _, value in pairs}
+
+
+def _json(text: str, flag: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"not JSON ({exc}): {text[:80]!r}", param_hint=flag) from exc
+
+
+def operator_config(*, store: str, gateway_selector: list[str], node_selector: list[str] | None = None,
+                    tolerations: str = "", affinity: str = "", **flags: str) -> OperatorConfig:
     """The ``OperatorConfig`` of the flags (empty strings: the model's defaults); bad flags raise typer.BadParameter."""
     from pydantic import ValidationError
 
@@ -102,12 +129,13 @@ def operator_config(*, store: str, gateway_selector: list[str], **flags: str) ->
         store = "file://" + str(Path(store.removeprefix("file://")).resolve())
     values: dict[str, object] = {"store_uri": store, **{k: v for k, v in flags.items() if v}}
     if gateway_selector:
-        pairs = [item.partition("=") for item in gateway_selector]
-        bad = [item for item, (key, eq, _) in zip(gateway_selector, pairs, strict=True) if not key or not eq]
-        if bad:
-            raise typer.BadParameter(f"{bad[0]!r} is not KEY=VALUE (e.g. app.kubernetes.io/name=anchorage-gateway)",
-                                     param_hint="--gateway-selector")
-        values["gateway_selector"] = {key: value for key, _, value in pairs}
+        values["gateway_selector"] = _pairs(gateway_selector, "--gateway-selector")
+    if node_selector:
+        values["node_selector"] = _pairs(node_selector, "--node-selector")
+    if tolerations:
+        values["tolerations"] = _json(tolerations, "--tolerations")
+    if affinity:
+        values["affinity"] = _json(affinity, "--affinity")
     url = str(values.get("gateway_url", ""))
     if url and not url.rstrip("/").endswith("/v1"):
         raise typer.BadParameter(f"{url!r} must end in /v1 (agents append /chat/completions to it)",

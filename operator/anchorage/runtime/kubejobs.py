@@ -101,6 +101,14 @@ class OperatorConfig(BaseModel):
     kueue_queue: str | None = Field(default=None, description="Kueue LocalQueue name (label on Jobs).")
     runtime_class_name: str | None = Field(default=None, description="RuntimeClass of trial pods (gVisor, Kata, ...) "
                                            "unless a Trial or campaign names its own.")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="nodeSelector of trial, verifier and "
+                                          "protocol pods (e.g. a node pool kept for untrusted agents).")
+    tolerations: list[dict[str, Any]] = Field(default_factory=list, description="Tolerations of trial, verifier and "
+                                              "protocol pods (Kubernetes Toleration objects).")
+    affinity: dict[str, Any] | None = Field(default=None, description="Affinity of trial, verifier and protocol pods "
+                                            "(a Kubernetes Affinity object).")
+    priority_class_name: str | None = Field(default=None, description="PriorityClass of trial, verifier and protocol "
+                                            "pods.")
     ttl_seconds_after_finished: int = Field(default=3600, ge=0, description="Job TTL after it ends.")
     verifier_deadline_sec: int = Field(default=180, gt=0, description="Verifier Job deadline.")
     task_source: str | None = Field(default=None, description="ANCHORAGE_TASKS inside the operator image.")
@@ -113,6 +121,14 @@ class OperatorConfig(BaseModel):
         parts = urllib.parse.urlsplit(self.gateway_url)
         host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname
         return f"{parts.scheme}://{host}:{GATEWAY_ADMIN_PORT}"
+
+
+def scheduling(config: OperatorConfig) -> Manifest:
+    """The pod-spec fields that place the pods of the trials namespace (trial, verifier, protocol) on nodes: the
+    chart's ``trials.nodeSelector``, ``tolerations``, ``affinity`` and ``priorityClassName`` (only those set)."""
+    fields: Manifest = {"nodeSelector": dict(config.node_selector), "tolerations": list(config.tolerations),
+                        "affinity": config.affinity, "priorityClassName": config.priority_class_name}
+    return {key: value for key, value in fields.items() if value}
 
 
 def uses_gateway(agent: AgentSpec) -> bool:
@@ -342,6 +358,7 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
     runtime_class = spec.runtime_class_name or config.runtime_class_name
     if runtime_class:
         pod_spec["runtimeClassName"] = runtime_class
+    pod_spec.update(scheduling(config))
     metadata: Manifest = {"name": job_name, "namespace": ns, "labels": job_labels,
                           "annotations": {"anchorage.dev/trial-namespace": trial["metadata"]["namespace"], **names}}
     if ns == trial["metadata"]["namespace"]:
@@ -402,6 +419,7 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
             "volumeMounts": [*mounts, {"name": "run", "mountPath": RUN_DIR}],
         }],
         "volumes": [{"name": v, "emptyDir": {}} for v in ("work", "run", "tmp")],
+        **scheduling(config),
     }
     metadata: Manifest = {"name": verifier_job_name(name), "namespace": ns, "labels": labels,
                           "annotations": {"anchorage.dev/scoring-run-namespace": run["metadata"]["namespace"], **names}}
@@ -469,6 +487,7 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
             "volumeMounts": [*mounts, {"name": "run", "mountPath": RUN_DIR}],
         }],
         "volumes": [{"name": v, "emptyDir": {}} for v in ("work", "run", "tmp")],
+        **scheduling(config),
     }
     metadata: Manifest = {"name": name, "namespace": ns, "labels": labels,
                           "annotations": {"anchorage.dev/trial-namespace": meta["namespace"]}}
