@@ -225,6 +225,16 @@ def set_scores(campaign: str, entry: str, task: str, *, o_eval: float | None, bo
         SEEDS_SCORED.labels(*key).set(seeds)
 
 
+def board_scores(campaign: str, board: Any) -> None:
+    """A finished campaign's leaderboard (``anchorage.campaigns.aggregation.Leaderboard``) replaces the running means:
+    its per-task cells are the means over every scored seed, with the campaign's Robust BO-Eval (F from its
+    baseline entry) — what the report shows. Both drivers call it when they write the board."""
+    for task, cells in board.per_task.items():
+        for entry, cell in cells.items():
+            set_scores(campaign, entry, task, o_eval=cell.o_eval, bo_eval=cell.bo_eval, profile=board.profile,
+                       seeds=cell.seeds)
+
+
 #: Outcome keys of a score record's ``obligations{}`` counted by :func:`score_checked`.
 OBLIGATION_OUTCOMES = ("proved", "unconfirmed", "failed", "missing")
 

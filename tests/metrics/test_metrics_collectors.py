@@ -87,3 +87,17 @@ def test_helpers_update_collectors_and_serve_exposes_them() -> None:
     assert 'anchorage_obligations_checked_total{campaign="camp-m",outcome="proved",task="task-m"} 3.0' in text
     assert ('anchorage_trial_duration_seconds_count{campaign="camp-m",entry="entry-m",phase="Succeeded",task="task-m"} 1.0'
             in text)
+
+
+def test_a_finished_board_replaces_the_running_means() -> None:
+    """The board's cells (every seed, the campaign's Robust BO-Eval) win over the means of the trials seen so far."""
+    from anchorage.campaigns.aggregation import Cell
+
+    metrics.SEED_MEANS.add("camp-b", "e", "t", "paper@1", "camp-b-e-t-s0", 1.0, 0.2)
+    board = type("Board", (), {"per_task": {"t": {"e": Cell(0.5, -0.25, 2)}}, "profile": "paper@1"})()
+    metrics.board_scores("camp-b", board)
+    labels = {"campaign": "camp-b", "entry": "e", "task": "t", "profile": "paper"}
+    assert REGISTRY.get_sample_value("anchorage_o_eval", labels) == 0.5
+    assert REGISTRY.get_sample_value("anchorage_bo_eval", labels) == -0.25
+    assert REGISTRY.get_sample_value("anchorage_seeds_scored", labels) == 2
+    metrics.forget_campaign("camp-b")

@@ -140,8 +140,9 @@ def _publish(campaign: str, kind: str, item: Any, record: dict[str, Any] | None,
 
     Scores are published as trials finish (the mean over the seeds scored so far, under the profile that
     scored them: :data:`anchorage.metrics.SEED_MEANS`), so a dashboard shows them during the run; a trial
-    reused from an earlier run counts like one that ran now. Gates and obligations are counted where the
-    engine scores (``runtime.local.trials``).
+    reused from an earlier run counts like one that ran now; the final board's values replace them at the end
+    (:func:`anchorage.metrics.board_scores`). Gates and obligations are counted where the engine scores
+    (``runtime.local.trials``).
     """
     from anchorage import metrics
 
@@ -268,6 +269,10 @@ def _run_campaign(campaign: Any, runs_dir: Path, runtime: Any, plots: bool, publ
                 _publish(name, kind, item, record, published)
 
         outcome = run_campaign(campaign, runs_dir, runtime, on_event=on_event, selection=selection)
+    if publish:
+        from anchorage import metrics
+
+        metrics.board_scores(name, outcome.board)
     outputs = write_outputs(outcome.directory, campaign.metadata.name, outcome.board, outcome.records, with_plots=plots)
     if not as_json:
         _print_board(outcome, outputs)

@@ -158,6 +158,7 @@ def _results(body: kopf.Body, spec: CampaignSpec, states: dict[str, TrialState])
 def _publish(body: kopf.Body, spec: CampaignSpec, states: dict[str, TrialState]) -> dict[str, Any]:
     board = leaderboard(_results(body, spec, states), spec.baseline)
     name = body["metadata"]["name"]
+    metrics.board_scores(name, board)  # the means over every seed, also those scored before a restart
     key = f"{name}/leaderboard.json"
     store().put_bytes(key, json.dumps(dataclasses.asdict(board), indent=1).encode())
     rows = [_row(r) for r in board.rows]
