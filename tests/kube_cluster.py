@@ -103,10 +103,7 @@ class RealCluster:
         """``helm install`` the chart (as the admin, with the Helm library) and mint its operator's token."""
         from anchorage_devcluster import cluster
 
-        # fullnameOverride: the release's objects are named "<release>-..." (the chart names a release that does not
-        # contain "anchorage" "<release>-anchorage-..."), so its operator's ServiceAccount is "<release>-operator"
-        merged = cluster.merge_values(chart_values(self.store, trials_namespace),
-                                      {"crds": {"enabled": crds}, "fullnameOverride": name, **(values or {})})
+        merged = cluster.merge_values(chart_values(self.store, trials_namespace), {"crds": {"enabled": crds}, **(values or {})})
         manifest = cluster.install_chart(self.local, REPO / "charts" / "anchorage", release=name, namespace=namespace,
                                          values=merged)
         self.local.plane.namespace(trials_namespace, pod_security=None,
@@ -176,9 +173,11 @@ class RealCluster:
 
 
 def operator_account(release: str) -> str:
-    """The chart's operator ServiceAccount in a release's namespace: ``<fullname>-operator``, the full name being
-    ``fullnameOverride`` or ``anchorage`` whatever the release is called (the tests set no override)."""
-    return "anchorage-operator"
+    """The chart's operator ServiceAccount in a release's namespace: ``<fullname>-operator``, the chart's full name
+    being the release's name when it contains ``anchorage``, else ``<release>-anchorage`` (the tests set no
+    ``fullnameOverride``)."""
+    fullname = release if "anchorage" in release else f"{release}-anchorage"
+    return f"{fullname}-operator"
 
 
 def kubectl_env(env: dict[str, str]) -> dict[str, str]:
