@@ -5,7 +5,8 @@ seed-class gate) or its gates: ``.venv/bin/python tools/profile_table.py`` rewri
 markers; ``--check`` exits 1 when it is stale (``tests/scoring/test_profiles.py`` runs the check). One row per
 task: the ``paper`` anchor (its source, and the values the other profiles replace), what ``strict`` adds (the
 project's hard gate results on the anchor, and those the anchor fails), the ``errata`` anchor, what
-``tbmm-report-2026-09`` changes, and the task's seed-class gates.
+``tbmm-report-2026-09`` changes, and the task's seed-class gates; under the table, the published v4 pro
+answers' mean O-Eval per profile (``tools/rescore_published.py``), which an erratum moves.
 """
 
 from __future__ import annotations
@@ -58,10 +59,23 @@ def row(root: Path) -> str:
     return f"| `{root.name}` | {paper} | {added} | {errata_cell} | {'; '.join(changes) or '—'} | {classes} |"
 
 
+def published_means() -> str:
+    """One line: the published v4 pro answers' 18-task mean O-Eval under each profile (an erratum moves it)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from rescore_published import rescore
+
+    _, means = rescore()
+    cells = ", ".join(f"`{name}` {value:.2f} %" for name, value in means.items() if name != "published")
+    return (f"\nThe published answers of the v4 pro entry (`tests/scoring/published/`) under each profile, 18-task "
+            f"mean O-Eval: published {means['published']:.2f} %; {cells} (per task: `tools/rescore_published.py`; "
+            "under `tbmm-report-2026-09` only crop planting's cell differs from the published one: it cannot be "
+            "reproduced, v4 pro's discount-profit answer is not published).")
+
+
 def render() -> str:
     from anchorage.tasks import list_tasks
 
-    return "\n".join([BEGIN, HEADER, *(row(root) for root in list_tasks(REPO / "tasks")), END])
+    return "\n".join([BEGIN, HEADER, *(row(root) for root in list_tasks(REPO / "tasks")), published_means(), END])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,10 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 PUBLISHED = REPO / "tests" / "scoring" / "published"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print the table as JSON")
-    args = parser.parse_args(argv)
+def rescore() -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Per task: the published cell and [raw, O-Eval, BO-Eval, hard gates failed] under each profile; and the
+    18-task mean O-Eval (%) per column. Also called by ``tools/profile_table.py`` (the means in tasks/README.md)."""
     from anchorage.scoring import score_data
     from anchorage.scoring.profiles import PROFILES
     from anchorage.scoring.rebuild import artifact_from_values
@@ -39,11 +38,19 @@ def main(argv: list[str] | None = None) -> int:
                          [g.name for g in record.gates if g.hard_error]]
         rows.append(row)
     means = {name: round(100 * sum(r[name][1] for r in rows) / len(rows), 2) for name in ["published", *PROFILES]}
+    return rows, means
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the table as JSON")
+    args = parser.parse_args(argv)
+    rows, means = rescore()
     if args.json:
         json.dump({"tasks": rows, "mean_o_eval_pct": means}, sys.stdout, indent=2)
         print()
         return 0
-    names = ["published", *PROFILES]
+    names = list(means)
     print("task".ljust(34) + "".join(n.ljust(24) for n in names))
     for row in rows:
         cells = [f"{c[0]:.4f}/{100 * c[1]:.1f}/{100 * c[2]:+.1f}" + ("!" if len(c) > 3 and c[3] else "")

@@ -196,3 +196,4 @@ def test_tasks_readme_states_each_anchor_per_profile() -> None:
             assert gate.seed_class in row
     smoke = next(line for line in table.splitlines() if line.startswith(f"| `{SMOKE}` |"))
     assert "the anchor fails `smoke_q5_one_heading`" in smoke
+    assert "mean O-Eval: published 58.44 %; `paper` " in table      # the published answers under each profile
