@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml devcluster/pyproject.toml | sha1sum | cut -c1-12)
-SYSTEM_PACKAGES := bubblewrap prometheus poppler-utils iproute2 chromium
+SYSTEM_PACKAGES := bubblewrap prometheus poppler-utils iproute2 chromium buildah debootstrap
 
 .PHONY: demo test lint unit system venv agents kube images lock clean
 
@@ -57,8 +57,9 @@ $(STAMP): pyproject.toml devcluster/pyproject.toml
 	$(BIN)/python -m pip install --quiet --ignore-requires-python helm-sdkpy
 	touch $@
 
-## system: Debian packages for the sandbox (bubblewrap), Prometheus, figure rendering (poppler) and the viewer's
-## browser tests (chromium, driven by Playwright; no browser download)
+## system: Debian packages for the sandbox (bubblewrap), Prometheus, figure rendering (poppler), the viewer's
+## browser tests (chromium, driven by Playwright; no browser download) and image builds without a Docker engine
+## (buildah, debootstrap: `make images`, tests/images and tests/agents build the images once, cached by content)
 system:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -73,8 +73,10 @@ UNMETERED = Counter(
     "(their trial's cost is unknown).", ["campaign", "entry", "model"],
 )
 GATEWAY_REFUSALS = Counter(
-    "anchorage_gateway_refusals_total", "Requests refused by the gateway (auth, rate, budget).", ["reason"]
+    "anchorage_gateway_refusals_total", "Requests refused by the gateway (auth, rate, budget, websocket upgrades).",
+    ["reason"]
 )
+
 GATES = Counter(
     "anchorage_gates_checked_total", "Invariant gate results of scored trials, by status (passed, failed, missing).",
     ["campaign", "task", "status"],

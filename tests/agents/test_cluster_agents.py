@@ -51,19 +51,30 @@ def _images_tool() -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def agent_image() -> Iterator[tuple[str, Path]]:
-    """The agent image (built or cached) and a root folder holding its files, for the fake's kubelet."""
-    tool = _images_tool()
+def tool() -> ModuleType:
+    module = _images_tool()
     missing = [p for p in ("buildah", "debootstrap") if shutil.which(p) is None]
     if missing and (os.geteuid() != 0 or shutil.which("apt-get") is None):
         pytest.skip(f"{', '.join(missing)} missing and not root to install them: the agent image cannot be built")
-    tool.ensure_tools()
-    tag = tool.build("agent-base", tool.build_base())
+    module.ensure_tools()
+    return module
+
+
+@contextlib.contextmanager
+def _mounted(tool: ModuleType, tag: str) -> Iterator[tuple[str, Path]]:
+    """A root folder holding the image's files (a working container's mount), for the fake's kubelet."""
     ident = tool.buildah("from", "--pull-never", tag, quiet=True).strip()
     try:
         yield tag, Path(tool.buildah("mount", ident, quiet=True).strip())
     finally:
         subprocess.run(["buildah", *tool.storage(), "rm", ident], capture_output=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def agent_image(tool: ModuleType) -> Iterator[tuple[str, Path]]:
+    """The agent image (built or cached) and its root folder."""
+    with _mounted(tool, tool.build("agent-base", tool.build_base())) as mounted:
+        yield mounted
 
 
 def _script(book_tasks: dict[str, Path], folder: Path) -> ScriptBook:
@@ -134,3 +145,27 @@ def test_one_trial_per_cli_in_the_agent_image_succeeds(agent_image: tuple[str, P
             assert agent["image"] == tag and pod["securityContext"]["runAsUser"] == 65532
             path = next(e["value"] for e in agent["env"] if e["name"] == "PATH")
             assert path.startswith(agents.bin_dir(entry) + ":")
+
+
+def test_an_agent_image_without_the_cli_is_the_platforms_failure_naming_the_fix(
+        tool: ModuleType, gateway: tuple[Gateway, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Debian base as the agent image (no CLI in it): the check-agent init container fails the pod before the
+    agent starts; the trial is InfrastructureFailed (never the model's failure) with the build fix in its message."""
+    running, scripted = gateway
+    with _mounted(tool, tool.build_base()) as (tag, root):
+        monkeypatch.setenv("ANCHORAGE_DEV_IMAGE_ROOTS", f"{tag}={root}")
+        _requirements()
+        (tmp_path / "cluster").mkdir()
+        with cluster_env(tmp_path / "cluster", simulate=None, interval="0.5") as env:
+            env.env.update(ANCHORAGE_GATEWAY_TOKEN_SECRET=TOKEN_SECRET, ANCHORAGE_GATEWAY_ADMIN_TOKEN=ADMIN_TOKEN)
+            env.start_operator(f"--gateway-url={running.url}/v1", f"--gateway-admin-url={running.admin_url}",
+                               f"--agent-image={tag}")
+            trial = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "Trial", "metadata": {"name": "no-cli"},
+                     "spec": {"task": TASK, "agent": {"kind": "codex", "model": "gpt-5.5"}}}
+            env.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(trial))
+            env.wait_for(lambda: _status(env, "trials", "no-cli").get("phase") not in (None, "Pending", "Running"),
+                         900, "the trial without its CLI")
+            status = _status(env, "trials", "no-cli")
+    assert status["phase"] == "InfrastructureFailed", status
+    assert "check-agent" in status["message"] and "AGENT_CLIS including codex" in status["message"]
+    assert not scripted.model.recorded()  # the agent never started: no model request

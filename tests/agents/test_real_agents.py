@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import REGISTRY
 
 from anchorage import agents
 from anchorage.campaigns.documents import load_documents
@@ -60,6 +61,7 @@ class Ran:
     records: dict[tuple[str, str], dict[str, Any]]   # (entry, task) -> trial.json
     replies: list[Reply]
     directory: Path
+    websocket_refusals: float  # WebSocket upgrades the campaign's gateway refused (codex's retries would count)
 
 
 @pytest.fixture(scope="session")
@@ -68,14 +70,21 @@ def campaign(installed: None, mechanism: Any, tmp_path_factory: pytest.TempPathF
     assert isinstance(resource, VerificationCampaign)
     book = ScriptBook({task.slug: task.root for task in resolve_tasks(resource.spec)}, SCRIPTS)
     local = start_local_gateway(scripts=book)
+    refused = websocket_refusals()
     try:
         runtime = LocalRuntime(mechanism=mechanism, base_dir=REPO / "examples", gateway=local.gateway)
         outcome = run_campaign(resource, tmp_path_factory.mktemp("runs"), runtime)
         replies = local.scripted.model.recorded()
+        refused = websocket_refusals() - refused
     finally:
         local.stop()
     records = {(r["entry"], r["task"]): r for r in outcome.records}
-    yield Ran(records, replies, outcome.directory)
+    yield Ran(records, replies, outcome.directory, refused)
+
+
+def websocket_refusals() -> float:
+    """WebSocket upgrades the gateways of this process refused so far."""
+    return REGISTRY.get_sample_value("anchorage_gateway_refusals_total", {"reason": "websocket"}) or 0.0
 
 
 def reported(replies: list[Reply], api: str, slug: str) -> dict[str, int]:
@@ -133,6 +142,12 @@ def test_each_cli_succeeds_and_is_billed_what_the_model_reported(campaign: Ran, 
     assert record["cost_usd"] > 0
 
 
+def test_codex_never_tries_a_websocket(campaign: Ran) -> None:
+    """The gateway provider says ``supports_websockets=false``: codex posts at once, no upgrade refused."""
+    assert [r for r in campaign.replies if r.api == "responses"]  # codex did talk to the gateway
+    assert campaign.websocket_refusals == 0
+
+
 @pytest.mark.parametrize("task", [SMOKE, DRAGON])
 def test_the_entry_that_asks_for_transcripts_gets_them(campaign: Ran, task: str) -> None:
     """examples/agents.yaml keeps the codex entry's transcripts only: one line per model request."""
@@ -176,3 +191,16 @@ def test_a_missing_cli_is_an_infrastructure_failure_naming_the_install_command(
     assert "anchorage agents install codex" in record["message"]
     assert record.get("score") is None
     json.dumps(record)
+
+
+def test_the_readme_offline_command_runs_a_real_cli(installed: None, tmp_path: Path) -> None:
+    """``anchorage run examples/agents.yaml --scripted-model --scripts examples/scripted`` as the README shows it,
+    cut to one trial (codex on the smoke task): exit 0, the trial Succeeded."""
+    done = subprocess.run([sys.executable, "-c", "from anchorage.cli import main; main()", "run", str(EXAMPLE),
+                           "--scripted-model", "--scripts", str(SCRIPTS), "--entry", "codex", "--task", SMOKE,
+                           "--runs-dir", str(tmp_path / "runs"), "--no-plots", "--json"],
+                          capture_output=True, text=True, timeout=1800, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(done.stdout)["results"][0]
+    assert result["counts"] == {"Succeeded/completed": 1} and result["not_run"] == 5  # 3 entries x 2 tasks
+    assert "scripted MOCK model" in done.stderr + done.stdout

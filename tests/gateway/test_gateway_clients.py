@@ -14,8 +14,15 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from prometheus_client import REGISTRY
 
 from anchorage.gateway import BackgroundServer
+
+
+def websocket_refusals() -> float:
+    """WebSocket upgrades the gateways of this process refused so far."""
+    return REGISTRY.get_sample_value("anchorage_gateway_refusals_total", {"reason": "websocket"}) or 0.0
+
 
 CHAT = {"model": "mock-model", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -59,6 +66,7 @@ async def test_a_websocket_upgrade_of_responses_gets_426_at_once(gateway_factory
     gateway = gateway_factory(upstream_factory())
     token = gateway.issue_token("trial-a")
     started = time.monotonic()
+    before = websocket_refusals()
     async with aiohttp.ClientSession() as session:
         with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
             await session.ws_connect(gateway.url.replace("http", "ws") + "/v1/responses",
@@ -67,6 +75,7 @@ async def test_a_websocket_upgrade_of_responses_gets_426_at_once(gateway_factory
         with pytest.raises(aiohttp.WSServerHandshakeError) as anonymous:
             await session.ws_connect(gateway.url.replace("http", "ws") + "/v1/responses")
         assert anonymous.value.status == 401
+    assert websocket_refusals() == before + 1  # the anonymous one is "unauthorized"
     assert time.monotonic() - started < 5
     assert await status_of(gateway.url, token, "/v1/responses", {"model": "mock-model", "input": "hi"}) == 200
 

@@ -159,6 +159,7 @@ class GatewayApp:
         """A WebSocket upgrade (or GET) of /v1/responses: 426, so clients use HTTP POST at once."""
         if self._auth(request) is None:
             return self._unauthorized(request)
+        metrics.GATEWAY_REFUSALS.labels("websocket").inc()  # a client that keeps retrying shows here
         response = error_response(426, "websocket_unsupported", "this gateway serves the Responses API over HTTP "
                                   "only: POST /v1/responses", hint="codex: supports_websockets = false")
         response.force_close()
