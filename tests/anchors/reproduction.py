@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,15 +22,33 @@ def value_at(data: Any, path: str) -> Any:
 def run_reproduction(task: Path, results: Path, *, timeout: float = 300) -> tuple[dict[str, Any], str]:
     """Run ``task``'s solve.sh on its own data with ``results`` as the results folder.
 
-    Returns the artifact it wrote and its standard output; fails the test with its stderr otherwise.
+    Returns the artifact it wrote and its standard output; fails the test with its stderr otherwise. A
+    successful run is cached like the oracle runs, by :func:`oracle_key` (solution code, task data, scorer and
+    library versions), under ``<cache>/reproduction/<task>-<key>/``: its results folder and its standard
+    output, copied back into ``results`` on a hit — so a reproduction runs once per change to what it depends on.
     """
-    env = {**os.environ, "ANCHORAGE_DATA_DIR": str(task / "environment" / "data"),
-           "ANCHORAGE_RESULTS_DIR": str(results), "PYTHON": sys.executable}
-    proc = subprocess.run(["bash", str(task / "solution" / "solve.sh")], env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    entry = cache_root() / "reproduction" / f"{task.name}-{oracle_key(task)}"
+    if (entry / "stdout.txt").is_file():
+        shutil.copytree(entry / "results", results, dirs_exist_ok=True)
+        stdout = (entry / "stdout.txt").read_text(encoding="utf-8")
+    else:
+        results.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "ANCHORAGE_DATA_DIR": str(task / "environment" / "data"),
+               "ANCHORAGE_RESULTS_DIR": str(results), "PYTHON": sys.executable}
+        proc = subprocess.run(["bash", str(task / "solution" / "solve.sh")], env=env, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        stdout = proc.stdout
+        staging = entry.with_name(f"{entry.name}.tmp-{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(results, staging / "results")
+        (staging / "stdout.txt").write_text(stdout, encoding="utf-8")
+        try:
+            os.replace(staging, entry)      # atomic: a reader sees the whole entry or none
+        except OSError:                     # another run filled it first
+            shutil.rmtree(staging, ignore_errors=True)
     artifact: dict[str, Any] = json.loads((results / f"{task.name}_result.json").read_text(encoding="utf-8"))
-    return artifact, proc.stdout
+    return artifact, stdout
 
 
 # --- sandboxed oracle runs, cached by the solution's hash ------------------------------------------------

@@ -131,6 +131,18 @@ def test_an_erratum_is_declared_with_the_figures_of_the_committed_reproduction(s
             assert metric.published == pytest.approx(anchors[metric.path], rel=1e-12), (slug, erratum.id, metric.path)
 
 
+@pytest.mark.parametrize("slug", SLUGS)
+def test_no_reproduction_names_the_answer_key(slug: str) -> None:
+    """The code of solution/ names neither tests/ nor the anchor's files (the sandbox does not mount them either:
+    ``test_oracle_sandbox.py``); a docstring may point at the project's own tests/anchors/."""
+    code = [p for p in sorted((TASKS / slug / "solution").rglob("*")) if p.suffix in (".py", ".sh")]
+    assert code, slug
+    for path in code:
+        text = path.read_text(encoding="utf-8").replace("tests/anchors/", "")
+        for name in ("tests/", "expected_result", "score_config", "profiles.yaml"):
+            assert name not in text, f"{path.relative_to(TASKS)} names {name}"
+
+
 def test_the_anchor_marker_follows_the_solution() -> None:
     for task in sorted(p for p in TASKS.iterdir() if (p / "task.toml").is_file()):
         marker = task_toml(task.name).get("metadata", {}).get("anchor")

@@ -1,0 +1,72 @@
+"""The reproduction cache of the anchor tests (``tests/anchors/reproduction.py``) on a small task built here.
+
+A reproduction runs once per change to what its artifact depends on (the solution's code, the task's data),
+and a hit gives back exactly what the run wrote and printed; its documentation and committed outputs are not
+part of the key, and a failed run is never cached.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .reproduction import cache_root, oracle_key, run_reproduction
+
+SOLVE = """#!/usr/bin/env bash
+set -euo pipefail
+echo run >> "$COUNTER"
+value=$(cat "$ANCHORAGE_DATA_DIR/value.txt")
+printf '{"value": %s}\\n' "$value" > "$ANCHORAGE_RESULTS_DIR/fake-task_result.json"
+echo template > "$ANCHORAGE_RESULTS_DIR/answer_template.txt"
+echo "printed $value"
+"""
+
+
+@pytest.fixture
+def task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("ANCHORAGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("COUNTER", str(tmp_path / "runs.txt"))
+    task = tmp_path / "fake-task"
+    (task / "solution").mkdir(parents=True)
+    (task / "environment" / "data").mkdir(parents=True)
+    (task / "solution" / "solve.sh").write_text(SOLVE, encoding="utf-8")
+    (task / "solution" / "README.md").write_text("# Oracle\n", encoding="utf-8")
+    (task / "environment" / "data" / "value.txt").write_text("1", encoding="utf-8")
+    return task
+
+
+def runs(task: Path) -> int:
+    counter = task.parent / "runs.txt"
+    return len(counter.read_text(encoding="utf-8").splitlines()) if counter.is_file() else 0
+
+
+def test_a_hit_gives_back_the_runs_artifact_output_and_files(task: Path, tmp_path: Path) -> None:
+    first = run_reproduction(task, tmp_path / "r1")
+    second = run_reproduction(task, tmp_path / "r2")
+    assert runs(task) == 1
+    assert first == second == ({"value": 1}, "printed 1\n")
+    assert (tmp_path / "r2" / "answer_template.txt").read_text(encoding="utf-8") == "template\n"
+    assert (cache_root() / "reproduction" / f"fake-task-{oracle_key(task)}" / "stdout.txt").is_file()
+
+
+def test_a_change_to_the_code_or_the_data_runs_again_and_documentation_does_not(task: Path, tmp_path: Path) -> None:
+    run_reproduction(task, tmp_path / "r1")
+    (task / "solution" / "README.md").write_text("# Oracle\n\nrun time: 1 s\n", encoding="utf-8")
+    run_reproduction(task, tmp_path / "r2")
+    assert runs(task) == 1
+    (task / "environment" / "data" / "value.txt").write_text("2", encoding="utf-8")
+    assert run_reproduction(task, tmp_path / "r3")[0] == {"value": 2}
+    assert runs(task) == 2
+    (task / "solution" / "solve.sh").write_text(SOLVE.replace("printed", "wrote"), encoding="utf-8")
+    assert run_reproduction(task, tmp_path / "r4")[1] == "wrote 2\n"
+    assert runs(task) == 3
+
+
+def test_a_failed_run_is_not_cached(task: Path, tmp_path: Path) -> None:
+    (task / "solution" / "solve.sh").write_text(SOLVE + "exit 1\n", encoding="utf-8")
+    for attempt in ("r1", "r2"):
+        with pytest.raises(AssertionError):
+            run_reproduction(task, tmp_path / attempt)
+    assert runs(task) == 2
+    assert list((cache_root() / "reproduction").glob("fake-task-*")) == []
