@@ -1,0 +1,100 @@
+"""``inspect view`` (Inspect AI's own viewer, from the ``inspect_ai`` package) opens the demo campaign
+exported by ``anchorage export inspect``, in Debian's headless Chromium through Playwright: the log's
+summary (task, scorer, mean over seeds), a mock trial's messages from its transcript and its score with
+the failed gates. Screenshots go to ``test-output/viewer/inspect-*.png``, each checked for content."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import anchorage_cli
+from tests.viewer.test_browser import CHROMIUM, FLAGS, SHOTS
+
+pytest.importorskip("inspect_ai", reason="the inspect extra is not installed (make venv installs it)")
+
+
+@pytest.fixture(scope="module")
+def inspect_view(demo_runs: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    logs = tmp_path_factory.mktemp("inspect-logs")
+    done = anchorage_cli("export", "inspect", str(demo_runs / "demo"), "--out", str(logs), "--json")
+    assert done.returncode == 0, done.stderr
+    files = {Path(p).name.split("_")[2]: Path(p).name for p in json.loads(done.stdout)["logs"]}
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = logs.parent / "inspect-view.log"
+    with log.open("w") as output:
+        server = subprocess.Popen([str(Path(sys.executable).parent / "inspect"), "view", "--log-dir", str(logs),
+                                   "--host", "127.0.0.1", "--port", str(port)], stdout=output, stderr=output)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/logs", timeout=5) as answer:
+                    listed = json.loads(answer.read())
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"inspect view did not start: {log.read_text()}")
+                time.sleep(0.5)
+        assert sorted(Path(f["name"]).name for f in listed["files"]) == sorted(files.values())
+        yield url, files
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def screenshot(page: Any, name: str) -> Path:
+    """Save a screenshot and check it shows something: many distinct colours, some of the page inked
+    (Inspect's pages are mostly white, so less than the viewer's own pages)."""
+    import matplotlib.image
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    pixels = matplotlib.image.imread(path)[..., :3]
+    inked = (pixels < 0.9).any(axis=-1).mean()
+    colours = len({tuple(p) for p in (pixels[::7, ::7].reshape(-1, 3) * 255).astype(int).tolist()})
+    assert pixels.shape[0] > 300 and inked > 0.01 and colours > 20, (path, inked, colours)
+    return path
+
+
+@pytest.fixture
+def page() -> Iterator[Any]:
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"{CHROMIUM} is missing: `make system` installs Debian's chromium (as root)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is a dev dependency (make venv)")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        opened = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        errors: list[str] = []
+        opened.on("pageerror", lambda exc: errors.append(str(exc)))
+        yield opened
+        browser.close()
+        assert not errors, f"inspect view reported errors: {errors}"
+
+
+def test_inspect_view_opens_the_exported_demo(inspect_view: tuple[str, dict[str, str]], page: Any) -> None:
+    url, files = inspect_view
+    page.goto(f"{url}/#/tasks/{files['mock']}")
+    page.get_by_text("1 x 3 samples").first.wait_for(timeout=90_000)        # the dataset line: 3 seeds
+    assert page.get_by_text("o_eval").first.is_visible()                    # the scorer
+    screenshot(page, "inspect-log")
+    page.goto(f"{url}/#/tasks/{files['mock']}/samples/sample/smoke-inventory/1/")
+    page.get_by_text("mock/mock-model").first.wait_for(timeout=60_000)
+    page.get_by_role("tab", name="Messages").first.click()
+    page.get_by_text("problem_id").first.wait_for(timeout=60_000)           # the model's answer, from the transcript
+    screenshot(page, "inspect-messages")
+    page.get_by_role("tab", name="Scoring").first.click()
+    page.get_by_text("constrained_costs_more_ordering").first.wait_for(timeout=60_000)   # the failed gates
+    screenshot(page, "inspect-scoring")
