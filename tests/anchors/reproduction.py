@@ -66,7 +66,9 @@ def cache_root() -> Path:
 
 
 def _digest_tree(digest: Any, root: Path, skip: tuple[str, ...] = ()) -> None:
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name not in skip):
+    """Every file under ``root`` but ``skip`` and Python's bytecode (which importing a solve.py may leave)."""
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name not in skip
+                       and "__pycache__" not in p.relative_to(root).parts and p.suffix != ".pyc"):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
 
 

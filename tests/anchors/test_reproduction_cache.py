@@ -70,3 +70,13 @@ def test_a_failed_run_is_not_cached(task: Path, tmp_path: Path) -> None:
             run_reproduction(task, tmp_path / attempt)
     assert runs(task) == 2
     assert list((cache_root() / "reproduction").glob("fake-task-*")) == []
+
+
+def test_bytecode_left_by_importing_a_solution_does_not_change_the_key(task: Path) -> None:
+    before = oracle_key(task)
+    (task / "solution" / "__pycache__").mkdir()
+    (task / "solution" / "__pycache__" / "solve.cpython-311.pyc").write_bytes(b"\x00bytecode")
+    (task / "solution" / "helper.pyc").write_bytes(b"\x00bytecode")
+    assert oracle_key(task) == before
+    (task / "solution" / "helper.py").write_text("VALUE = 1\n", encoding="utf-8")
+    assert oracle_key(task) != before
