@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from anchorage import confined
 from anchorage.campaigns.aggregation import Leaderboard, TrialResult, leaderboard
 from anchorage.errors import AnchorageError, InputError, did_you_mean
-from anchorage.store import ArtifactStore, open_store
+from anchorage.store import COMPLETE_MARKER, ArtifactStore, open_store
 from anchorage.trials.records import TRANSCRIPT, TrialRecord
 
 RECORD_LIMIT = confined.RECORD_LIMIT
@@ -351,7 +351,8 @@ class StoreRuns(Runs):
         _check_trial(campaign)
         _check_trial(trial)
         prefix = f"{campaign}/{trial}/"
-        return sorted(key[len(prefix):] for key in self.keys() if key.startswith(prefix) and not key.endswith("/"))
+        return sorted(key[len(prefix):] for key in self.keys() if key.startswith(prefix) and not key.endswith("/")
+                      and key != f"{prefix}{COMPLETE_MARKER}")   # the store's own marker, not a trial's file
 
 
 def _check_trial(name: str) -> None:
