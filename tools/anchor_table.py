@@ -67,7 +67,7 @@ def run_oracle(task: Path) -> tuple[Path, float]:
     """Run ``anchorage oracle`` on ``task`` (sandboxed); copy the artifact to solution/; return it and the run time."""
     with tempfile.TemporaryDirectory(prefix="anchor-table-") as tmp:
         cli = Path(sys.executable).with_name("anchorage")
-        proc = subprocess.run([str(cli), "oracle", str(task), "--runs-dir", tmp], capture_output=True, text=True,
+        proc = subprocess.run([str(cli), "oracle", "--task", str(task), "--runs-dir", tmp], capture_output=True, text=True,
                               check=False)
         folders = list(Path(tmp).iterdir())
         if proc.returncode != 0 or len(folders) != 1:

@@ -112,7 +112,8 @@ def oracle_run(task: Path, work: Path) -> dict[str, Any]:
         return cached
     before = tree_hash(task / "solution")
     runs = work / "runs"
-    proc = subprocess.run([str(Path(sys.executable).with_name("anchorage")), "oracle", str(task), "--runs-dir", str(runs)],
+    cli = str(Path(sys.executable).with_name("anchorage"))
+    proc = subprocess.run([cli, "oracle", "--task", str(task), "--runs-dir", str(runs)],
                           capture_output=True, text=True, check=False, timeout=3000)
     folders = list(runs.iterdir()) if runs.is_dir() else []
     assert len(folders) == 1, f"anchorage oracle left {folders} (exit {proc.returncode}): {proc.stdout}{proc.stderr}"

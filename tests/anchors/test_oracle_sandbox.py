@@ -76,7 +76,8 @@ def probe_run(tmp_path_factory: pytest.TempPathFactory, mechanism: str) -> dict[
         f'TASK_SLUG={SLUG} exec "${{PYTHON:-python3}}" /solution/probe.py {canary} {task} {REPO}\n', encoding="utf-8")
     before = {name: tree_hash(task / name) for name in ("solution", "tests", "environment")}
     runs = work / "runs"
-    proc = subprocess.run([str(Path(sys.executable).with_name("anchorage")), "oracle", str(task), "--runs-dir", str(runs)],
+    cli = str(Path(sys.executable).with_name("anchorage"))
+    proc = subprocess.run([cli, "oracle", "--task", str(task), "--runs-dir", str(runs)],
                           capture_output=True, text=True, check=False, timeout=600)
     (folder,) = runs.iterdir()
     artifact = folder / "artifacts" / f"{SLUG}_result.json"
