@@ -45,6 +45,9 @@ def test_the_demo_campaign_opens_in_inspects_reader(demo_runs: Path, tmp_path: P
     assert failed_gates and all(name in records[0]["message"] for name in failed_gates)
     assert "Original Contest Problem" in str(sample.input)              # the prompt the agent got
     assert sample.messages[-1].role == "assistant" and "problem_id" in sample.messages[-1].text   # the transcript
+    calls = [e for e in sample.events if e.event == "model"]
+    assert len(calls) == 1 and calls[0].call is not None and calls[0].call.request["messages"]   # the raw request
+    assert calls[0].output.completion == sample.messages[-1].text
     usage = sample.model_usage["mock-model"]
     assert usage.input_tokens == records[0]["usage"]["input_tokens"]
     assert usage.total_cost == pytest.approx(records[0]["cost_usd"])

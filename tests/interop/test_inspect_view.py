@@ -1,11 +1,13 @@
 """``inspect view`` (Inspect AI's own viewer, from the ``inspect_ai`` package) opens the demo campaign
 exported by ``anchorage export inspect``, in Debian's headless Chromium through Playwright: the log's
-summary (task, scorer, mean over seeds), a mock trial's messages from its transcript and its score with
-the failed gates. Screenshots go to ``test-output/viewer/inspect-*.png``, each checked for content."""
+summary (task, scorer, mean over seeds), a mock trial's model call in its transcript, its messages and
+its score with the failed gates. Screenshots go to ``test-output/viewer/inspect-*.png``, each checked for
+content."""
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -92,6 +94,9 @@ def test_inspect_view_opens_the_exported_demo(inspect_view: tuple[str, dict[str,
     screenshot(page, "inspect-log")
     page.goto(f"{url}/#/tasks/{files['mock']}/samples/sample/smoke-inventory/1/")
     page.get_by_text("mock/mock-model").first.wait_for(timeout=60_000)
+    page.get_by_role("tab", name="Transcript").first.click()
+    page.get_by_text(re.compile("model call", re.IGNORECASE)).first.wait_for(timeout=60_000)   # the model event
+    screenshot(page, "inspect-transcript")
     page.get_by_role("tab", name="Messages").first.click()
     page.get_by_text("problem_id").first.wait_for(timeout=60_000)           # the model's answer, from the transcript
     screenshot(page, "inspect-messages")

@@ -10,7 +10,8 @@ re-writing its schema here. The mapping:
 * one sample per trial: the sample id is the task, the epoch is the seed's rank (1, 2, …; the seed itself in
   ``metadata.seed``); the input is the prompt the agent got; the messages come from the gateway's
   transcript when it was captured (Inspect's own converters of OpenAI chat/responses and Anthropic
-  messages); the score ``o_eval`` as scored, its explanation the trial's message (the failed gates), its
+  messages), each call also a model event with its raw request and response (the sample's transcript in
+  ``inspect view``); the score ``o_eval`` as scored, its explanation the trial's message (the failed gates), its
   metadata the score record; tokens and cost per model (an unknown cost stays unknown: ``total_cost``
   None); an infrastructure failure is a sample error, never a zero score;
 * the log's results: the mean and standard error of ``o_eval`` over the scored seeds; its status
@@ -36,6 +37,7 @@ from anchorage.errors import InputError
 from anchorage.report.runs import RunReadError, Runs, is_terminal_record
 
 if TYPE_CHECKING:
+    from inspect_ai.event import Event
     from inspect_ai.log import EvalLog, EvalSample
     from inspect_ai.model import ChatMessage, ModelOutput
 
@@ -168,7 +170,7 @@ async def _sample(runs: Runs, campaign: str, record: dict[str, Any], epoch: int,
 
     trial = str(record["name"])
     prompt, prompt_note = _prompt(runs, campaign, trial, record)
-    messages, output, transcript_note = await _conversation(runs, campaign, trial)
+    messages, output, events, transcript_note = await _conversation(runs, campaign, trial, model)
     score = record.get("score") or {}
     durations = record.get("durations") or {}
     infra = record.get("phase") == INFRA_PHASE
@@ -189,7 +191,7 @@ async def _sample(runs: Runs, campaign: str, record: dict[str, Any], epoch: int,
                                     metadata={"score": score, **details})}
     return EvalSample(
         id=str(record["task"]), epoch=epoch, input=prompt, target="", messages=messages,
-        output=output or ModelOutput(model=model), scores=scores, metadata=metadata,
+        output=output or ModelOutput(model=model), scores=scores, metadata=metadata, events=events,
         model_usage=_usage(record), started_at=record.get("started_at"), completed_at=record.get("finished_at"),
         total_time=durations.get("total_sec"), working_time=durations.get("agent_sec"), uuid=_id(campaign, trial),
         error=EvalError(message=f"infrastructure failure ({record.get('reason')}): {record.get('message') or ''}",
@@ -220,8 +222,44 @@ def _score_details(runs: Runs, campaign: str, trial: str) -> dict[str, Any]:
     return {k: full[k] for k in keep if k in full}
 
 
-async def _conversation(runs: Runs, campaign: str, trial: str) -> tuple[list[ChatMessage], ModelOutput | None, str]:
-    """The messages of the trial's last model call and its answer, by Inspect's own converters."""
+async def _conversation(runs: Runs, campaign: str, trial: str,
+                        model: str) -> tuple[list[ChatMessage], ModelOutput | None, list[Event], str]:
+    """The trial's model calls as Inspect model events (each call's messages, answer and raw request and
+    response), and the messages of the last call with its answer — all by Inspect's own converters."""
+    try:
+        transcript = runs.transcript(campaign, trial)
+    except RunReadError as exc:
+        return [], None, [], f"the transcript cannot be read: {exc}"
+    if transcript is None:
+        return [], None, [], ""
+    calls = [line for line in transcript.lines if isinstance(line.get("request"), dict)
+             and not line["request"].get("truncated")]
+    if not calls:
+        return [], None, [], "the transcript holds no complete request"
+    events: list[Event] = []
+    problems: list[str] = []
+    messages: list[ChatMessage] = []
+    output: ModelOutput | None = None
+    for line in calls:
+        try:
+            messages, output = await _call(line)
+        except Exception as exc:   # a body Inspect cannot read is noted, never fatal to the export
+            problems.append(f"{type(exc).__name__}: {exc}")
+            messages, output = [], None
+            continue
+        events.append(_event(line, messages, output, model))
+    note = f"{len(events)} of {len(calls)} model call(s) converted" + (" (transcript cut)" if transcript.cut else "")
+    if problems:
+        note += f"; not converted: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+    if calls[-1].get("response") is None and calls[-1].get("response_sse"):
+        note += "; the last answer was streamed (kept as text in transcript.jsonl, not converted)"
+    if output is not None and output.choices:
+        messages = [*messages, output.message]
+    return messages, output, events, note
+
+
+async def _call(line: dict[str, Any]) -> tuple[list[ChatMessage], ModelOutput | None]:
+    """One transcript line's request messages and answer, by the converter of its wire format."""
     from inspect_ai.model import (
         ChatMessageSystem,
         ChatMessageUser,
@@ -233,48 +271,45 @@ async def _conversation(runs: Runs, campaign: str, trial: str) -> tuple[list[Cha
         model_output_from_openai_responses,
     )
 
-    try:
-        transcript = runs.transcript(campaign, trial)
-    except RunReadError as exc:
-        return [], None, f"the transcript cannot be read: {exc}"
-    if transcript is None:
-        return [], None, ""
-    calls = [line for line in transcript.lines if isinstance(line.get("request"), dict)
-             and not line["request"].get("truncated")]
-    if not calls:
-        return [], None, "the transcript holds no complete request"
-    last = calls[-1]
-    request, response, endpoint = last["request"], last.get("response"), last.get("endpoint")
-    note = f"messages of the last of {len(calls)} model call(s)" + (" (transcript cut)" if transcript.cut else "")
-    try:
-        output: ModelOutput | None = None
-        if endpoint == "chat":
-            messages = await messages_from_openai(request.get("messages") or [])
-            if isinstance(response, dict) and response.get("choices"):
-                output = await model_output_from_openai(response)
-        elif endpoint == "responses":
-            given = request.get("input")
-            messages = ([ChatMessageUser(content=given)] if isinstance(given, str)
-                        else await messages_from_openai_responses(given or []))
-            if isinstance(request.get("instructions"), str):
-                messages.insert(0, ChatMessageSystem(content=request["instructions"]))
-            if isinstance(response, dict) and response.get("output") is not None:
-                output = await model_output_from_openai_responses(response)
-        elif endpoint == "messages":
-            system = request.get("system")
-            messages = await messages_from_anthropic(request.get("messages") or [],
-                                                     system_message=system if isinstance(system, str) else None)
-            if isinstance(response, dict) and response.get("content") is not None:
-                output = await model_output_from_anthropic(response)
-        else:
-            return [], None, f"the transcript's endpoint {endpoint!r} is not converted"
-    except Exception as exc:
-        return [], None, f"the transcript could not be converted to Inspect messages: {type(exc).__name__}: {exc}"
-    if output is not None and output.choices:
-        messages.append(output.message)
-    elif response is None and last.get("response_sse"):
-        note += "; the answer was streamed (kept as text in transcript.jsonl, not converted)"
-    return messages, output, note
+    request, response, endpoint = line["request"], line.get("response"), line.get("endpoint")
+    output: ModelOutput | None = None
+    if endpoint == "chat":
+        messages = await messages_from_openai(request.get("messages") or [])
+        if isinstance(response, dict) and response.get("choices"):
+            output = await model_output_from_openai(response)
+    elif endpoint == "responses":
+        given = request.get("input")
+        messages = ([ChatMessageUser(content=given)] if isinstance(given, str)
+                    else await messages_from_openai_responses(given or []))
+        if isinstance(request.get("instructions"), str):
+            messages.insert(0, ChatMessageSystem(content=request["instructions"]))
+        if isinstance(response, dict) and response.get("output") is not None:
+            output = await model_output_from_openai_responses(response)
+    elif endpoint == "messages":
+        system = request.get("system")
+        messages = await messages_from_anthropic(request.get("messages") or [],
+                                                 system_message=system if isinstance(system, str) else None)
+        if isinstance(response, dict) and response.get("content") is not None:
+            output = await model_output_from_anthropic(response)
+    else:
+        raise ValueError(f"the endpoint {endpoint!r} has no converter")
+    return messages, output
+
+
+def _event(line: dict[str, Any], messages: list[ChatMessage], output: ModelOutput | None, model: str) -> Event:
+    from inspect_ai.event import ModelEvent
+    from inspect_ai.model import GenerateConfig, ModelCall, ModelOutput
+
+    response = line.get("response")
+    stamp = line.get("ts")
+    extra = {"timestamp": stamp} if isinstance(stamp, str) else {}
+    return ModelEvent(
+        model=str(line.get("model") or model), input=messages, tools=[], tool_choice="none", config=GenerateConfig(),
+        output=output or ModelOutput(model=str(line.get("model") or model)),
+        call=ModelCall(request=line["request"], response=response if isinstance(response, dict) else None),
+        error=None if line.get("status") in (None, 200) else f"HTTP {line.get('status')}",
+        metadata={"endpoint": line.get("endpoint"), "status": line.get("status"), "usage": line.get("usage"),
+                  "unmetered": line.get("unmetered")}, **extra)
 
 
 def _usage(record: dict[str, Any]) -> dict[str, Any]:
