@@ -7,9 +7,10 @@ the base is made with ``debootstrap`` from Debian's packages (minbase bookworm +
 and the CA certificates) and imported locally as ``localhost/anchorage/debian-base:<key>``; ``--base IMAGE``
 builds on a registry image instead (the Dockerfiles' default, ``python:3.12.7-slim-bookworm``).
 
-Images are cached by content: an image's tag is a hash of its Dockerfile, every file its ``COPY`` lines
-read, the base image's id, the build arguments and :data:`RECIPE`, so a second run with nothing changed
-builds nothing. ``--format docker`` keeps the Dockerfiles' ``SHELL`` (OCI images have none).
+Images are cached by content: an image's tag is a hash of its Dockerfile (comments aside), every file its
+``COPY`` lines read, the base image's id, the build arguments and :data:`RECIPE`, so a second run with
+nothing changed builds nothing; the :data:`KEEP` newest builds of each image are kept, older ones removed.
+``--format docker`` keeps the Dockerfiles' ``SHELL`` (OCI images have none).
 
 Smoke commands (``--smoke``): the agent image's three CLIs print their pinned versions and its Python stack
 imports, as the agent user (uid 65532, the Job's ``runAsUser``); the verifier image scores the smoke task's
@@ -46,6 +47,7 @@ MIRROR = os.environ.get("ANCHORAGE_DEBIAN_MIRROR", "http://deb.debian.org/debian
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "passwd")
 IMAGES = ("agent-base", "verifier")
 BUILD_TIMEOUT_SEC = 7200
+KEEP = 2  # builds kept per image (see prune)
 _DIRECTIVE = re.compile(r"#\s*(syntax|escape|check)\s*=", re.IGNORECASE)
 #: How images are built; part of every image's content hash (a change here rebuilds them).
 RECIPE = ("bud", "--isolation", "chroot", "--layers=false", "--format", "docker")
@@ -208,7 +210,22 @@ def build(name: str, base: str, args: dict[str, str] | None = None) -> str:
     with build_trust() as mounts:
         buildah(*RECIPE, *flags, *mounts, "-f", f"images/{name}/Dockerfile", "-t", tag, str(REPO), stream=True)
     print(f"{name}: built {tag}")
+    prune(name)
     return tag
+
+
+def prune(name: str, keep: int = KEEP) -> list[str]:
+    """Remove all but the ``keep`` newest builds of ``images/<name>`` (each content change leaves one behind,
+    gigabytes in vfs storage); what was removed. Two are kept so a branch and main do not rebuild in turn."""
+    out = buildah("images", "--json", quiet=True)
+    prefix = f"localhost/anchorage/{name}:"
+    built = sorted(((image.get("created", 0), tag) for image in json.loads(out or "[]")
+                    for tag in image.get("names") or [] if tag.startswith(prefix)), reverse=True)
+    removed = []
+    for _, tag in built[keep:]:  # one a working container still uses stays (buildah refuses; no harm)
+        if subprocess.run(["buildah", *storage(), "rmi", tag], capture_output=True, check=False).returncode == 0:
+            removed.append(tag)
+    return removed
 
 
 # ----- smoke commands -----------------------------------------------------------------------------------------

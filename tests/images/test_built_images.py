@@ -60,3 +60,5 @@ def test_verifier_image_scores_the_smoke_task_with_the_hosts_gates(tool: ModuleT
     tag = tool.build("verifier", base)
     result = tool.smoke_verifier(tag)
     assert result["o_eval"] == 1.0 and result["gates"] > 0
+    builds = [name for name in tool.images() if name.startswith("localhost/anchorage/verifier:")]
+    assert tag in builds and len(builds) <= tool.KEEP  # older builds pruned
