@@ -63,10 +63,11 @@ def test_unknown_task_names_and_fields_get_a_suggestion(tmp_path: Path) -> None:
     assert done.returncode == 2 and "did you mean 'strict'" in done.stderr
 
 
-def test_oracle_report_and_agents_print_json(mechanism: object, tmp_path: Path, demo_runs: Path) -> None:
+def test_oracle_report_and_agents_print_json(mechanism: object, tmp_path: Path, demo_runs: Path,
+                                            imported_anchor_task: Path) -> None:
     oracle = _json("oracle", "--task", "smoke-inventory", "--runs-dir", str(tmp_path / "runs"))
     assert isinstance(oracle, dict) and oracle["phase"] == "Succeeded" and oracle["score"]["o_eval"] == 1.0
-    imported = _json("oracle", "-t", "cumcm-2025-b-sic-thickness", code=1)
+    imported = _json("oracle", "-t", str(imported_anchor_task), "--runs-dir", str(tmp_path / "runs"), code=1)
     assert isinstance(imported, dict) and imported["imported_anchor"] is True
     run = tmp_path / "demo"
     shutil.copytree(demo_runs / "demo", run)
