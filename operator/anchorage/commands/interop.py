@@ -79,7 +79,8 @@ def import_harbor(
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Score a Harbor job's artifacts with this project's scorer into RUNS_DIR/NAME (a run folder that view,
-    report, compare and rescore read)."""
+    report, compare and rescore read). Exit 0 every trial scored, 1 a trial was the model's failure, 3 one
+    failed for the platform, 2 bad input."""
     import json
 
     from anchorage.interop.harbor import import_harbor as load
