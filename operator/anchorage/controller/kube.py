@@ -228,6 +228,10 @@ class Client:
     def read_namespaced_job(self, name: str, namespace: str) -> Obj:
         return self.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}")
 
+    def list_namespaced_pod(self, namespace: str, label_selector: str) -> Obj:
+        query = urllib.parse.urlencode({"labelSelector": label_selector})
+        return self.request("GET", f"/api/v1/namespaces/{namespace}/pods?{query}")
+
     def create_namespaced_network_policy(self, namespace: str, body: Obj) -> Obj:
         return self.request("POST", f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies", body,
                             answer=False)
@@ -429,3 +433,27 @@ def get_job(namespace: str, name: str) -> Obj | None:
         if exc.status == 404:
             return None
         raise
+
+
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
+def job_pods(namespace: str, job: str) -> list[Obj]:
+    """The pods of Job ``job`` (its controller's ``batch.kubernetes.io/job-name`` label), as the API sends them.
+
+    [] when they cannot be read for good (gone after the Job's TTL; 403: the operator's Role lacks ``list`` on
+    pods — said once in the log); a 5xx or a lost connection is kopf's to retry, like every call."""
+    try:
+        answer = call(lambda: client().list_namespaced_pod(namespace, f"{JOB_NAME_LABEL}={job}"),
+                      what=f"list the pods of job/{job}")
+    except ApiError as exc:
+        if exc.status == 403 and "pods" not in _FORBIDDEN_SAID:
+            _FORBIDDEN_SAID.add("pods")
+            log.warning("the operator cannot list pods in %s (%s): trials' exit codes are unknown; grant list on "
+                        "pods (the Helm chart's trials Role does)", namespace, exc.message)
+        return []
+    items = answer.get("items")
+    return [p for p in items if isinstance(p, dict)] if isinstance(items, list) else []
+
+
+_FORBIDDEN_SAID: set[str] = set()

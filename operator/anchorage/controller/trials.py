@@ -1,12 +1,12 @@
 """Trial handlers: launch the Job of each attempt; when it ends, score it through a ScoringRun (or retry).
 
-Registered by importing ``anchorage.controller``. Thin: Kubernetes evidence in (the Job's end, the
-upload sidecar's marker, the ScoringRun's end), the lifecycle core (:mod:`anchorage.trials`:
-``plan_agent``, ``classify``, ``should_retry``, ``with_score``, ``TrialRecord``) in the middle, typed
-status out (:class:`anchorage.runtime.kubestatus.TrialStatus`). A Trial runs once; only an
-infrastructure failure is retried, and only ``spec.retries`` times (each attempt is a new Job
-``<trial>-a<N>``). Names are deterministic, so a restarted operator that re-handles a Trial finds its
-Job instead of making a second one.
+Registered by importing ``anchorage.controller``. Thin: Kubernetes evidence in (the Job's end, its pod's container
+statuses and the upload sidecar's marker — :mod:`anchorage.controller.evidence` —, the ScoringRun's end), the
+lifecycle core (:mod:`anchorage.trials`: ``plan_agent``, ``classify``, ``should_retry``, ``with_score``,
+``TrialRecord``) in the middle, typed status out (:class:`anchorage.runtime.kubestatus.TrialStatus`). A Trial runs
+once; only an infrastructure failure is retried, and only ``spec.retries`` times (each attempt is a new Job
+``<trial>-a<N>``). Names are deterministic, so a restarted operator that re-handles a Trial finds its Job instead
+of making a second one.
 
 The Trial owns its status — no other object's handler writes it. Two status writes per trial:
 ``Running`` (attempt, Job name) before its Job is created, and the final one, when its ScoringRun has
@@ -39,6 +39,7 @@ from anchorage import agents, metrics
 from anchorage import trials as trials_core
 from anchorage.campaigns.names import child_name, scoring_run_name
 from anchorage.controller import gatewaying, kube
+from anchorage.controller.evidence import attempt_end
 from anchorage.controller.settings import config, store
 from anchorage.errors import AnchorageError
 from anchorage.manifests import API_GROUP, API_VERSION, TrialSpec
@@ -330,29 +331,6 @@ def _finished(job: Mapping[str, Any]) -> str | None:
     return None
 
 
-def attempt_end(result: str, upload: Mapping[str, Any] | None, timeout_sec: float | None,
-                cli: str | None = None) -> AttemptEnd:
-    """A finished Job (how it ended) and the upload sidecar's marker as the lifecycle's evidence.
-
-    Platform evidence only decides an infrastructure failure: the Job's own condition and whether the
-    sidecar (the only container with storage credentials) wrote its marker. The exit code the agent's
-    container left is the agent's own evidence: at worst a ``Failed`` trial.
-    """
-    if result == "DeadlineExceeded":
-        return AttemptEnd(timed_out=True, timeout_sec=timeout_sec)
-    if upload is None:
-        if result == "Complete":
-            return AttemptEnd(storage_failure="the attempt ended but its results were never uploaded "
-                                              "(the upload sidecar wrote no marker)")
-        hint = (f" (its check-agent init container fails when the agent image lacks the pinned {cli} CLI: build "
-                f"images/agent-base with AGENT_CLIS including {cli})") if cli else ""
-        return AttemptEnd(launcher_failure=f"the attempt's pod ended ({result}) before its results were collected{hint}")
-    code = upload.get("exit_code")
-    oversized = upload.get("oversized")  # measured by the sidecar against the folders' quotas
-    return AttemptEnd(exit_code=None if code is None else int(code), oom_killed=code == 137,
-                      oversized=bool(oversized), oversized_detail=str(oversized or ""))
-
-
 def _read_json(key: str) -> dict[str, Any] | None:
     try:
         data = json.loads(store().get_bytes(key))
@@ -454,7 +432,9 @@ def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
     spec = trial_spec(trial)
     _, defaults = _task_cached(spec.task)
     cli = spec.agent.kind if agents.pin(spec.agent.kind) is not None else None
-    end = attempt_end(result, _read_upload(status.get("recordUri", "")), kubejobs.deadline(spec, defaults), cli)
+    pods = kube.job_pods(job["metadata"]["namespace"], job["metadata"]["name"]) if job.get("metadata") else []
+    end = attempt_end(result, _read_upload(status.get("recordUri", "")), kubejobs.deadline(spec, defaults), cli,
+                      pods=pods, plan=_task_inputs(spec)[0])
     record = _attempt_record(trial, spec, end)
     prefix = _prefix(status)
     if should_retry(record.outcome(), record.attempt, spec.retries):

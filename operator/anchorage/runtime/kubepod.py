@@ -2,7 +2,8 @@
 
 Containers built by ``anchorage.runtime.kubejobs`` call it; nothing else does.
 
-* ``fetch-task``   (trial init container): copy the task's data (and the oracle's solution) to a volume;
+* ``fetch-task``   (trial init container): copy the task's data (and the oracle's solution) to a volume, and a
+  replay's artifact into the results (exit :data:`REPLAY_MISSING_EXIT` when it does not exist);
 * ``upload``       (native sidecar, the only container with storage credentials): wait until the main
   container wrote its exit code (or SIGTERM, which the kubelet sends once the main container ended),
   upload the given folders, write ``upload.json`` last, exit;
@@ -31,6 +32,16 @@ if TYPE_CHECKING:
     from anchorage.store import ArtifactStore
 
 
+#: ``fetch-task``'s exit code when the replayed artifact does not exist (``EX_NOINPUT``). The operator reads it
+#: from the Pod's init-container status (platform evidence: no agent code has run yet) and ends the trial by the
+#: local engine's rule (``anchorage.trials.agents.plans.missing_replay_message``): Failed, never retried.
+REPLAY_MISSING_EXIT = 66
+
+
+class ReplayMissing(AnchorageError):
+    """``fetch-task``: the replay's artifact is neither a file nor a key of the store."""
+
+
 def open_store(uri: str) -> ArtifactStore:
     """The artifact store at ``uri`` (``file://`` or ``s3://``; credentials come from the environment)."""
     from anchorage.store import open_store as open_uri
@@ -56,16 +67,19 @@ def fetch_task(args: argparse.Namespace) -> None:
         if task.root.resolve() not in source.parents:
             raise AnchorageError(f"--folder {folder!r} is not inside the task")
         _copytree(source, dest / folder)
-    if args.replay_in_task:
-        Path(args.results, task.artifact_name).write_bytes((task.root / args.replay_in_task).read_bytes())
-    elif args.replay:
-        source = args.replay.removeprefix("file://")
-        if Path(source).is_dir():  # a results folder (as the local engine replays it)
-            _copytree(Path(source), Path(args.results))
-            return
-        data = Path(source).read_bytes() if Path(source).exists() else \
-            open_store(os.environ["ANCHORAGE_STORE"]).get_bytes(source)
-        Path(args.results, task.artifact_name).write_bytes(data)
+    try:
+        if args.replay_in_task:
+            Path(args.results, task.artifact_name).write_bytes((task.root / args.replay_in_task).read_bytes())
+        elif args.replay:
+            source = args.replay.removeprefix("file://")
+            if Path(source).is_dir():  # a results folder (as the local engine replays it)
+                _copytree(Path(source), Path(args.results))
+                return
+            data = Path(source).read_bytes() if Path(source).exists() else \
+                open_store(os.environ["ANCHORAGE_STORE"]).get_bytes(source)
+            Path(args.results, task.artifact_name).write_bytes(data)
+    except FileNotFoundError as exc:  # neither a file nor a store key: the entry's problem, not the platform's
+        raise ReplayMissing(str(exc)) from exc
 
 
 def _wait_for(run_dir: Path) -> None:
@@ -159,7 +173,8 @@ def _over_quota(folder: Path, quota: int) -> list[str]:
 
 
 def _exit_code(run_dir: Path) -> int | None:
-    """The agent's exit code as its wrapper wrote it (the agent could write there too: a number or None)."""
+    """The agent's exit code as its wrapper wrote it (the agent could write there too: a number or None). Kept in
+    the marker for people reading it; the operator classifies from the Pod's container statuses instead."""
     from anchorage import confined
 
     try:
@@ -288,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         args.fn(args)
+    except ReplayMissing as exc:
+        print(f"error: the replay artifact does not exist: {exc}", file=sys.stderr)
+        return REPLAY_MISSING_EXIT
     except AnchorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -33,7 +33,7 @@ from anchorage.manifests import Limits, TrialSpec
 from anchorage.runtime.local import sandbox
 from anchorage.tasks import Task
 from anchorage.trials import AgentPlan, AttemptEnd, Phase, Reason, TrialRecord, classify, plan_agent
-from anchorage.trials.agents.plans import replayed_message
+from anchorage.trials.agents.plans import missing_replay_message, replayed_message
 from anchorage.trials.costing import trial_cost
 from anchorage.trials.pipeline import protocol_steps, summary
 from anchorage.trials.records import (
@@ -280,7 +280,7 @@ def _replay(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: Loca
     if not source.is_absolute():
         source = (runtime.base_dir / source).resolve()
     if not source.exists():
-        return AttemptEnd(agent_problem=f"replay artifact {source} does not exist")
+        return AttemptEnd(agent_problem=missing_replay_message(plan))  # the operator's rule too
     try:
         if source.is_dir():
             shutil.copytree(source, dirs["artifacts"], dirs_exist_ok=True)

@@ -71,6 +71,15 @@ def replayed_message(plan: AgentPlan) -> str:
     return f"replayed {plan.replay.source} ({plan.label})"
 
 
+def missing_replay_message(plan: AgentPlan) -> str:
+    """The one rule for a replay whose artifact does not exist, on both drivers: the entry's own problem — the
+    trial is ``Failed`` (``agent_error``) with this message, never retried, never an infrastructure failure."""
+    assert plan.replay is not None
+    if plan.replay.in_task:
+        return f"replay artifact {plan.replay.source} does not exist in the task's folder (the imported anchor's result)"
+    return f"replay artifact {plan.replay.source} does not exist (check the entry's agent.artifact)"
+
+
 Planner = Callable[[AgentSpec, Task, int], AgentPlan]
 
 

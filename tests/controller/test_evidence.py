@@ -1,0 +1,111 @@
+"""The operator's evidence of an attempt's end: the kubelet's container statuses decide, never a file the agent
+can write (the exit code its wrapper leaves in the run folder, copied by the sidecar into ``upload.json``); a
+replay whose artifact does not exist ends the trial by the local engine's rule."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from anchorage.controller.evidence import attempt_end
+from anchorage.manifests import AgentSpec
+from anchorage.runtime import kubepod
+from anchorage.runtime.kubepod import REPLAY_MISSING_EXIT
+from anchorage.tasks import load_task, resolve_task
+from anchorage.trials import Phase, Reason, classify, plan_agent, should_retry
+from anchorage.trials.agents.plans import missing_replay_message
+
+MARKER = {"exit_code": 0, "files": {"artifacts": 1}}
+
+
+def _pod(created: str = "2026-12-01T10:00:00Z", *, agent: dict[str, Any] | None = None,
+         fetch: dict[str, Any] | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": "Failed"}
+    if agent is not None:
+        status["containerStatuses"] = [{"name": "agent", "state": {"terminated": agent}}]
+    if fetch is not None:
+        status["initContainerStatuses"] = [{"name": "fetch-task", "state": {"terminated": fetch}}]
+    return {"metadata": {"creationTimestamp": created}, "status": status}
+
+
+def _outcome(result: str, upload: dict[str, Any] | None, pods: list[dict[str, Any]], **kw: Any) -> tuple[str, str, str]:
+    outcome = classify(attempt_end(result, upload, 60.0, pods=pods, **kw))
+    return str(outcome.phase), str(outcome.reason), outcome.message
+
+
+def test_the_exit_code_comes_from_the_container_status_not_from_the_marker() -> None:
+    """The agent wrote 0 where its wrapper keeps the exit code (the sidecar copied it): the kubelet says 3."""
+    forged = _outcome("BackoffLimitExceeded", MARKER, [_pod(agent={"exitCode": 3, "reason": "Error"})])
+    assert forged == ("Failed", "agent_error", "the agent exited with status 3")
+    # and 137 written by the agent is not an OOM kill: only the kubelet's OOMKilled is
+    fake_oom = _outcome("BackoffLimitExceeded", {**MARKER, "exit_code": 137}, [_pod(agent={"exitCode": 1, "reason": "Error"})])
+    assert fake_oom[:2] == ("Failed", "agent_error")
+    real_oom = _outcome("BackoffLimitExceeded", MARKER, [_pod(agent={"exitCode": 137, "reason": "OOMKilled"})])
+    assert real_oom[:2] == ("Failed", "oom") and "OOMKilled" in real_oom[2]
+
+
+def test_the_newest_pod_speaks() -> None:
+    pods = [_pod("2026-12-01T10:00:00Z", agent={"exitCode": 0, "reason": "Completed"}),
+            _pod("2026-12-01T10:05:00Z", agent={"exitCode": 2, "reason": "Error"})]
+    assert _outcome("BackoffLimitExceeded", MARKER, pods)[2] == "the agent exited with status 2"
+
+
+def test_a_node_failure_of_the_container_is_the_platforms() -> None:
+    lost = _outcome("BackoffLimitExceeded", MARKER,
+                    [_pod(agent={"exitCode": 137, "reason": "ContainerStatusUnknown", "message": "the node restarted"})])
+    assert lost[:2] == ("InfrastructureFailed", "sandbox_error") and "the node restarted" in lost[2]
+
+
+def test_without_a_pod_a_complete_job_means_exit_0_and_a_failed_one_an_unknown_code() -> None:
+    assert _outcome("Complete", MARKER, []) == ("Succeeded", "completed", "")
+    unknown = attempt_end("BackoffLimitExceeded", {**MARKER, "exit_code": 0}, 60.0, pods=[])
+    assert unknown.exit_code is None  # not the marker's 0
+    assert _outcome("BackoffLimitExceeded", MARKER, [])[:2] == ("Failed", "agent_error")
+
+
+def test_the_sidecars_marker_still_decides_collection_and_quotas() -> None:
+    assert _outcome("Complete", None, [_pod(agent={"exitCode": 0, "reason": "Completed"})])[:2] == \
+        ("InfrastructureFailed", "storage_error")
+    assert _outcome("DeadlineExceeded", None, [])[:2] == ("Failed", "timeout")
+    over = {**MARKER, "oversized": "artifacts: over the 10-byte quota"}
+    assert _outcome("Complete", over, [_pod(agent={"exitCode": 0, "reason": "Completed"})])[:2] == \
+        ("Failed", "oversized_result")
+
+
+def _plan(artifact: str) -> Any:
+    task = load_task(resolve_task("smoke-inventory"))
+    return plan_agent(AgentSpec.model_validate({"kind": "replay", "artifact": artifact}), task, 1)
+
+
+def test_a_missing_replay_artifact_follows_the_local_engines_rule() -> None:
+    plan = _plan("/nowhere/{task}.json")
+    pods = [_pod(fetch={"exitCode": REPLAY_MISSING_EXIT, "reason": "Error"})]
+    end = attempt_end("BackoffLimitExceeded", None, 60.0, pods=pods, plan=plan)
+    outcome = classify(end)
+    assert (outcome.phase, outcome.reason) == (Phase.FAILED, Reason.AGENT_ERROR)
+    assert outcome.message == missing_replay_message(plan) == \
+        "replay artifact /nowhere/smoke-inventory.json does not exist (check the entry's agent.artifact)"
+    assert not should_retry(outcome, 1, 3)
+    # any other failure of fetch-task is the platform's, as before
+    other = _outcome("BackoffLimitExceeded", None, [_pod(fetch={"exitCode": 1, "reason": "Error"})], plan=plan)
+    assert other[:2] == ("InfrastructureFailed", "sandbox_error")
+
+
+def test_fetch_task_exits_with_the_missing_replay_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    monkeypatch.setenv("ANCHORAGE_STORE", f"file://{store}")
+    results = tmp_path / "results"
+    results.mkdir()
+    args = ["fetch-task", "--task", "smoke-inventory", "--dest", str(tmp_path / "task"), "--results", str(results)]
+    assert kubepod.main([*args, "--replay", str(tmp_path / "nothing.json")]) == REPLAY_MISSING_EXIT
+    assert kubepod.main([*args, "--replay", "no/such/key.json"]) == REPLAY_MISSING_EXIT
+    assert kubepod.main([*args, "--replay-in-task", "tests/none.json"]) == REPLAY_MISSING_EXIT
+    present = tmp_path / "present.json"
+    present.write_text("{}")
+    assert kubepod.main([*args, "--replay", str(present)]) == 0
+    artifact = load_task(resolve_task("smoke-inventory")).artifact_name
+    assert os.listdir(results) == [artifact] and (results / artifact).read_text() == "{}"
