@@ -10,6 +10,8 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,3 +139,16 @@ def count_added(env: Env) -> collections.Counter[tuple[str, str]]:
 
     env.thread.call(lambda: env.cluster.api.store.on_change.append(count))
     return added
+
+
+def chat_status(base_url: str, token: str, model: str = "mock-model") -> int:
+    """The HTTP status of one chat completion at a gateway with ``token`` (401: the token is refused)."""
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    request = urllib.request.Request(f"{base_url}/v1/chat/completions", data=body, headers={
+        "Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        return exc.code

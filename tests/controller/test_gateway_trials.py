@@ -23,7 +23,7 @@ from anchorage.gateway import Gateway, GatewayConfig, start_gateway
 from anchorage.gateway.mock import MockConfig, RunningMock, start_mock
 from anchorage.gateway.tokens import TOKEN_PREFIX, trial_of_token
 
-from .conftest import Env
+from .conftest import Env, chat_status
 
 pytestmark = pytest.mark.sandbox
 
@@ -98,16 +98,6 @@ def _status(env: Env, plural: str, name: str) -> dict[str, Any]:
     return (json.loads(out.stdout).get("status") or {}) if out.returncode == 0 else {}
 
 
-def _call(url: str, token: str) -> int:
-    body = json.dumps({"model": "mock-model", "messages": [{"role": "user", "content": "hi"}]}).encode()
-    request = urllib.request.Request(url + "/v1/chat/completions", data=body, headers={
-        "Content-Type": "application/json", "Authorization": f"Bearer {token}"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        return exc.code
 
 
 def test_campaign_of_model_calling_trials_records_exact_tokens_and_cost(kube_env: Env, gateway: Gateway) -> None:
@@ -142,13 +132,13 @@ def test_campaign_of_model_calling_trials_records_exact_tokens_and_cost(kube_env
         token = base64.b64decode(secret["data"]["token"]).decode()
         meta = trial["metadata"]
         assert trial_of_token(TOKEN_SECRET.encode(), token) == f"{meta['namespace']}.{name}.{meta['uid']}"
-        assert _call(str(gateway.url), token) == 401, "revoked when the trial finished"
+        assert chat_status(str(gateway.url), token) == 401, "revoked when the trial finished"
     # one trial's token cannot be pointed at the other trial: its signature covers the trial id
     first, second = (base64.b64decode(secrets[f"{t['status']['jobName']}-gateway"]["data"]["token"]).decode()
                      for t in trials)
     forged = first.split(".")[0] + "." + second.split(".")[1]
     assert forged.startswith(TOKEN_PREFIX) and trial_of_token(TOKEN_SECRET.encode(), forged) is None
-    assert _call(str(gateway.url), forged) == 401
+    assert chat_status(str(gateway.url), forged) == 401
     # the token costs one API write per model-calling trial: its Secret's create, nothing else on Secrets
     secret_calls = {k: n for k, n in kube_env.cluster.api.counts.items() if k.split()[1].startswith("secrets")}
     assert secret_calls == {"POST secrets": 2}, secret_calls

@@ -8,8 +8,6 @@ import base64
 import copy
 import dataclasses
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from anchorage.runtime.local.engine import run_campaign, run_single_trial
 from anchorage.runtime.local.trials import LocalRuntime
 from anchorage.trials.records import TIMING_FIELDS
 
-from .conftest import REPO, Env
+from .conftest import REPO, Env, chat_status
 
 pytestmark = pytest.mark.sandbox
 
@@ -80,6 +78,24 @@ def test_the_same_trial_gives_the_same_record_on_both_drivers(agent: str, kube_e
     if agent == "braces":  # every brace that is not a placeholder reached the agent as written
         assert json.loads((folder / "artifacts" / "seed.json").read_text()) == {"seed": 1}
         assert json.loads((tmp_path / "local" / "same-braces" / "artifacts" / "seed.json").read_text()) == {"seed": 1}
+
+
+def test_a_missing_replay_artifact_ends_the_trial_alike_on_both_drivers(kube_env: Env, tmp_path: Path) -> None:
+    """One rule: the entry's problem (Failed, agent_error, the same message), not the platform's — no retry. The
+    operator learns it from its own fetch-task container's exit code in the Pod's status."""
+    manifest = _trial("no-replay", {"kind": "replay", "artifact": str(tmp_path / "nowhere" / "{task}.json")})
+    manifest["spec"]["retries"] = 2
+    local = run_single_trial(Trial.model_validate(manifest), tmp_path / "local", _local_runtime(tmp_path))
+    kube_env.start_operator()
+    kube_env.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(manifest))
+    folder = kube_env.store / "_trials" / "default" / "no-replay"
+    kube_env.wait_for(lambda: (folder / "trial.json").is_file(), 120, "the operator's trial.json")
+    cluster = json.loads((folder / "trial.json").read_text())
+    expected = f"replay artifact {tmp_path}/nowhere/smoke-inventory.json does not exist (check the entry's agent.artifact)"
+    assert (local["phase"], local["reason"], local["message"]) == ("Failed", "agent_error", expected)
+    assert (cluster["phase"], cluster["reason"], cluster["message"]) == ("Failed", "agent_error", expected)
+    assert (local["attempt"], cluster["attempt"]) == (1, 1), "never retried"
+    assert _comparable(cluster) == _comparable(local)
 
 
 def _campaign(name: str, verification: dict[str, Any]) -> dict[str, Any]:
@@ -210,7 +226,7 @@ def test_panel_and_cbu_give_the_same_results_on_both_drivers(kube_env: Env, tmp_
     for name, step in stepped:  # each step's token was revoked when its pod ended
         secret = kube_env.get("secret", f"{name}-{step}-gateway")
         token = base64.b64decode(secret["data"]["token"]).decode()
-        assert _chat(proof_gateway, token) == 401, (name, step)
+        assert chat_status(str(proof_gateway.url), token, "mock-verifier") == 401, (name, step)
 
 
 def _diff(a: Any, b: Any, path: str = "") -> list[str]:
@@ -222,16 +238,6 @@ def _diff(a: Any, b: Any, path: str = "") -> list[str]:
     return [] if a == b else [f"{path}: {str(a)[:80]!r} != {str(b)[:80]!r}"]
 
 
-def _chat(gateway: Gateway, token: str) -> int:
-    body = json.dumps({"model": "mock-verifier", "messages": [{"role": "user", "content": "hi"}]}).encode()
-    request = urllib.request.Request(f"{gateway.url}/v1/chat/completions", data=body, headers={
-        "Content-Type": "application/json", "Authorization": f"Bearer {token}"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        return exc.code
 
 
 def _without(block: dict[str, Any]) -> dict[str, Any]:
