@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from anchorage.campaigns.aggregation import TrialResult, leaderboard, robust_bo
+from anchorage.campaigns.aggregation import TrialResult, cost_note, leaderboard, robust_bo
 
 
 def _r(entry: str, task: str, seed: int, raw: float, *, gradable: bool = True, phase: str = "Succeeded",
@@ -142,3 +142,28 @@ def test_a_tie_puts_the_complete_entry_first() -> None:
                _r("partial", "t1", 0, 1.0), _r("partial", "t1", 1, 0.0, gradable=False, phase="InfrastructureFailed")]
     board = leaderboard(results, baseline=None)
     assert [row.entry for row in board.rows] == ["complete", "partial"]
+
+
+def test_the_campaign_totals_its_unknown_costs_and_says_the_cost_is_incomplete() -> None:
+    """Over every trial, infrastructure failures too (their tokens were spent); a complete cost says nothing."""
+    from anchorage.report.pages import leaderboard_table
+    from anchorage.report.tables import to_markdown
+
+    base = {"task": "t1", "score": {"gradable": True, "raw": 1.0, "oracle_raw": 1.0, "o_eval": 1.0}}
+    records = [{**base, "entry": "a", "seed": 0, "phase": "Succeeded", "cost_usd": 0.01},
+               {**base, "entry": "a", "seed": 1, "phase": "Succeeded", "cost_usd": None,
+                "usage": {"cost_usd": 0.0, "unmetered_requests": 2}},
+               {**base, "entry": "b", "seed": 0, "phase": "InfrastructureFailed", "cost_usd": None,
+                "usage": {"unmetered_requests": 1}},
+               {**base, "entry": "b", "seed": 1, "phase": "Succeeded", "cost_usd": None}]
+    board = leaderboard([TrialResult.from_record(r) for r in records], baseline=None)
+    assert (board.costs_unknown, board.unmetered_requests) == (3, 3)
+    assert sum(row.costs_unknown for row in board.rows) == 2  # the rows count their scored trials only
+    assert board.cost_note == "cost incomplete: 3 trial cost(s) unknown, 3 request(s) unmetered by the gateway; " \
+        "the costs shown are lower bounds"
+    assert board.to_dict()["cost_note"] == board.cost_note  # leaderboard.json carries it (both drivers write it)
+    assert "**Cost incomplete: 3 trial cost(s) unknown" in to_markdown(board)
+    assert "cost incomplete: 3 trial cost(s) unknown" in leaderboard_table(board, lambda _: None)
+    known = leaderboard([TrialResult.from_record(records[0])], baseline=None)
+    assert known.cost_note is None and "incomplete" not in to_markdown(known).split("Scoring profile")[0]
+    assert cost_note(1, 0) == "cost incomplete: 1 trial cost(s) unknown; the costs shown are lower bounds"

@@ -70,3 +70,8 @@ def test_campaign_counts_unknown_costs_instead_of_summing_them_as_zero(sim_env: 
     assert rows["caller"]["costsUnknown"] == 2 and rows["free"]["costsUnknown"] == 0
     table = env.kubectl("get", "vc", "costs").stdout.splitlines()
     assert "UNKNOWN COSTS" in table[0] and table[1].split()[-2] == "2", table
+    # the campaign says its cost is incomplete, in its status and on the board it publishes
+    assert "cost incomplete: 2 trial cost(s) unknown" in status["message"] and status["unmeteredRequests"] == 0
+    board = json.loads((env.store / "costs" / "leaderboard.json").read_text())
+    assert (board["costs_unknown"], board["unmetered_requests"]) == (2, 0)
+    assert board["cost_note"] == "cost incomplete: 2 trial cost(s) unknown; the costs shown are lower bounds"

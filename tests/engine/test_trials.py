@@ -154,6 +154,13 @@ def test_an_upstream_that_reports_no_usage_leaves_the_cost_unknown_up_to_the_lea
     [row] = outcome.board.rows
     assert (row.costs_unknown, row.unmetered_requests) == (1, 1)
     assert "≥ 0.0000, 1 request(s) unmetered" in to_markdown(outcome.board)
+    # the campaign's total, and the board says its cost is incomplete (the report's Markdown and HTML too)
+    assert (outcome.board.costs_unknown, outcome.board.unmetered_requests) == (1, 1)
+    assert outcome.board.cost_note == ("cost incomplete: 1 trial cost(s) unknown, 1 request(s) unmetered by the gateway; "
+                                       "the costs shown are lower bounds")
+    assert "**Cost incomplete: 1 trial cost(s) unknown" in to_markdown(outcome.board)
+    html = next((tmp_path / "runs").rglob("report.html")).read_text()
+    assert "cost incomplete: 1 trial cost(s) unknown, 1 request(s) unmetered" in html
 
 
 def test_infrastructure_failures_are_retried_only_as_configured(  # type: ignore[no-untyped-def]

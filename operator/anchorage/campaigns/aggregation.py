@@ -18,7 +18,9 @@ Decisions (also in docs/design-notes.md, "Local engine"):
   over seeds of the summed trial costs. A record whose ``cost_usd`` is null (its usage could not be read,
   a model had no price, or the gateway relayed requests it could not meter) adds only its metered part
   (``usage.cost_usd``, often 0) to the sum and is counted in ``costs_unknown``, its unmetered requests in
-  ``unmetered_requests``: such a row's cost is a lower bound ("≥ $X, N requests unmetered").
+  ``unmetered_requests``: such a row's cost is a lower bound ("≥ $X, N requests unmetered"). The board
+  counts both over the whole campaign too (infrastructure failures included) and says the cost is incomplete
+  in one sentence (:func:`cost_note`), shown by every view of the board and the operator's campaign status.
 * ``InfrastructureFailed`` trials are never scored: they are counted apart per entry, and an entry
   with such a hole (or a seed that lacks a task) is flagged ``incomplete``; its means are over the cells
   that exist. **Ranking** (:data:`RANKING_RULE`, stated in every leaderboard): entries are ordered by a
@@ -170,6 +172,9 @@ class Leaderboard:
     std: str = "sample standard deviation over seeds (ddof=1); 0 with one seed"
     ranking: str = RANKING_RULE
     profile: str = "paper@1"       # the scoring profile of every record on the board ("mixed: ..." otherwise)
+    costs_unknown: int = 0         # trials of the whole campaign (infrastructure failures too) whose cost is unknown
+    unmetered_requests: int = 0    # requests of the whole campaign the gateway relayed without usage
+    cost_note: str | None = None   # :func:`cost_note`: the words every view of the board shows when cost is incomplete
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -230,8 +235,23 @@ def leaderboard(results: list[TrialResult], baseline: str | None) -> Leaderboard
     per_task = {task: _cells(task, results, bo) for task in tasks}
     profiles = sorted({r.profile for r in results if r.scored})
     profile = profiles[0] if len(profiles) == 1 else ("mixed: " + ", ".join(profiles) if profiles else "paper@1")
+    unknown = sum(1 for r in results if not r.cost_known)
+    unmetered = sum(r.unmetered_requests for r in results)
     return Leaderboard(rows=rows, tasks=tasks, per_task=per_task, baseline=baseline, f_by_task=f_by_task,
-                       profile=profile)
+                       profile=profile, costs_unknown=unknown, unmetered_requests=unmetered,
+                       cost_note=cost_note(unknown, unmetered))
+
+
+def cost_note(costs_unknown: int, unmetered_requests: int) -> str | None:
+    """The campaign's cost is incomplete: what the board, the report and the campaign's status say (None: complete).
+
+    One wording for both drivers; the counts cover every trial of the campaign, infrastructure failures too."""
+    if not costs_unknown and not unmetered_requests:
+        return None
+    parts = [f"{costs_unknown} trial cost(s) unknown"] if costs_unknown else []
+    if unmetered_requests:
+        parts.append(f"{unmetered_requests} request(s) unmetered by the gateway")
+    return f"cost incomplete: {', '.join(parts)}; the costs shown are lower bounds"
 
 
 def _row(entry: str, mine: list[TrialResult], bo: dict[int, float], n_tasks: int) -> Row:

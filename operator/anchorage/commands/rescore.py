@@ -42,5 +42,7 @@ def rescore(
     for cells in to_text(board):
         table.add_row(*cells[:5])
     Console(width=160).print(table)
+    if board.cost_note:
+        typer.echo(board.cost_note)
     for kind, path in sorted(outputs.items()):
         typer.echo(f"{kind}: {path}")

@@ -313,5 +313,7 @@ def _print_board(outcome: Any, outputs: dict[str, Path]) -> None:
     console.print(table)
     if any(row.incomplete for row in outcome.board.rows):
         console.print(outcome.board.ranking)
+    if outcome.board.cost_note:
+        console.print(outcome.board.cost_note, style="yellow")
     console.print(f"{outcome.ran} trials run, {outcome.reused} resumed from {outcome.directory}")
     console.print(f"report: {outputs['html']}  ·  leaderboard: {outputs['md']}")

@@ -22,13 +22,13 @@ import os
 import threading
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import kopf
 from pydantic import ValidationError
 
 from anchorage import metrics
-from anchorage.campaigns.aggregation import Row, TrialResult, leaderboard
+from anchorage.campaigns.aggregation import Row, TrialResult, cost_note, leaderboard
 from anchorage.campaigns.planning import PlannedTrial, plan
 from anchorage.campaigns.selection import campaign_task_names
 from anchorage.controller import gatewaying, kube, scoring, trials
@@ -48,9 +48,15 @@ SWEEP_SEC = float(os.environ.get("ANCHORAGE_SWEEP_INTERVAL", "10"))
 #: kopf runs the timer and the change handlers of one campaign concurrently (sync handlers in its
 #: thread pool); one pass at a time keeps ``_CREATED`` and the parallelism count consistent.
 _PASS_LOCK = threading.Lock()
-#: name, phase, done (scored or ended as an infrastructure failure), cost (None: unknown, the trial's usage could
-#: not be read at the gateway), when its last event came (monotonic)
-TrialState = tuple[str, str | None, bool, float | None, float]
+class TrialState(NamedTuple):
+    """What the campaign keeps of each of its Trials (kopf's index: never the Trial's body)."""
+
+    name: str
+    phase: str | None
+    done: bool                 # scored, or ended as an infrastructure failure
+    cost: float | None         # None: unknown (the trial's usage could not be read, or some request was unmetered)
+    seen: float                # when its last event came (monotonic)
+    unmetered: int = 0         # requests the gateway relayed for it without usage
 
 
 @kopf.index(API_GROUP, API_VERSION, "trials", labels={kubejobs.LABEL_CAMPAIGN: kopf.PRESENT})
@@ -64,7 +70,8 @@ async def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labe
     done = is_terminal(phase)  # a Trial stays Running until it is scored (or ends InfrastructureFailed)
     cost = None if status.get("costUnknownReason") else float(status.get("costUSD") or 0)
     campaign = annotations.get(kubejobs.LABEL_CAMPAIGN) or labels[kubejobs.LABEL_CAMPAIGN]
-    return {(namespace, campaign): (name, phase, done, cost, time.monotonic())}
+    unmetered = int((status.get("usage") or {}).get("unmeteredRequests") or 0)
+    return {(namespace, campaign): TrialState(name, phase, done, cost, time.monotonic(), unmetered)}
 
 
 #: Trials this process created, by campaign uid, until the index shows them: the index sees a new
@@ -147,7 +154,8 @@ def _results(body: kopf.Body, spec: CampaignSpec, states: dict[str, TrialState])
         try:
             record = json.loads(records.get_bytes(f"{name}/{planned.name}/trial.json"))
         except (OSError, KeyError, ValueError):
-            phase = states.get(planned.name, ("", "InfrastructureFailed", True, 0.0, 0.0))[1]
+            known = states.get(planned.name)
+            phase = known.phase if known is not None else "InfrastructureFailed"
             record = {"entry": planned.entry, "task": planned.task, "seed": planned.seed, "phase": phase, "score": {}}
         if costs.get(planned.entry) is not None:
             record["cost_usd"] = costs[planned.entry]
@@ -201,13 +209,13 @@ def sweep(body: kopf.Body, states: Iterable[TrialState], logger: logging.Logger 
         return
     _LAST_SWEEP[uid] = now
     ns = body["metadata"]["namespace"]
-    for name, phase, done, _, seen in states:
-        if done or now - seen < SWEEP_SEC:
+    for state in states:
+        if state.done or now - state.seen < SWEEP_SEC:
             continue
         try:
-            _repair(ns, name, phase)
+            _repair(ns, state.name, state.phase)
         except (kopf.PermanentError, kopf.TemporaryError) as exc:  # one trial's trouble stops no other
-            (logger or logging.getLogger(__name__)).warning(f"sweeping trial {name}: {exc}")
+            (logger or logging.getLogger(__name__)).warning(f"sweeping trial {state.name}: {exc}")
 
 
 def reconcile(body: kopf.Body, status: kopf.Status,
@@ -240,19 +248,20 @@ def _reconcile(body: kopf.Body, status: kopf.Status,
     # counted: the progress is the plan's.
     states = [s for s in all_states if s[0] in in_plan]
     names: set[str] = set()
-    active = done = infra = unknown = 0
+    active = done = infra = unknown = unmetered = 0
     cost = 0.0
-    for name, phase, finished, trial_cost, _ in states:
-        names.add(name)
-        if finished:
+    for state in states:
+        names.add(state.name)
+        if state.done:
             done += 1
-            infra += phase == "InfrastructureFailed"
+            infra += state.phase == "InfrastructureFailed"
         else:
             active += 1
-        if trial_cost is None:
+        if state.cost is None:
             unknown += 1  # never summed as 0: costUSD is then the known part, costsUnknown says how much is missing
         else:
-            cost += trial_cost
+            cost += state.cost
+        unmetered += state.unmetered
     sweep(body, states)
     uid = meta["uid"]
     _forget(uid, keep_generation=int(generation or 0))
@@ -265,14 +274,15 @@ def _reconcile(body: kopf.Body, status: kopf.Status,
     new: dict[str, Any] = {
         "total": total, "created": len(names) + created, "running": active + created, "finished": done,
         "scored": done - infra, "infrastructureFailed": infra, "progress": f"{done}/{total}",
-        "costUSD": round(cost, 6), "costsUnknown": unknown, "observedGeneration": generation,
+        "costUSD": round(cost, 6), "costsUnknown": unknown, "unmeteredRequests": unmetered,
+        "observedGeneration": generation,
         "phase": "Suspended" if spec.suspend else "Running",
     }
     finished = done == total and total > 0
     if finished:
         new.update(_publish(body, spec, {s[0]: s for s in states}), phase="Succeeded")
     outside = len(all_states) - len(states)
-    new["message"] = _summary(total, done, infra, outside, finished)
+    new["message"] = _summary(total, done, infra, outside, finished, cost_note(unknown, unmetered))
     new["conditions"] = _conditions(status, new, spec.suspend, generation)
     if finished:
         _forget(uid)
@@ -283,14 +293,16 @@ def _reconcile(body: kopf.Body, status: kopf.Status,
     return new
 
 
-def _summary(total: int, done: int, infra: int, outside: int, finished: bool) -> str:
+def _summary(total: int, done: int, infra: int, outside: int, finished: bool, costs: str | None = None) -> str:
     """The campaign's state in words: how many trials are scored, and which are not (no "all scored" when some
-    ended without a score)."""
+    ended without a score); ``costs``: the board's note when the campaign's cost is incomplete."""
     text = f"{done - infra} of {total} trials scored" if finished else f"{done} of {total} trials finished"
     if infra:
         text += f"; {infra} ended InfrastructureFailed (no score: their entries are marked incomplete)"
     if outside:
         text += f"; {outside} existing trial(s) are outside the current plan (seeds or entries lowered) and not counted"
+    if costs:
+        text += f"; {costs}"
     return text
 
 

@@ -156,7 +156,8 @@ def metadata(meta: Mapping[str, Any], generator: str) -> str:
 
 
 def leaderboard_table(board: Leaderboard, entry_href: Callable[[str], str | None]) -> str:
-    """Table 7: rank, entry, Art., O-Eval and Robust BO-Eval mean ± std over seeds, cost per seed."""
+    """Table 7: rank, entry, Art., O-Eval and Robust BO-Eval mean ± std over seeds, cost per seed — and, when the
+    campaign's cost is incomplete (unknown trial costs, unmetered requests), the board's note saying so."""
     header = ["rank", "entry", "Art.", "O-Eval", "± std", "Robust BO-Eval", "± std", "cost/seed USD", "seeds",
               "infra failed"]
     header += (["panel confirmed"] if board.has_panel else []) + (["CBU"] if board.has_cbu else [])
@@ -177,7 +178,8 @@ def leaderboard_table(board: Leaderboard, entry_href: Callable[[str], str | None
         if board.has_cbu:
             cells.append(number_cell(row.cbu_mean))
         rows.append(cells)
-    return table("leaderboard", header, rows, left=2, filterable=False)
+    note = f"<p class='warn'>{esc(board.cost_note)}</p>" if board.cost_note else ""  # the campaign's cost is incomplete
+    return table("leaderboard", header, rows, left=2, filterable=False) + note
 
 
 def per_task_table(board: Leaderboard, metric: str, cell_href: Callable[[str, str], str | None]) -> str:

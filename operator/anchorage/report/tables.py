@@ -113,6 +113,7 @@ def to_markdown(board: Leaderboard) -> str:
                "infra failed"] + [{"confirmed": "panel confirmed"}.get(c, c) for c in extra_header(board)]
     parts = [f"# Leaderboard — scoring profile {board.profile}", "",
              _md_table(columns, leader), "",
+             *([f"**{board.cost_note[0].upper()}{board.cost_note[1:]}.**", ""] if board.cost_note else []),
              f"Scoring profile: {board.profile}. Standard deviation: {board.std}. "
              f"Baseline entry (F): {board.baseline or 'none (F from each task configuration)'}.",
              "", board.ranking, ""]

@@ -161,6 +161,9 @@ class CampaignStatus(_Status):
                                    "far: a lower bound when costsUnknown > 0.")
     costs_unknown: int = Field(default=0, ge=0, description="Trials whose cost could not be read "
                                "at the gateway (see the Trial's costUnknownReason); they are not counted in costUSD.")
+    unmetered_requests: int = Field(default=0, ge=0, description="Requests of the campaign's trials that the gateway "
+                                    "relayed without usage (their trials' costs are unknown); with costsUnknown > 0 "
+                                    "the message says the cost is incomplete.")
     leaderboard: list[LeaderboardRow] = Field(default_factory=list, description="Compact leaderboard, best first.")
     profile: str | None = Field(default=None, description="The scoring profile of the leaderboard (name@version).")
     report_uri: str | None = Field(default=None, description="URI of the full report in the artifact store.")
