@@ -28,7 +28,7 @@ from anchorage.campaigns.planning import PlannedTrial, plan
 from anchorage.campaigns.selection import campaign_task_refs
 from anchorage.errors import InputError, did_you_mean
 from anchorage.manifests import CampaignSpec, Trial, TrialSpec, VerificationCampaign
-from anchorage.runtime.local import leftovers
+from anchorage.runtime.local import cgroups, leftovers, quotas
 from anchorage.runtime.local.trials import (
     LocalRuntime,
     TrialJob,
@@ -210,7 +210,7 @@ def run_campaign(
     runtime.campaign_limits = campaign.spec.limits
     notify = on_event or (lambda *_: None)
     with campaign_lock(directory):
-        leftovers.sweep()  # quota mounts, cgroups and gateway folders of killed runs
+        sweep_leftovers()
         _pin_manifest(directory, campaign, planned)
         records: dict[str, dict[str, Any]] = {}
         earlier: dict[str, list[AttemptInfo]] = {}
@@ -264,6 +264,12 @@ def _run_all(
                 future.result()
 
 
+def sweep_leftovers() -> dict[str, int]:
+    """Remove every leftover of dead local runs: quota mounts, trial cgroups, gateway socket folders."""
+    return {"quota_mounts": quotas.sweep_stale(), "cgroups": cgroups.sweep_stale(),
+            "gateway_folders": leftovers.sweep_gateway_folders()}
+
+
 def run_single_trial(trial: Trial, runs_dir: Path, runtime: LocalRuntime) -> dict[str, Any]:
     """Run one Trial manifest under ``runs_dir/<name>/`` (always afresh unless already finished)."""
     spec: TrialSpec = trial.spec
@@ -271,7 +277,7 @@ def run_single_trial(trial: Trial, runs_dir: Path, runtime: LocalRuntime) -> dic
     task = load_task(resolve_task(spec.task))
     directory = runs_dir / trial.metadata.name
     with campaign_lock(runs_dir / f".{trial.metadata.name}"):
-        leftovers.sweep()
+        sweep_leftovers()
         existing = read_record(directory)
         if existing is not None and is_terminal(existing.get("phase")):
             return existing

@@ -1,12 +1,12 @@
 """What a local run leaves on the host, named after its owner so that a later run can remove it.
 
-Called by :mod:`.cgroups` (trial cgroups), :mod:`.quotas` (tmpfs quota mounts), :mod:`.gatewaying`
-(the gateway's socket folder ``/tmp/anchorage-gw-*``) and at the start of every run
-(:func:`sweep`). A run removes its own things when it ends; an engine killed with -9 cannot, so each
-thing carries an *owner tag* ``<pid>.<start time>`` (the start time, in clock ticks since boot, from
-``/proc/<pid>/stat``, tells a live owner from a recycled pid). :func:`owner_alive` says whether the
-owner still runs; sweepers remove what belongs to dead owners only, so concurrent runs never touch
-each other's things.
+Called by :mod:`.cgroups` (trial cgroups), :mod:`.quotas` (tmpfs quota mounts), :mod:`.gatewaying` (the
+gateway's socket folder ``/tmp/anchorage-gw-*``); the engine sweeps at the start of every run
+(``engine.sweep_leftovers``: each module's ``sweep_stale``, no import back into them from here). A run
+removes its own things when it ends; an engine killed with -9 cannot, so each thing carries an *owner
+tag* ``<pid>.<start time>`` (the start time, in clock ticks since boot, from ``/proc/<pid>/stat``, tells
+a live owner from a recycled pid). :func:`owner_alive` says whether the owner still runs; sweepers
+remove what belongs to dead owners only, so concurrent runs never touch each other's things.
 """
 
 from __future__ import annotations
@@ -75,11 +75,3 @@ def sweep_gateway_folders(tmp: Path | None = None) -> int:
             shutil.rmtree(folder, ignore_errors=True)
             removed += not folder.exists()
     return removed
-
-
-def sweep() -> dict[str, int]:
-    """Remove every leftover of dead local runs: quota mounts, trial cgroups, gateway socket folders."""
-    from anchorage.runtime.local import cgroups, quotas
-
-    return {"quota_mounts": quotas.sweep_stale(), "cgroups": cgroups.sweep_stale(),
-            "gateway_folders": sweep_gateway_folders()}
