@@ -31,7 +31,7 @@ from anchorage.runtime import kubejobs, kuberescoring
 from anchorage.runtime.kubestatus import Condition, LeaderboardRow, ScoreSummary, ScoringRunStatus, now_rfc3339
 from anchorage.scoring.profiles import get_profile
 from anchorage.trials.agents import OPERATOR
-from anchorage.trials.pipeline import refusals
+from anchorage.trials.pipeline import protocol_steps, refusals
 
 FINAL = ("Succeeded", "Failed")
 
@@ -95,6 +95,10 @@ def start(run: dict[str, Any]) -> None:
     """
     spec = ScoringRunSpec.model_validate(run["spec"])
     refused = refusals(spec.verification, OPERATOR)
+    if spec.trial_ref is None:  # panel and CBU run as the Trial's own steps (its pods, its tokens), never here
+        refused += [f"spec.verification.{step.name} runs as a step of a Trial (its own pod and gateway token), not "
+                    "on a ScoringRun's artifacts or campaignRef: set it on the Trial or the campaign"
+                    for step in protocol_steps(spec.verification)]
     if refused:
         raise InputError("; ".join(refused), hint="docs/architecture.md lists the steps each driver runs")
     task, items, out = _run_sources(run, spec)
