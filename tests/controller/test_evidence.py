@@ -103,6 +103,8 @@ def test_fetch_task_exits_with_the_missing_replay_code(tmp_path: Path, monkeypat
     args = ["fetch-task", "--task", "smoke-inventory", "--dest", str(tmp_path / "task"), "--results", str(results)]
     assert kubepod.main([*args, "--replay", str(tmp_path / "nothing.json")]) == REPLAY_MISSING_EXIT
     assert kubepod.main([*args, "--replay", "no/such/key.json"]) == REPLAY_MISSING_EXIT
+    monkeypatch.delenv("ANCHORAGE_STORE")  # fetch-task's own environment in a trial pod: no store
+    assert kubepod.main([*args, "--replay", "no/such/key.json"]) == REPLAY_MISSING_EXIT
     assert kubepod.main([*args, "--replay-in-task", "tests/none.json"]) == REPLAY_MISSING_EXIT
     present = tmp_path / "present.json"
     present.write_text("{}")

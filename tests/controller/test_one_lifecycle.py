@@ -95,7 +95,8 @@ def test_a_missing_replay_artifact_ends_the_trial_alike_on_both_drivers(kube_env
     assert (local["phase"], local["reason"], local["message"]) == ("Failed", "agent_error", expected)
     assert (cluster["phase"], cluster["reason"], cluster["message"]) == ("Failed", "agent_error", expected)
     assert (local["attempt"], cluster["attempt"]) == (1, 1), "never retried"
-    assert _comparable(cluster) == _comparable(local)
+    assert _comparable(cluster) == _comparable(local)  # the notes say "artifacts", not each driver's own folder
+    assert local["artifact"]["recovery_note"] == "no smoke-inventory_result.json (nor a near-miss name) in artifacts"
 
 
 def _campaign(name: str, verification: dict[str, Any]) -> dict[str, Any]:

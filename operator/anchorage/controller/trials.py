@@ -586,7 +586,7 @@ def _apply_scores(trial: Mapping[str, Any], record: TrialRecord, run: Mapping[st
         record.end(Phase.INFRASTRUCTURE_FAILED, Reason.SANDBOX_ERROR,
                    f"the verifier did not score the artifact: {status.get('message') or 'no score record'}")
         return
-    record.apply_score(score, kubejobs.artifact_in_trial(score.get("artifact")))
+    record.apply_score(score, kubejobs.artifact_in_trial(score.get("artifact")), f"{kubejobs.SCRATCH_IN}/0")
     metrics.operator_score_checked(trial, score)
 
 

@@ -75,8 +75,12 @@ def fetch_task(args: argparse.Namespace) -> None:
             if Path(source).is_dir():  # a results folder (as the local engine replays it)
                 _copytree(Path(source), Path(args.results))
                 return
-            data = Path(source).read_bytes() if Path(source).exists() else \
-                open_store(os.environ["ANCHORAGE_STORE"]).get_bytes(source)
+            if Path(source).exists():
+                data = Path(source).read_bytes()
+            elif os.environ.get("ANCHORAGE_STORE"):
+                data = open_store(os.environ["ANCHORAGE_STORE"]).get_bytes(source)
+            else:
+                raise FileNotFoundError(f"{source}: no such file (and no store to read a key from)")
             Path(args.results, task.artifact_name).write_bytes(data)
     except FileNotFoundError as exc:  # neither a file nor a store key: the entry's problem, not the platform's
         raise ReplayMissing(str(exc)) from exc

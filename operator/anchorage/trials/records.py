@@ -214,10 +214,14 @@ class TrialRecord(BaseModel):
         """Set the trial's phase, reason and message."""
         self.phase, self.reason, self.message = phase, reason, message
 
-    def apply_score(self, score: Mapping[str, Any], artifact_path: str | None) -> None:
+    def apply_score(self, score: Mapping[str, Any], artifact_path: str | None, results_dir: str | None = None) -> None:
         """The scorer's record (``score.json``) into this record: headline numbers, the profile (``name@version``)
         and scorer that made them, the artifact (``artifact_path``: relative to the trial's folder) — and a
-        run that left no artifact becomes the model's ``no_artifact`` (:func:`~anchorage.trials.with_score`)."""
+        run that left no artifact becomes the model's ``no_artifact`` (:func:`~anchorage.trials.with_score`).
+        ``results_dir``: where this driver's scorer looked for the artifact; the record's notes name it
+        ``artifacts`` (the trial's folder), so both drivers write the same words."""
+        if results_dir:
+            score = {**score, **{key: in_trial_terms(score.get(key), results_dir) for key in ("error", "recovery_note")}}
         self.score = ScoreInfo.of(score)
         self.scoring_profile = score.get("profile_ref") or score.get("profile")
         self.versions.scorer = score.get("scorer_version")
@@ -233,6 +237,12 @@ class TrialRecord(BaseModel):
     def comparable(self) -> dict[str, Any]:
         """:meth:`to_json` without the timing fields (what two runs of the same trial share)."""
         return {k: v for k, v in self.to_json().items() if k not in TIMING_FIELDS}
+
+
+def in_trial_terms(text: Any, results_dir: str) -> Any:
+    """``text`` with a driver's results folder (an absolute path on the local engine, the verifier pod's scratch
+    folder in a cluster) said as the trial folder's ``artifacts``; anything but a string as it is."""
+    return text.replace(results_dir.rstrip("/"), "artifacts") if isinstance(text, str) and results_dir else text
 
 
 def now() -> str:

@@ -359,7 +359,7 @@ def _score(job: TrialJob, runtime: LocalRuntime, dirs: dict[str, Path], record: 
     rewards = {key: score[key] for key in ("o_eval", "bo_eval", "raw") if isinstance(score.get(key), int | float)}
     write_json_atomic(dirs["verifier"] / "reward.json", {"reward": rewards.get("o_eval", 0.0), **rewards})
     record.durations.score_sec = round(time.monotonic() - started, 4)
-    record.apply_score(score, _relative(score.get("artifact"), dirs["artifacts"].parent))
+    record.apply_score(score, _relative(score.get("artifact"), dirs["artifacts"].parent), str(dirs["artifacts"]))
     metrics.score_checked(job.campaign, job.task.slug, score)  # the scorer reports gates and obligations, we count
     return score
 
