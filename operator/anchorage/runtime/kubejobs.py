@@ -168,6 +168,12 @@ def trial_prefix(namespace: str, trial: str, campaign: str | None) -> str:
     return f"{campaign}/{trial}" if campaign else f"_trials/{namespace}/{trial}"
 
 
+def signalled(name: str, argv: list[str]) -> list[str]:
+    """``argv`` wrapped so that its exit code lands in ``RUN_DIR/exit-code`` when it ends: the upload sidecar's
+    signal to upload (the operator reads how it ended from the Pod's container statuses, never from this file)."""
+    return ["/bin/sh", "-c", f'"$@"; rc=$?; echo $rc > {RUN_DIR}/exit-code; exit $rc', name, *argv]
+
+
 def agent_command(plan: AgentPlan) -> list[str]:
     """The argv of the agent container for a planned agent (the instruction is already in it)."""
     if plan.replay is not None:
@@ -306,7 +312,7 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
     name = trial["metadata"]["name"]
     dest = trial_prefix(trial["metadata"]["namespace"], name, campaign)
     argv = agent_command(plan)
-    wrapped = ["/bin/sh", "-c", f'"$@"; rc=$?; echo $rc > {RUN_DIR}/exit-code; exit $rc', "agent", *argv]
+    wrapped = signalled("agent", argv)
     fetch_args = ["fetch-task", "--task", spec.task, "--dest", "/task"]
     for folder in sorted(set(plan.binds.values())):
         fetch_args += ["--folder", folder]
@@ -413,8 +419,7 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
         ],
         "containers": [{
             "name": "score", "image": config.verifier_image,
-            "command": ["/bin/sh", "-c", f'"$@"; rc=$?; echo $rc > {RUN_DIR}/exit-code; exit $rc', "score",
-                        "python", "-m", "anchorage.runtime.kubepod", *score],
+            "command": signalled("score", ["python", "-m", "anchorage.runtime.kubepod", *score]),
             "env": task_env, "securityContext": _restricted(), "resources": small,
             "volumeMounts": [*mounts, {"name": "run", "mountPath": RUN_DIR}],
         }],
@@ -481,8 +486,7 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
         ],
         "containers": [{
             "name": "protocol", "image": config.operator_image,
-            "command": ["/bin/sh", "-c", f'"$@"; rc=$?; echo $rc > {RUN_DIR}/exit-code; exit $rc', "protocol",
-                        "python", "-m", "anchorage.runtime.kubepod", *args],
+            "command": signalled("protocol", ["python", "-m", "anchorage.runtime.kubepod", *args]),
             "env": [*task_env, *gateway_env], "securityContext": _restricted(), "resources": small,
             "volumeMounts": [*mounts, {"name": "run", "mountPath": RUN_DIR}],
         }],
