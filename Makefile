@@ -4,7 +4,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml devcluster/pyproject.toml | sha1sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml devcluster/pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 SYSTEM_PACKAGES := bubblewrap prometheus poppler-utils iproute2 chromium buildah debootstrap
 
 .PHONY: demo test lint unit system venv agents kube images lock clean
@@ -45,10 +45,10 @@ agents: venv
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml devcluster/pyproject.toml
+$(STAMP): pyproject.toml devcluster/pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,inspect]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,inspect]'
 	# Harbor's own pydantic models read the Harbor export in the tests (Harbor pins Python >= 3.12; its models
 	# load on 3.11 with typing shims, see tests/interop/harbor_check.py)
 	$(BIN)/python -m pip install --quiet --no-deps --ignore-requires-python harbor==0.25.0
