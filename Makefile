@@ -29,9 +29,9 @@ lint: venv
 unit: venv system agents
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-## images: build the agent and verifier images with buildah (no Docker engine) and run their smoke commands
+## images: build the agent, verifier and operator images with buildah (no Docker engine) and run their smoke commands
 images: venv
-	$(BIN)/python tools/images.py build agent-base verifier --smoke
+	$(BIN)/python tools/images.py build agent-base verifier operator --smoke
 
 ## agents: the pinned agent CLIs (codex, claude-code, opencode) from npm into the cache, once (reused after)
 agents: venv

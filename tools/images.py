@@ -14,9 +14,11 @@ nothing changed builds nothing; the :data:`KEEP` newest builds of each image are
 
 Smoke commands (``--smoke``): the agent image's three CLIs print their pinned versions and its Python stack
 imports, as the agent user (uid 65532, the Job's ``runAsUser``); the verifier image scores the smoke task's
-expected result with every gate the laptop runs (same command on the host, same gates and verdicts).
+expected result with every gate the laptop runs (same command on the host, same gates and verdicts); the
+operator image's entry points (``anchorage operator``, ``anchorage gateway``, the pods' ``python -m
+anchorage.runtime.kubepod``) start and its runtime dependencies import, as its user (uid 10004).
 
-    python tools/images.py build agent-base verifier --smoke
+    python tools/images.py build agent-base verifier operator --smoke
     python tools/images.py base            # only the debootstrap base
 """
 
@@ -45,7 +47,7 @@ from anchorage.agents.installing import load_pins  # noqa: E402
 SUITE = "bookworm"
 MIRROR = os.environ.get("ANCHORAGE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "passwd")
-IMAGES = ("agent-base", "verifier")
+IMAGES = ("agent-base", "verifier", "operator")
 BUILD_TIMEOUT_SEC = 7200
 KEEP = 2  # builds kept per image (see prune)
 _DIRECTIVE = re.compile(r"#\s*(syntax|escape|check)\s*=", re.IGNORECASE)
@@ -279,6 +281,31 @@ def smoke_verifier(tag: str, task: str = "smoke-inventory") -> dict[str, object]
     return {"o_eval": inside["o_eval"], "gates": len(verdicts), "obligations": inside["obligations"].get("total")}
 
 
+#: What the operator image's processes import beyond the scorer's stack (kopf and its API client, the store's S3
+#: client, the gateway's web server, the metrics).
+OPERATOR_IMPORTS = ("kopf", "kubernetes", "boto3", "aiohttp", "prometheus_client")
+
+
+def smoke_operator(tag: str) -> dict[str, object]:
+    """The operator image's entry points answer ``--help`` and its runtime dependencies import, as uid 10004."""
+    user = "10004:10004"
+    found: dict[str, object] = {}
+    with container(tag) as ident:
+        for name, command in (("operator", ["anchorage", "operator", "--help"]),
+                              ("gateway", ["anchorage", "gateway", "--help"]),
+                              ("kubepod", ["python", "-m", "anchorage.runtime.kubepod", "--help"])):
+            out = in_image(ident, *command, user=user)
+            if "usage" not in out.lower():
+                raise BuildError(f"{' '.join(command)} in {tag} printed no usage: {out[-400:]!r}")
+            found[name] = True
+        script = f"import importlib, json; print(json.dumps({{m: importlib.import_module(m).__name__ " \
+                 f"for m in {list(OPERATOR_IMPORTS)!r}}}))"
+        found["imports"] = sorted(json.loads(in_image(ident, "python", "-c", script, user=user)))
+        found["user"] = in_image(ident, "id", "-u", user=user).strip()
+        found["prices"] = in_image(ident, "sh", "-c", "ls \"$ANCHORAGE_PRICES\" | head -1", user=user).strip()
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -299,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.names:
             tag = build(name, base, extra)
             if args.smoke:
-                smoke = smoke_agent(tag) if name == "agent-base" else smoke_verifier(tag) if name == "verifier" else {}
+                smokes = {"agent-base": smoke_agent, "verifier": smoke_verifier, "operator": smoke_operator}
+                smoke = smokes[name](tag) if name in smokes else {}
                 print(f"{name}: smoke ok {json.dumps(smoke)}")
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)

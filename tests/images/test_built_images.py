@@ -62,3 +62,12 @@ def test_verifier_image_scores_the_smoke_task_with_the_hosts_gates(tool: ModuleT
     assert result["o_eval"] == 1.0 and result["gates"] > 0
     builds = [name for name in tool.images() if name.startswith("localhost/anchorage/verifier:")]
     assert tag in builds and len(builds) <= tool.KEEP  # older builds pruned
+
+
+def test_operator_image_runs_its_entry_points_as_its_user(tool: ModuleType, base: str) -> None:
+    tag = tool.build("operator", base)
+    result = tool.smoke_operator(tag)
+    assert result["operator"] and result["gateway"] and result["kubepod"]
+    assert result["imports"] == sorted(tool.OPERATOR_IMPORTS)
+    assert result["user"] == "10004"  # the chart's podSecurityContext.runAsUser
+    assert result["prices"], "ANCHORAGE_PRICES is empty in the image"
