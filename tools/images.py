@@ -262,12 +262,16 @@ def smoke_agent(tag: str) -> dict[str, str]:
 
 
 def smoke_verifier(tag: str, task: str = "smoke-inventory") -> dict[str, object]:
-    """The verifier image scores the task's expected result; the same command on the host must agree."""
+    """The verifier image scores the task's expected result (the same command on the host must agree) and its
+    entry point prints its help."""
     source = REPO / "tasks" / task
     command = ["score", "--task", "/tmp/task", "/tmp/task/tests/expected_result.json", "--json", "--lean"]
     with container(tag) as ident:
         buildah("copy", ident, str(source), "/tmp/task", quiet=True)
         inside = json.loads(in_image(ident, "anchorage", *command))
+        usage = in_image(ident, "anchorage", "score", "--help")  # the entry point's help prints, too
+        if "--task" not in usage:
+            raise BuildError(f"anchorage score --help in {tag} printed no --task option:\n{usage[-2000:]}")
     host = json.loads(run([str(Path(sys.executable).parent / "anchorage"), *[
         str(source) if part == "/tmp/task" else str(source / "tests" / "expected_result.json")
         if part.startswith("/tmp/task/") else part for part in command]], quiet=True))
