@@ -1,5 +1,6 @@
-// The pinned etcd the real-cluster tests and `anchorage dev cluster` run (Debian's etcd-server is 3.4,
-// which the pinned kube-apiserver no longer supports). Built by tools/kube/build.sh.
+// The pinned etcd the real-cluster tests and `anchorage dev cluster` run: the 3.6 line Kubernetes 1.34 ships
+// with (on Debian's etcd-server 3.4.23 the pinned kube-apiserver starts but finds no RequestWatchProgress, so
+// it cannot serve consistent lists from its watch cache). Built by tools/kube/build.sh.
 module anchorage.dev/tools/kube/etcd
 
 go 1.26.0
