@@ -35,6 +35,10 @@ class _StoreReferences:
         except ApiError:
             return None
 
+    async def token(self, pod: Obj, audience: str | None, seconds: int) -> str:
+        """The fake mints no real tokens: a placeholder, named as such."""
+        return "anchorage-fake-cluster-token-not-valid-anywhere"
+
 
 class FakeKubelet:
     """Runs Jobs' pods (see the module docstring)."""

@@ -310,10 +310,22 @@ class NodeAgent:
 
 
 class _ApiReferences:
-    """Secrets and ConfigMaps read through the API (the Node authorizer allows those of the node's pods)."""
+    """Secrets and ConfigMaps read through the API (the Node authorizer allows those of the node's pods), and
+    ServiceAccount tokens bound to the node's pods (TokenRequest, as a kubelet asks)."""
 
     def __init__(self, api: Api) -> None:
         self.api = api
+
+    async def token(self, pod: Obj, audience: str | None, seconds: int) -> str:
+        meta = pod["metadata"]
+        spec: Obj = {"expirationSeconds": max(seconds, 600),
+                     "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}}
+        if audience:
+            spec["audiences"] = [audience]
+        account = pod["spec"].get("serviceAccountName") or "default"
+        answer = await self.api.call("POST", f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{account}/token",
+                                     {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
+        return str(answer["status"]["token"])
 
     async def read(self, plural: str, namespace: str, name: str) -> Obj | None:
         try:

@@ -10,11 +10,11 @@ statuses with exit codes and reasons) to the caller's ``report``.
 
 Each container runs under bubblewrap: the host's root folders read-only, each pod volume bound at its
 ``mountPath`` (``emptyDir`` as a fresh folder with mode 0777 as the kubelet makes it, ``secret`` /
-``configMap`` written from the API), a private network namespace for pods labelled
-``anchorage.dev/network: none``, a private pid namespace; as the ``runAsUser`` / ``runAsGroup`` of its
-security context inside a user namespace (mapped to the node's own user outside, as a rootless runtime
-does), every capability dropped, ``no_new_privs``;
-in a cgroup of its own with the container's CPU, memory and pids limits (Anchorage's
+``configMap`` written from the API, ``projected`` with a ServiceAccount token requested for the pod), a
+private network namespace for pods labelled ``anchorage.dev/network: none``, a private pid namespace, a
+fresh ``/run``; as the ``runAsUser`` / ``runAsGroup`` of its security context inside a user namespace
+(mapped to the node's own user outside, as a rootless runtime does), every capability dropped,
+``no_new_privs``; in a cgroup of its own with the container's CPU, memory and pids limits (Anchorage's
 ``runtime.local.cgroups``: an OOM kill is reported ``OOMKilled``, exit code 137; where no cgroup can be made,
 the memory limit becomes an address-space rlimit). Environment
 ``secretKeyRef`` / ``configMapKeyRef`` are resolved through :class:`References`; while one is missing the
@@ -84,6 +84,9 @@ class References(Protocol):
 
     async def read(self, plural: str, namespace: str, name: str) -> Obj | None:
         """The object (``secrets`` or ``configmaps``), None when it does not exist."""
+
+    async def token(self, pod: Obj, audience: str | None, seconds: int) -> str:
+        """A token of the pod's ServiceAccount bound to the pod (what a projected volume holds)."""
 
 
 def cpu_cores(text: str) -> float:
@@ -173,6 +176,17 @@ class StatusBook:
         if self.message:
             status["message"] = self.message
         return status
+
+
+def _resolved(path: str) -> str:
+    """A mount target with the host's symlinked folders on its way resolved (``/var/run/x`` → ``/run/x``):
+    bubblewrap would follow such a link outside the container's root."""
+    parts = Path(path).parts
+    for cut in range(len(parts), 1, -1):
+        prefix = Path(*parts[:cut])
+        if prefix.exists():
+            return str(Path(os.path.realpath(prefix), *parts[cut:]))
+    return path
 
 
 def _qos(spec: Obj) -> str:
@@ -290,12 +304,15 @@ class PodRun:
                     os.killpg(proc.pid, signal.SIGTERM)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(asyncio.gather(*tasks, return_exceptions=True)), self.grace)
-        self.kill()
+        self._kill_processes()
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def kill(self) -> None:
-        """SIGKILL every container of the pod (deletion, deadline, node shutdown)."""
+        """SIGKILL every container of the pod (deletion, deadline, node shutdown): ``killed`` says so after."""
         self.killed = True
+        self._kill_processes()
+
+    def _kill_processes(self) -> None:
         for proc in self.procs.values():
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -384,11 +401,44 @@ class PodRun:
                 if kind in volume:
                     name = volume[kind].get("name") or volume[kind].get("secretName")
                     obj = await self.refs.read(plural, self.ns, name)
-                    for key, value in ((obj or {}).get("data") or {}).items():
-                        target = path / key
-                        target.write_bytes(base64.b64decode(value) if kind == "secret" else str(value).encode())
-                        target.chmod(0o444)
+                    self._write_items(path, (obj or {}).get("data") or {}, volume[kind].get("items"),
+                                      decode=kind == "secret")
+            for source in (volume.get("projected") or {}).get("sources") or []:
+                await self._project(path, source)
             self.mounts[volume["name"]] = path
+
+    @staticmethod
+    def _write_items(path: Path, data: Obj, items: list[Obj] | None, *, decode: bool) -> None:
+        """A Secret's or ConfigMap's keys as files (``items``: only those keys, at their paths)."""
+        chosen: dict[str, str] = {i["key"]: str(i.get("path") or i["key"]) for i in items} if items else \
+            {str(k): str(k) for k in data}
+        for key, relative in chosen.items():
+            if key not in data:
+                continue
+            target = path / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            value = data[key]
+            target.write_bytes(base64.b64decode(value) if decode else str(value).encode())
+            target.chmod(0o444)
+
+    async def _project(self, path: Path, source: Obj) -> None:
+        """One source of a projected volume: a ServiceAccount token (requested for this pod, as a kubelet
+        does), a ConfigMap or Secret, or downward-API fields."""
+        if "serviceAccountToken" in source:
+            spec = source["serviceAccountToken"]
+            token = await self.refs.token(self.pod, spec.get("audience"), int(spec.get("expirationSeconds", 3607)))
+            target = path / spec["path"]
+            target.write_text(token)
+            target.chmod(0o444)
+        for kind, plural in (("configMap", "configmaps"), ("secret", "secrets")):
+            if kind in source:
+                obj = await self.refs.read(plural, self.ns, source[kind]["name"])
+                self._write_items(path, (obj or {}).get("data") or {}, source[kind].get("items"),
+                                  decode=kind == "secret")
+        for item in (source.get("downwardAPI") or {}).get("items") or []:
+            value = await self._value({"fieldRef": item.get("fieldRef") or {}})
+            if value is not None:
+                (path / item["path"]).write_text(value)
 
     async def _value(self, source: Obj) -> str | None:
         for kind, plural in (("secretKeyRef", "secrets"), ("configMapKeyRef", "configmaps")):
@@ -447,7 +497,7 @@ class PodRun:
     def _bwrap_argv(self, container: Obj) -> list[str]:
         assert self.bwrap is not None
         argv = [self.bwrap, "--die-with-parent", "--unshare-pid", *self._identity(container), "--dev", "/dev",
-                "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/root"]
+                "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/root", "--tmpfs", "/run"]
         image_root = image_roots().get(str(container.get("image", "")))
         root = image_root or Path("/")
         for entry in sorted(os.listdir(root)):
@@ -461,7 +511,7 @@ class PodRun:
         for mount in container.get("volumeMounts") or []:
             source = self.mounts[mount["name"]] / mount.get("subPath", "")
             source.mkdir(parents=True, exist_ok=True)
-            argv += ["--ro-bind" if mount.get("readOnly") else "--bind", str(source), mount["mountPath"]]
+            argv += ["--ro-bind" if mount.get("readOnly") else "--bind", str(source), _resolved(mount["mountPath"])]
         # After the volumes (a volume at /tmp must not hide them): this Python and the checkout it runs from
         # when they live under a folder the container gets fresh (/tmp, /root), then the writable store folders.
         for prefix in sorted({sys.base_prefix, sys.prefix, str(_SOURCE_ROOT)}) if image_root is None else ():

@@ -66,16 +66,15 @@ def _state(pod: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def test_init_containers_a_native_sidecar_and_exit_codes(real_cluster: RealCluster, namespace: str) -> None:
-    sidecar = _container("sidecar", "trap 'echo stopped >> /shared/log; exit 0' TERM; echo sidecar >> /shared/log; "
-                         "while true; do sleep 0.2; done", restartPolicy="Always")
+    sidecar = _container("sidecar", "trap 'exit 0' TERM; while true; do sleep 0.2; done", restartPolicy="Always")
     init = [_container("first", "echo first >> /shared/log"), sidecar]
-    main = _container("main", "cat /shared/log; test \"$(id -u)\" = 65532; grep -q first /shared/log")
+    main = _container("main", "test \"$(id -u)\" = 65532 && grep -q first /shared/log")
     job, pod = _run(real_cluster, namespace, _job("ordered", [main], init))
     assert any(c["type"] == "Complete" for c in job["status"]["conditions"]), job["status"]
     assert pod["status"]["phase"] == "Succeeded" and pod["spec"]["nodeName"] == "sandbox-1"
     assert _state(pod, "first")["terminated"]["exitCode"] == 0
     assert _state(pod, "main")["terminated"]["exitCode"] == 0
-    assert "terminated" in _state(pod, "sidecar")  # stopped after the main container
+    assert "terminated" in _state(pod, "sidecar")  # stopped (SIGTERM) after the main container ended
 
     failed_job, failed_pod = _run(real_cluster, namespace, _job("exit-three", [_container("main", "exit 3")]))
     assert any(c["type"] == "Failed" for c in failed_job["status"]["conditions"])
