@@ -25,10 +25,15 @@ if ! command -v go >/dev/null; then
 fi
 
 # The version a build module pins, read from its go.mod's require line.
-pinned() { awk -v m="$2" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$here/$1/go.mod"; }
+pinned() {
+  awk -v m="$2" '$1 == "require" && $2 == m {print $3; exit} $1 == m && $2 ~ /^v/ {print $2; exit}' "$here/$1/go.mod"
+}
 
 kube_version=$(pinned kubernetes k8s.io/kubernetes)
 etcd_version=$(pinned etcd go.etcd.io/etcd/server/v3)
+if [ -z "$kube_version" ] || [ -z "$etcd_version" ]; then
+  echo "kube: cannot read the pinned versions from $here/*/go.mod" >&2; exit 1
+fi
 
 # build <module folder> <output folder> <ldflags> <name=package>... : builds the missing binaries into a
 # temporary folder beside the output and moves each into place, so a half-built binary is never found.
