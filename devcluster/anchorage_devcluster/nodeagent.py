@@ -262,9 +262,9 @@ class NodeAgent:
         self.runs[uid] = run
         try:
             await run.run()
-        except Exception:
+        except Exception as exc:  # reported on the pod, as a kubelet reports a container it could not start
             log.exception("pod %s/%s failed in the node agent", run.ns, run.name)
-            run.kill()
+            await run.fail(f"the node agent could not run the pod: {exc}")
         finally:
             self.runs.pop(uid, None)
             self.finished.add(uid)
@@ -323,9 +323,19 @@ class _ApiReferences:
         if audience:
             spec["audiences"] = [audience]
         account = pod["spec"].get("serviceAccountName") or "default"
-        answer = await self.api.call("POST", f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{account}/token",
-                                     {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
-        return str(answer["status"]["token"])
+        path = f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{account}/token"
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+        for wait in (0.2, 0.5, 1, 2, 4, 0):
+            try:
+                answer = await self.api.call("POST", path, body)
+                return str(answer["status"]["token"])
+            except ApiError as exc:
+                # NodeRestriction checks the pod's binding in the API server's cache, which may lag behind the
+                # binding this node saw: "a pod scheduled on a different node" for a moment
+                if exc.status != 403 or not wait:
+                    raise
+                await asyncio.sleep(wait)
+        raise AssertionError("unreachable")
 
     async def read(self, plural: str, namespace: str, name: str) -> Obj | None:
         try:

@@ -307,6 +307,12 @@ class PodRun:
         self._kill_processes()
         await asyncio.gather(*tasks, return_exceptions=True)
 
+    async def fail(self, message: str) -> None:
+        """End the pod as Failed with ``message`` (the runner itself failed): its containers are stopped."""
+        self._kill_processes()
+        self.book.phase, self.book.reason, self.book.message = "Failed", "NodeAgentError", message[:1000]
+        await self._publish()
+
     def kill(self) -> None:
         """SIGKILL every container of the pod (deletion, deadline, node shutdown): ``killed`` says so after."""
         self.killed = True
