@@ -219,7 +219,11 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
     local = cluster.start(root / "plane", found, audit_users=tuple(
         f"system:serviceaccount:{namespace}:{operator_account(release)}" for release, namespace in AUDITED))
     try:
-        local.start_node("sandbox-1", writable=(store,))
+        from anchorage import agents
+
+        # the agent CLIs where the agent image has them (the node runs no images: the host's installed ones)
+        binds, path = cluster.agent_image(agents.tools_root(), agents.AGENTS_MOUNT)
+        local.start_node("sandbox-1", writable=(store,), image_binds=binds, image_path=path)
         local.start_node("simulated-1", simulate="simulated_pods:anchorage_pod", capacity={"pods": "5000"},
                          env={"PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "tests"), os.environ.get(
                              "PYTHONPATH", "")) if p)})

@@ -50,7 +50,10 @@ def _serve_real(found: binaries.Binaries, *, kubeconfig: Path, crds_dir: Path, s
         kubeconfig.write_text(local.plane.admin_kubeconfig.read_text())
         echo(f"export KUBECONFIG={kubeconfig}")
         if kubelet:
-            local.start_node("anchorage-node-1", writable=writable)
+            from anchorage import agents
+
+            binds, bins = cluster.agent_image(agents.tools_root(), agents.AGENTS_MOUNT)
+            local.start_node("anchorage-node-1", writable=writable, image_binds=binds, image_path=bins)
             echo("node anchorage-node-1: the sandbox node agent (runs pods under bubblewrap; images are not used)")
         if crds_dir.is_dir():
             cluster.apply_crds(local, crds_dir)

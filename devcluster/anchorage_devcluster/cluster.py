@@ -45,13 +45,17 @@ class LocalCluster:
 
     def start_node(self, name: str, *, writable: tuple[Path, ...] = (), simulate: str | None = None,
                    capacity: dict[str, str] | None = None, env: dict[str, str] | None = None,
+                   image_binds: dict[str, Path] | None = None, image_path: tuple[str, ...] = (),
                    timeout: float = 60) -> subprocess.Popen[bytes]:
-        """Start a node agent (``simulate``: ``MODULE:FUNCTION``) and wait until its Node is Ready."""
+        """Start a node agent (``simulate``: ``MODULE:FUNCTION``; ``image_binds``: container path → host folder
+        standing in for the images' contents) and wait until its Node is Ready."""
         argv = [sys.executable, "-m", "anchorage_devcluster.nodeagent", "--kubeconfig",
                 str(self.plane.node_kubeconfig(name)), "--name", name, "--workdir", str(self.root / "nodes" / name)]
         argv += [item for path in writable for item in ("--writable", str(path))]
         argv += ["--simulate", simulate] if simulate else []
         argv += [item for key, value in (capacity or {}).items() for item in ("--capacity", f"{key}={value}")]
+        argv += [item for target, source in (image_binds or {}).items() for item in ("--image-bind", f"{target}={source}")]
+        argv += [item for folder in image_path for item in ("--image-path", folder)]
         (self.root / "logs").mkdir(exist_ok=True)
         with (self.root / "logs" / f"node-{name}.log").open("ab") as log:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -93,6 +97,14 @@ class LocalCluster:
         for name in list(self.nodes):
             self.stop_node(name, delete=False)
         self.plane.stop()
+
+
+def agent_image(tools: Path, mount: str) -> tuple[dict[str, Path], tuple[str, ...]]:
+    """What the node agent needs to stand in for Anchorage's agent image: the host's installed agent CLIs
+    (``anchorage agents install``, under ``tools``) bound at ``mount``, each CLI's ``bin`` on the PATH."""
+    if not tools.is_dir():
+        return {}, ()
+    return {mount: tools}, tuple(f"{mount}/{d.name}/bin" for d in sorted(tools.glob("*@*")) if (d / "bin").is_dir())
 
 
 def start(root: Path, binaries: Binaries, *, timeout: float = 180, audit_users: tuple[str, ...] = ()) -> LocalCluster:

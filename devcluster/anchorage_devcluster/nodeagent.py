@@ -116,9 +116,11 @@ class NodeAgent:
     """One Node (see the module docstring)."""
 
     def __init__(self, api: Api, name: str, *, workdir: Path, writable: tuple[Path, ...] = (),
-                 simulate: Simulate | None = None, capacity: dict[str, str] | None = None) -> None:
+                 simulate: Simulate | None = None, capacity: dict[str, str] | None = None,
+                 image_binds: tuple[tuple[str, Path], ...] = (), image_path: tuple[str, ...] = ()) -> None:
         self.api, self.name = api, name
         self.workdir, self.writable, self.simulate = workdir, writable, simulate
+        self.image_binds, self.image_path = image_binds, image_path
         self.capacity = {"cpu": "64", "memory": "256Gi", "pods": "250", "ephemeral-storage": "500Gi",
                          **(capacity or {})}
         self.runs: dict[str, PodRun] = {}  # by pod uid
@@ -258,7 +260,8 @@ class NodeAgent:
     async def _run(self, pod: Obj) -> None:
         uid = pod["metadata"]["uid"]
         run = PodRun(pod, self.workdir / f"{pod['metadata']['namespace']}-{pod['metadata']['name']}", _ApiReferences(
-            self.api), lambda status: self._report(pod, status), writable=self.writable, simulate=self.simulate)
+            self.api), lambda status: self._report(pod, status), writable=self.writable, simulate=self.simulate,
+            image_binds=self.image_binds, image_path=self.image_path)
         self.runs[uid] = run
         try:
             await run.run()
@@ -362,12 +365,20 @@ def main(argv: list[str] | None = None) -> None:
                         help="a host folder containers may write (a file:// store); repeatable")
     parser.add_argument("--simulate", help="MODULE:FUNCTION that stands in for running pods (load tests)")
     parser.add_argument("--capacity", action="append", default=[], help="RESOURCE=QUANTITY, e.g. cpu=64, pods=250")
+    parser.add_argument("--image-bind", action="append", default=[],
+                        help="TARGET=HOST_FOLDER bound read-only into every container, standing in for what the "
+                        "images hold (e.g. /opt/anchorage/agents=~/.cache/anchorage/agents); repeatable")
+    parser.add_argument("--image-path", action="append", default=[],
+                        help="a folder put first on containers' default PATH, as the images' PATH has it; repeatable")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     capacity = dict(item.split("=", 1) for item in args.capacity)
     args.workdir.mkdir(parents=True, exist_ok=True)
+    binds = tuple((target, Path(source).expanduser()) for target, _, source in
+                  (item.partition("=") for item in args.image_bind))
     agent = NodeAgent(Api(args.kubeconfig), args.name, workdir=args.workdir, writable=tuple(args.writable),
-                      simulate=load_simulate(args.simulate) if args.simulate else None, capacity=capacity)
+                      simulate=load_simulate(args.simulate) if args.simulate else None, capacity=capacity,
+                      image_binds=binds, image_path=tuple(args.image_path))
 
     async def serve() -> None:
         task = asyncio.current_task()

@@ -20,8 +20,8 @@ the memory limit becomes an address-space rlimit). Environment
 ``secretKeyRef`` / ``configMapKeyRef`` are resolved through :class:`References`; while one is missing the
 container waits in ``CreateContainerConfigError`` and starts once it exists, as a kubelet retries.
 
-Commands and args are expanded as a kubelet does (``$(NAME)`` from the container's environment, ``$$`` →
-``$``). **The image is not used** (there is no container runtime) — except an image this node has a root
+Commands, args and env values are expanded as a kubelet does (``$(NAME)`` from the variables the container's
+spec defines — ``env``, ``envFrom`` —, ``$$`` → ``$``; ``anchorage.trials.agents.templating.expand_references``). **The image is not used** (there is no container runtime) — except an image this node has a root
 folder for (``$ANCHORAGE_DEV_IMAGE_ROOTS``: ``IMAGE=DIR`` pairs separated by ``;``, e.g. a rootfs that
 ``buildah mount`` gives for an image ``tools/images.py`` built): its containers run in that folder instead
 of this machine's root (its ``/usr``, ``/etc``, ``/opt``..., the pod's volumes on top). Otherwise
@@ -212,12 +212,14 @@ class PodRun:
     """One pod on this machine (see the module docstring). ``await run.run()`` returns the final phase."""
 
     def __init__(self, pod: Obj, workdir: Path, refs: References, report: Callable[[Obj], Awaitable[None]], *,
-                 writable: tuple[Path, ...] = (), simulate: Simulate | None = None, grace: float = 5.0) -> None:
+                 writable: tuple[Path, ...] = (), simulate: Simulate | None = None, grace: float = 5.0,
+                 image_binds: tuple[tuple[str, Path], ...] = (), image_path: tuple[str, ...] = ()) -> None:
         self.pod = pod
         self.ns, self.name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         self.workdir = workdir
         self.refs, self.report = refs, report
         self.writable, self.simulate, self.grace = writable, simulate, grace
+        self.image_binds, self.image_path = image_binds, image_path
         self.book = StatusBook(pod)
         self.procs: dict[str, asyncio.subprocess.Process] = {}
         self.groups: dict[str, cgroups.Group] = {}
@@ -336,9 +338,9 @@ class PodRun:
     # ------------------------------------------------------------------ one container
     async def _container(self, container: Obj) -> ContainerEnd:
         name = container["name"]
-        env = await self._container_env(container)
+        env, defined = await self._container_env(container)
         group = self._cgroup(container)
-        command = [expand_references(part, env) for part in [*container.get("command", []), *container.get("args", [])]]
+        command = [expand_references(part, defined) for part in [*container.get("command", []), *container.get("args", [])]]
         argv = [*(["/bin/sh", "-c", _JOIN, "join", *map(str, group.procs_files), "--"] if group else
                   self._rlimits(container)),
                 *self._bwrap_argv(container), "--", *command]
@@ -467,11 +469,9 @@ class PodRun:
                     "metadata.uid": self.pod["metadata"].get("uid", "")}.get(field_ref)
         return None
 
-    async def _env(self, container: Obj) -> dict[str, str]:
-        env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp",
-               "HOSTNAME": self.name}
-        if os.environ.get("PYTHONPATH"):
-            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    async def _env(self, container: Obj) -> tuple[dict[str, str], dict[str, str]]:
+        """(the process environment, the variables the container spec defines — what ``$(VAR)`` may name)."""
+        defined: dict[str, str] = {}
         for source in container.get("envFrom") or []:
             for kind, plural in (("secretRef", "secrets"), ("configMapRef", "configmaps")):
                 if kind in source:
@@ -479,15 +479,21 @@ class PodRun:
                     if obj is None and not source[kind].get("optional"):
                         raise MissingReference(f"{plural[:-1]} {source[kind]['name']!r} not found")
                     for key, value in ((obj or {}).get("data") or {}).items():
-                        env[key] = base64.b64decode(value).decode() if plural == "secrets" else str(value)
+                        defined[key] = base64.b64decode(value).decode() if plural == "secrets" else str(value)
         for item in container.get("env") or []:
-            value = await self._value(item["valueFrom"]) if "valueFrom" in item else item.get("value", "")
+            value = await self._value(item["valueFrom"]) if "valueFrom" in item else expand_references(
+                item.get("value", ""), defined)
             if value is not None:
-                env[item["name"]] = str(value)
-        return env
+                defined[item["name"]] = str(value)
+        env = {"PATH": ":".join([*self.image_path, str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin",
+                                 "/bin"]), "HOME": "/tmp", "HOSTNAME": self.name}
+        if os.environ.get("PYTHONPATH"):
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        return {**env, **defined}, defined
 
-    async def _container_env(self, container: Obj) -> dict[str, str]:
-        """The container's environment, waiting (``CreateContainerConfigError``) until its references exist."""
+    async def _container_env(self, container: Obj) -> tuple[dict[str, str], dict[str, str]]:
+        """The container's environment (and its defined variables), waiting (``CreateContainerConfigError``)
+        until its references exist."""
         reported = False
         while True:
             try:
@@ -506,12 +512,19 @@ class PodRun:
                 "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/root", "--tmpfs", "/run"]
         image_root = image_roots().get(str(container.get("image", "")))
         root = image_root or Path("/")
+        # top-level folders that must be writable to create an image bind's target the root lacks (/opt/...)
+        grown = {Path(target).parts[1] for target, _ in self.image_binds
+                 if not (root / Path(target).relative_to("/")).exists()}
         for entry in sorted(os.listdir(root)):
             path = root / entry
             if entry in _SKIP_ROOT:
                 continue
             if path.is_symlink():
                 argv += ["--symlink", os.readlink(path), f"/{entry}"]
+            elif path.is_dir() and entry in grown:
+                argv += ["--tmpfs", f"/{entry}"] + [arg for child in sorted(path.iterdir()) for arg in (
+                    ["--symlink", os.readlink(child), f"/{entry}/{child.name}"] if child.is_symlink() else
+                    ["--ro-bind", str(child), f"/{entry}/{child.name}"])]
             elif path.is_dir():
                 argv += ["--ro-bind", str(path), f"/{entry}"]
         for mount in container.get("volumeMounts") or []:
@@ -525,6 +538,8 @@ class PodRun:
                 argv += ["--ro-bind", prefix, prefix]
         for path in self.writable:
             argv += ["--bind", str(path), str(path)]
+        for target, source in self.image_binds:
+            argv += ["--ro-bind", str(source), target]
         if (self.pod["metadata"].get("labels") or {}).get(NO_NETWORK_LABEL) == "none":
             argv.append("--unshare-net")
         return [*argv, "--chdir", container.get("workingDir", "/")]
