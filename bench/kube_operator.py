@@ -170,8 +170,10 @@ def run_fake(args: argparse.Namespace, root: Path) -> Run:
     thread = ClusterThread(root / "kubeconfig", crds_dir=REPO / "crds", writable=(store,), simulate=anchorage_pod,
                            namespaces=("raw", "bench"), authenticate=True)
     cluster = thread.__enter__()
+    from anchorage_devcluster import binaries
+
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "ANCHORAGE_CAMPAIGN_INTERVAL": "0.5",
-           "ANCHORAGE_WORKERS": "16"}
+           "ANCHORAGE_WORKERS": "16", "PATH": f"{binaries.kube_dir()}:{os.environ.get('PATH', '')}"}
     campaigns = cluster.api.store.resource("anchorage.dev", "verificationcampaigns")
     try:
         raw_rate = _raw_create_rate(cluster.kubeconfig, args.raw)
@@ -219,8 +221,9 @@ def run_real(args: argparse.Namespace, root: Path) -> Run:
     store.mkdir()
     local = cluster.start(root / "plane", found, audit_users=(OPERATOR_USER,))
     try:
-        local.start_node("simulated-1", simulate="simulated_pods:anchorage_pod",
-                         capacity={"pods": str(max(1000, 4 * args.parallelism))},
+        local.start_node("simulated-1", simulate="simulated_pods:anchorage_pod",  # runs nothing: room for every pod
+                         capacity={"pods": str(max(1000, 4 * args.parallelism)), "cpu": "100000", "memory": "1000Ti",
+                                   "ephemeral-storage": "1000Ti"},
                          env={"PYTHONPATH": str(REPO / "tests")})
         cluster.apply_crds(local, REPO / "crds")
         for namespace in ("raw", "bench"):

@@ -224,7 +224,8 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
         # the agent CLIs where the agent image has them (the node runs no images: the host's installed ones)
         binds, path = cluster.agent_image(agents.tools_root(), agents.AGENTS_MOUNT)
         local.start_node("sandbox-1", writable=(store,), image_binds=binds, image_path=path)
-        local.start_node("simulated-1", simulate="simulated_pods:anchorage_pod", capacity={"pods": "5000"},
+        local.start_node("simulated-1", simulate="simulated_pods:anchorage_pod",  # runs nothing: room for every pod
+                         capacity={"pods": "5000", "cpu": "100000", "memory": "1000Ti", "ephemeral-storage": "1000Ti"},
                          env={"PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "tests"), os.environ.get(
                              "PYTHONPATH", "")) if p)})
         real = RealCluster(local, root, store)
