@@ -33,9 +33,9 @@ REPO = Path(__file__).resolve().parents[1]
 SANDBOX_NODES = "anchorage.dev/node-agent=sandbox"
 SIMULATED_NODES = "anchorage.dev/node-agent=simulated"
 RELEASE, OPERATOR_NAMESPACE, TRIALS_NAMESPACE = "anchorage", "anchorage", "anchorage-trials"
-#: (release, namespace) of the chart's releases whose operator's requests the API server's audit log records
-#: (``RealCluster.audited``): the session's, and the simulated-node one of ``tests/kube/test_real_operator.py``.
-AUDITED = ((RELEASE, OPERATOR_NAMESPACE), ("anchorage-crash", "crash"))
+#: Namespaces of the chart's releases whose ServiceAccounts' requests the API server's audit log records
+#: (``RealCluster.audited``): the session's release, and the simulated-node one of ``tests/kube/test_real_operator.py``.
+AUDITED_NAMESPACES = (OPERATOR_NAMESPACE, "crash")
 
 
 @dataclass
@@ -81,7 +81,7 @@ class Release:
     @property
     def user(self) -> str:
         """The operator's user name as the API server sees it (its ServiceAccount)."""
-        return f"system:serviceaccount:{self.namespace}:{operator_account(self.name)}"
+        return f"system:serviceaccount:{self.namespace}:{operator_account(self.manifest)}"
 
 
 @dataclass
@@ -109,7 +109,7 @@ class RealCluster:
         self.local.plane.namespace(trials_namespace, pod_security=None,
                                    nodes=SIMULATED_NODES if simulated else SANDBOX_NODES)
         kubeconfig = self.local.operator_kubeconfig(self.root / f"{name}-operator.kubeconfig", namespace=namespace,
-                                                    service_account=operator_account(name))
+                                                    service_account=operator_account(manifest))
         self.releases[name] = Release(name, namespace, trials_namespace, manifest, kubeconfig)
         return self.releases[name]
 
@@ -141,8 +141,7 @@ class RealCluster:
         """``anchorage operator`` with the chart's own arguments (from the installed release's Deployment),
         authenticated as the chart's ServiceAccount; the liveness endpoint on a free port."""
         installed = self.releases[release]
-        docs = [d for d in yaml.safe_load_all(installed.manifest["manifest"]) if d]
-        deployment = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-operator"))
+        deployment = operator_deployment(installed.manifest)
         args = [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
                 if not a.startswith("--liveness=") and not a.startswith("--log-format=")]
         argv = [str(Path(sys.executable).parent / "anchorage"), *args, "--log-format=plain",
@@ -172,12 +171,18 @@ class RealCluster:
         return path.read_text(errors="replace") if path.exists() else ""
 
 
-def operator_account(release: str) -> str:
-    """The chart's operator ServiceAccount in a release's namespace: ``<fullname>-operator``, the chart's full name
-    being the release's name when it contains ``anchorage``, else ``<release>-anchorage`` (the tests set no
-    ``fullnameOverride``)."""
-    fullname = release if "anchorage" in release else f"{release}-anchorage"
-    return f"{fullname}-operator"
+def operator_deployment(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The operator's Deployment among an installed release's rendered objects."""
+    docs = [d for d in yaml.safe_load_all(manifest["manifest"]) if d]
+    found: dict[str, Any] = next(d for d in docs if d["kind"] == "Deployment"
+                                 and d["metadata"]["name"].endswith("-operator"))
+    return found
+
+
+def operator_account(manifest: dict[str, Any]) -> str:
+    """The operator's ServiceAccount in an installed release, as its Deployment names it (whatever the chart's
+    naming of releases, ``fullnameOverride`` or ``operator.serviceAccount.name`` make of it)."""
+    return str(operator_deployment(manifest)["spec"]["template"]["spec"]["serviceAccountName"])
 
 
 def kubectl_env(env: dict[str, str]) -> dict[str, str]:
@@ -216,8 +221,8 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
     root = tmp_path_factory.mktemp("real-cluster")
     store = root / "runs"
     store.mkdir()
-    local = cluster.start(root / "plane", found, audit_users=tuple(
-        f"system:serviceaccount:{namespace}:{operator_account(release)}" for release, namespace in AUDITED))
+    local = cluster.start(root / "plane", found, audit_groups=tuple(
+        f"system:serviceaccounts:{namespace}" for namespace in AUDITED_NAMESPACES))
     try:
         from anchorage import agents
 

@@ -107,9 +107,12 @@ def agent_image(tools: Path, mount: str) -> tuple[dict[str, Path], tuple[str, ..
     return {mount: tools}, tuple(f"{mount}/{d.name}/bin" for d in sorted(tools.glob("*@*")) if (d / "bin").is_dir())
 
 
-def start(root: Path, binaries: Binaries, *, timeout: float = 180, audit_users: tuple[str, ...] = ()) -> LocalCluster:
-    """Start the control plane under ``root`` (add nodes with :meth:`LocalCluster.start_node`)."""
-    return LocalCluster(controlplane.start(root, binaries, timeout=timeout, audit_users=audit_users))
+def start(root: Path, binaries: Binaries, *, timeout: float = 180, audit_users: tuple[str, ...] = (),
+          audit_groups: tuple[str, ...] = ()) -> LocalCluster:
+    """Start the control plane under ``root`` (add nodes with :meth:`LocalCluster.start_node`); the requests of
+    ``audit_users`` and members of ``audit_groups`` go to its audit log."""
+    return LocalCluster(controlplane.start(root, binaries, timeout=timeout, audit_users=audit_users,
+                                           audit_groups=audit_groups))
 
 
 @contextlib.contextmanager

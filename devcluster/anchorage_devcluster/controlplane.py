@@ -183,22 +183,27 @@ def _https_ok(url: str, context: ssl.SSLContext) -> bool:
         return False
 
 
-def _audit_flags(root: Path, users: tuple[str, ...]) -> list[str]:
-    """Audit logging (JSON lines, ``<root>/audit.log``) of every request of ``users`` at Metadata level."""
-    if not users:
+def _audit_flags(root: Path, users: tuple[str, ...], groups: tuple[str, ...] = ()) -> list[str]:
+    """Audit logging (JSON lines, ``<root>/audit.log``) of every request of ``users`` or of members of ``groups``
+    at Metadata level."""
+    if not users and not groups:
         return []
+    rules: list[dict[str, object]] = [{"level": "Metadata", "users": list(users)}] if users else []
+    rules += [{"level": "Metadata", "userGroups": list(groups)}] if groups else []
     policy = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
-              "rules": [{"level": "Metadata", "users": list(users)}, {"level": "None"}]}
+              "rules": [*rules, {"level": "None"}]}
     (root / "audit-policy.yaml").write_text(yaml.safe_dump(policy))
     return [f"--audit-policy-file={root / 'audit-policy.yaml'}", f"--audit-log-path={root / 'audit.log'}",
             "--audit-log-maxsize=0", "--audit-log-mode=batch"]
 
 
-def start(root: Path, binaries: Binaries, *, timeout: float = 180.0, audit_users: tuple[str, ...] = ()) -> ControlPlane:
+def start(root: Path, binaries: Binaries, *, timeout: float = 180.0, audit_users: tuple[str, ...] = (),
+          audit_groups: tuple[str, ...] = ()) -> ControlPlane:
     """Start a control plane under ``root`` (certificates, etcd data, kubeconfigs, logs); ready when it returns.
 
-    ``audit_users``: users whose requests the API server records in ``<root>/audit.log`` (the load bench
-    counts the operator's requests there)."""
+    ``audit_users``, ``audit_groups``: users, and groups of users (e.g. ``system:serviceaccounts:<namespace>``,
+    every ServiceAccount of a namespace), whose requests the API server records in ``<root>/audit.log`` (the load
+    bench and the kill -9 test count the operator's requests there)."""
     root.mkdir(parents=True, exist_ok=True)
     pki_dir = root / "pki"
     authority = pki.Authority(pki_dir)
@@ -214,7 +219,8 @@ def start(root: Path, binaries: Binaries, *, timeout: float = 180.0, audit_users
                                                                              "client-key": str(admin.key)}))
     plane = ControlPlane(root, binaries, url, authority, admin_kubeconfig)
     try:
-        _start_all(plane, serving, admin, sa, port, etcd_port, peer_port, timeout, _audit_flags(root, audit_users))
+        _start_all(plane, serving, admin, sa, port, etcd_port, peer_port, timeout,
+                   _audit_flags(root, audit_users, audit_groups))
     except BaseException:
         plane.stop()
         raise

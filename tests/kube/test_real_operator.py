@@ -9,6 +9,8 @@ namespace, scheduled by the real scheduler, run by a node agent, and finished by
 * the chart's objects are there and its operator's account may do what the operator needs, nothing more;
 * a campaign of oracle and command entries on the sandbox node reaches Succeeded, its leaderboard equals
   the local engine's over the same records, and ``kubectl describe`` shows the operator's Events;
+* an agent writing its /tmp past the emptyDir's limit: the node evicts the pod, the trial ends
+  InfrastructureFailed with the eviction's message (read from the pod's status);
 * kill -9 of the operator again and again during a 300-trial campaign (simulated node): every Trial,
   ScoringRun and Job is created exactly once (the API server's audit log of the operator's account),
   every trial has its record;
@@ -40,10 +42,8 @@ CRASH_KILLS = int(os.environ.get("ANCHORAGE_CRASH_KILLS", "20"))
 
 @pytest.fixture(scope="module")
 def simulated(real_cluster: RealCluster) -> Release:
-    """A second release of the chart (``anchorage-crash`` in namespace ``crash``) whose trials run on the simulated
-    node."""
-    return real_cluster.releases.get("anchorage-crash") or real_cluster.install("anchorage-crash", "crash",
-                                                                                  "crash-trials", simulated=True)
+    """A second release of the chart (``crash`` in namespace ``crash``) whose trials run on the simulated node."""
+    return real_cluster.releases.get("crash") or real_cluster.install("crash", "crash", "crash-trials", simulated=True)
 
 
 def _status(real: RealCluster, namespace: str, name: str) -> dict[str, Any]:
@@ -111,6 +111,34 @@ def test_a_campaign_on_the_sandbox_node_matches_the_local_engine(real_cluster: R
     assert status["bestEntry"] == "oracle"
     events = described[described.index("Events:"):]
     assert "anchorage-operator" in events and "Succeeded" in events, described
+
+
+@pytest.mark.sandbox
+def test_an_agent_filling_its_tmp_past_the_limit_is_evicted_an_infrastructure_failure(
+        real_cluster: RealCluster, tmp_path: Path) -> None:
+    """/tmp is a disk-backed emptyDir of min(storage, 1 GiB): written past it, the node evicts the pod (the Job
+    only says BackoffLimitExceeded); the operator reads the pod's status and ends the trial as the platform's
+    failure naming the eviction, not as the agent's exit code."""
+    release = real_cluster.release
+    fill = "head -c 16777216 /dev/zero > /tmp/fill; sleep 600"
+    doc = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "Trial", "metadata": {"name": "fills-tmp"},
+           "spec": {"task": "smoke-inventory", "agent": {"kind": "command", "command": ["/bin/sh", "-c", fill]},
+                    "limits": {"storageMB": 4, "agentTimeoutSec": 600}}}
+    operator = real_cluster.chart_operator(tmp_path)
+    operator.start()
+    try:
+        real_cluster.kubectl("apply", "-n", release.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
+
+        def status() -> dict[str, Any]:
+            return dict(real_cluster.get("trial", "fills-tmp", "-n", release.namespace).get("status") or {})
+
+        real_cluster.wait_for(lambda: status().get("phase") not in (None, "Pending", "Running"), 300,
+                              "the trial to end", operator)
+        ended = status()
+    finally:
+        operator.stop()
+    assert ended["phase"] == "InfrastructureFailed" and ended["reason"] == "sandbox_error", ended
+    assert 'evicted' in ended["message"] and 'EmptyDir volume "tmp" exceeds the limit "4Mi"' in ended["message"], ended
 
 
 def test_kill_minus_nine_on_the_real_control_plane_never_duplicates_nor_loses_work(
