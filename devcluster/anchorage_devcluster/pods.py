@@ -16,7 +16,9 @@ fresh ``/run``; as the ``runAsUser`` / ``runAsGroup`` of its security context in
 (mapped to the node's own user outside, as a rootless runtime does), every capability dropped,
 ``no_new_privs``; in a cgroup of its own with the container's CPU, memory and pids limits (Anchorage's
 ``runtime.local.cgroups``: an OOM kill is reported ``OOMKilled``, exit code 137; where no cgroup can be made,
-the memory limit becomes an address-space rlimit). Environment
+the memory limit becomes an address-space rlimit). A disk-backed ``emptyDir`` with a ``sizeLimit`` is measured
+every second while the pod runs; over its limit the pod is evicted as a kubelet evicts it (every container
+killed at once, phase ``Failed``, reason ``Evicted``, the kubelet's message naming the volume). Environment
 ``secretKeyRef`` / ``configMapKeyRef`` are resolved through :class:`References`; while one is missing the
 container waits in ``CreateContainerConfigError`` and starts once it exists, as a kubelet retries.
 
@@ -28,8 +30,9 @@ of this machine's root (its ``/usr``, ``/etc``, ``/opt``..., the pod's volumes o
 commands run with this machine's programs,
 with this Python's virtualenv first on ``PATH`` so ``python -m anchorage...`` works as in Anchorage's
 images; a container without ``command`` cannot run (``CreateContainerError``). Not enforced:
-ephemeral-storage limits and ``emptyDir.sizeLimit`` (a kubelet evicts for them), NetworkPolicies
-(no CNI: pods share the host's network unless labelled as above), probes.
+ephemeral-storage limits of containers, the ``sizeLimit`` of a memory-backed ``emptyDir`` (a plain folder
+here, not a tmpfs of that size), NetworkPolicies (no CNI: pods share the host's network unless labelled as
+above), probes.
 
 ``simulate``: a callable given by the caller (tests, benchmarks) that receives the pod and returns the
 exit code of each container without running anything (see ``tests/simulated_pods.py``).
@@ -58,6 +61,7 @@ Obj = dict[str, Any]
 Simulate = Callable[[Obj], dict[str, int]]
 NO_NETWORK_LABEL = "anchorage.dev/network"
 ENV_RETRY_SEC = 0.2
+EVICTION_CHECK_SEC = 1.0
 _SKIP_ROOT = {"proc", "dev", "sys", "tmp", "run", "root"}
 _SOURCE_ROOT = Path(sys.modules["anchorage"].__file__ or ".").resolve().parents[2]  # the checkout (tasks/ beside operator/)
 _JOIN = 'for f; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"'
@@ -200,6 +204,19 @@ def _qos(spec: Obj) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+def disk_usage(path: Path) -> int:
+    """Bytes of disk a folder's files take (allocated blocks, as ``du`` counts them; hard links once)."""
+    total, seen = 0, set()
+    for folder, dirs, files in os.walk(path):
+        for name in [*dirs, *files]:
+            with contextlib.suppress(OSError):
+                info = os.lstat(os.path.join(folder, name))
+                if (info.st_dev, info.st_ino) not in seen:
+                    seen.add((info.st_dev, info.st_ino))
+                    total += info.st_blocks * 512
+    return total
+
+
 def _terminated(end: ContainerEnd) -> Obj:
     state: Obj = {"exitCode": end.exit_code, "reason": end.reason, "startedAt": end.started_at,
                   "finishedAt": end.finished_at}
@@ -226,6 +243,7 @@ class PodRun:
         self.bwrap = shutil.which("bwrap")
         self.mounts: dict[str, Path] = {}
         self.killed = False
+        self.evicted = ""
 
     async def _publish(self) -> None:
         await self.report(self.book.snapshot())
@@ -244,8 +262,23 @@ class PodRun:
             return "Failed"
         await self._prepare_volumes()
         await self._publish()
+        watcher = asyncio.create_task(self._watch_empty_dirs())
+        try:
+            self.book.phase = await self._containers(spec)
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+        if self.evicted:
+            self.book.phase, self.book.reason, self.book.message = "Failed", "Evicted", self.evicted
+        await self._publish()
+        return self.book.phase
+
+    async def _containers(self, spec: Obj) -> str:
+        """Init containers in order (native sidecars started in their turn), then the main containers; the phase."""
         sidecars: dict[str, asyncio.Task[ContainerEnd]] = {}
         for container in spec.get("initContainers") or []:
+            if self.evicted:
+                break
             if container.get("restartPolicy") == "Always":
                 sidecars[container["name"]] = asyncio.create_task(self._container(container))
                 await self._until_started(container["name"], sidecars[container["name"]])
@@ -253,17 +286,37 @@ class PodRun:
             end = await self._container(container)
             if end.exit_code != 0:
                 await self._stop_sidecars(sidecars)
-                self.book.phase = "Failed"
-                await self._publish()
                 return "Failed"
+        if self.evicted:
+            await self._stop_sidecars(sidecars)
+            return "Failed"
         self.book.initialized = True
         self.book.phase = "Running"
         mains = [asyncio.create_task(self._container(c)) for c in spec["containers"]]
         ends = await asyncio.gather(*mains)
         await self._stop_sidecars(sidecars)
-        self.book.phase = "Succeeded" if all(e.exit_code == 0 for e in ends) else "Failed"
-        await self._publish()
-        return self.book.phase
+        return "Succeeded" if all(e.exit_code == 0 for e in ends) else "Failed"
+
+    def _limited_empty_dirs(self) -> list[tuple[str, Path, str]]:
+        """(name, folder, limit as written) of the pod's disk-backed emptyDirs that have a ``sizeLimit``."""
+        found = []
+        for volume in self.pod["spec"].get("volumes") or []:
+            empty = volume.get("emptyDir")
+            if isinstance(empty, dict) and empty.get("sizeLimit") and empty.get("medium") != "Memory":
+                found.append((volume["name"], self.mounts[volume["name"]], str(empty["sizeLimit"])))
+        return found
+
+    async def _watch_empty_dirs(self) -> None:
+        """Every ``EVICTION_CHECK_SEC``: evict the pod when a limited emptyDir holds more than its ``sizeLimit``
+        (the kubelet's eviction manager; its message)."""
+        limited = [(name, path, limit, quantity_bytes(limit)) for name, path, limit in self._limited_empty_dirs()]
+        while limited and not self.evicted:
+            await asyncio.sleep(EVICTION_CHECK_SEC)
+            for name, path, limit, size in limited:
+                if await asyncio.to_thread(disk_usage, path) > size:
+                    self.evicted = f'Usage of EmptyDir volume "{name}" exceeds the limit "{limit}". '
+                    self._kill_processes()
+                    break
 
     async def _simulated(self, spec: Obj) -> str:
         assert self.simulate is not None

@@ -4,8 +4,9 @@ pods, it runs them and reports what a kubelet would.
 Each Job here runs in a namespace enforcing PodSecurity ``restricted`` on the sandbox node: init containers in
 order, a native sidecar beside the main container and stopped after it, exit codes in the container
 statuses (the Job fails on a non-zero one), an OOM kill under the container's memory limit, a Job deadline
-(the Job controller deletes the pod, the node kills it and removes it), and a container whose environment
-names a Secret that does not exist yet (it waits, then starts).
+(the Job controller deletes the pod, the node kills it and removes it), a container whose environment
+names a Secret that does not exist yet (it waits, then starts), and an emptyDir written past its
+``sizeLimit`` (the node evicts the pod as a kubelet does: phase Failed, reason Evicted).
 """
 
 from __future__ import annotations
@@ -111,3 +112,16 @@ def test_a_container_waits_for_the_secret_its_environment_names(real_cluster: Re
     real_cluster.kubectl("create", "secret", "generic", "later", "-n", namespace, "--from-literal=token=s3cret")
     job, pod = _run(real_cluster, namespace, _job("waits", [main]))
     assert any(c["type"] == "Complete" for c in job["status"]["conditions"]), _state(pod, "main")
+
+
+def test_an_empty_dir_over_its_size_limit_evicts_the_pod(real_cluster: RealCluster, namespace: str) -> None:
+    main = _container("main", "head -c 4194304 /dev/zero > /scratch/fill && sleep 600",
+                      volumeMounts=[{"name": "scratch", "mountPath": "/scratch"}])
+    job = _job("fills", [main])
+    job["spec"]["template"]["spec"]["volumes"].append({"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}})
+    started = time.monotonic()
+    ended, pod = _run(real_cluster, namespace, job, timeout=120)
+    assert any(c["type"] == "Failed" for c in ended["status"]["conditions"]) and time.monotonic() - started < 120
+    assert pod["status"]["phase"] == "Failed" and pod["status"]["reason"] == "Evicted", pod["status"]
+    assert pod["status"]["message"].startswith('Usage of EmptyDir volume "scratch" exceeds the limit "1Mi"')
+    assert _state(pod, "main")["terminated"]["exitCode"] == 137

@@ -9,6 +9,9 @@ The evidence, all of it the platform's — nothing the agent can write decides a
   ``ContainerCannotRun`` / ``ContainerStatusUnknown`` the node's failure), and the ``fetch-task`` init
   container's exit code (:data:`anchorage.runtime.kubepod.REPLAY_MISSING_EXIT`: a replay whose artifact does
   not exist — no agent code has run yet);
+* the Pod's own ``status.reason`` ``Evicted`` (the kubelet killed every container at once, e.g. the agent's
+  HOME or ``/tmp`` emptyDir over its ``sizeLimit``; the Job only says ``BackoffLimitExceeded``): without the
+  upload marker, the platform's failure quoting the kubelet's message;
 * the upload sidecar's marker ``upload.json`` (the sidecar holds the store's credentials; the agent shares
   no writable folder with it but what it uploads): whether the results were collected, and whether a folder
   measured over its quota. The exit code the agent's wrapper wrote into its run folder (and the sidecar
@@ -31,6 +34,15 @@ FETCH_CONTAINER = "fetch-task"
 #: Container reasons that say the node, not the agent, ended the container.
 NODE_REASONS = frozenset({"StartError", "ContainerCannotRun", "ContainerStatusUnknown", "CreateContainerError",
                           "RunContainerError"})
+
+
+def eviction(pods: Iterable[Mapping[str, Any]]) -> str | None:
+    """The kubelet's eviction message of the first of ``pods`` it evicted (``status.reason`` ``Evicted``), else None."""
+    for pod in pods:
+        status = pod.get("status") or {}
+        if status.get("reason") == "Evicted":
+            return str(status.get("message") or "").strip() or "no message"
+    return None
 
 
 def terminated(pods: Iterable[Mapping[str, Any]], container: str, *, init: bool = False) -> dict[str, Any] | None:
@@ -59,6 +71,10 @@ def attempt_end(result: str, upload: Mapping[str, Any] | None, timeout_sec: floa
         return AttemptEnd(agent_problem=missing_replay_message(plan) if plan is not None and plan.replay is not None
                           else "the replay artifact does not exist")
     if upload is None:
+        evicted = eviction(pods)
+        if evicted is not None:
+            return AttemptEnd(launcher_failure=f"the node evicted the attempt's pod before its results were "
+                                               f"collected: {evicted}")
         if result == "Complete":
             return AttemptEnd(storage_failure="the attempt ended but its results were never uploaded "
                                               "(the upload sidecar wrote no marker)")
