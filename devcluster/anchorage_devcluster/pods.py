@@ -23,7 +23,8 @@ killed at once, phase ``Failed``, reason ``Evicted``, the kubelet's message nami
 container waits in ``CreateContainerConfigError`` and starts once it exists, as a kubelet retries.
 
 Commands, args and env values are expanded as a kubelet does (``$(NAME)`` from the variables the container's
-spec defines — ``env``, ``envFrom`` —, ``$$`` → ``$``; ``anchorage.trials.agents.templating.expand_references``). **The image is not used** (there is no container runtime) — except an image this node has a root
+spec defines — ``env``, ``envFrom`` —, ``$$`` → ``$``; ``anchorage.trials.agents.templating.expand_references``).
+**The image is not used** (there is no container runtime) — except an image this node has a root
 folder for (``$ANCHORAGE_DEV_IMAGE_ROOTS``: ``IMAGE=DIR`` pairs separated by ``;``, e.g. a rootfs that
 ``buildah mount`` gives for an image ``tools/images.py`` built): its containers run in that folder instead
 of this machine's root (its ``/usr``, ``/etc``, ``/opt``..., the pod's volumes on top). Otherwise
