@@ -12,12 +12,8 @@ pod, that the agent runs as uid 65532 with ``HOME=/root`` and finds its CLI on t
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
-import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -26,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+import imagetool
 from anchorage import agents
 from anchorage.gateway import Gateway, GatewayConfig, start_gateway
 from anchorage.gateway.scripted import RunningScripted, start_scripted
@@ -41,23 +38,9 @@ API_OF = {"codex": "responses", "claude-code": "anthropic", "opencode": "chat"}
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(10800)]
 
 
-def _images_tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("anchorage_images_tool", REPO / "tools" / "images.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def tool() -> ModuleType:
-    module = _images_tool()
-    missing = [p for p in ("buildah", "debootstrap") if shutil.which(p) is None]
-    if missing and (os.geteuid() != 0 or shutil.which("apt-get") is None):
-        pytest.skip(f"{', '.join(missing)} missing and not root to install them: the agent image cannot be built")
-    module.ensure_tools()
-    return module
+    return imagetool.ready()
 
 
 @contextlib.contextmanager

@@ -6,38 +6,19 @@ under ``$ANCHORAGE_CACHE/images``: the first run takes tens of minutes, a run wi
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+import imagetool
 from anchorage import agents
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(10800)
-
-
-def _tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("anchorage_images_tool", REPO / "tools" / "images.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def tool() -> ModuleType:
-    module = _tool()
-    missing = [p for p in ("buildah", "debootstrap") if shutil.which(p) is None]
-    if missing and (os.geteuid() != 0 or shutil.which("apt-get") is None):
-        pytest.skip(f"{', '.join(missing)} missing and not root to install them (apt-get install {' '.join(missing)})")
-    module.ensure_tools()
-    return module
+    return imagetool.ready()
 
 
 @pytest.fixture(scope="module")
