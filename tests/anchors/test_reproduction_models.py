@@ -8,27 +8,13 @@ with the published anchors are checked by ``test_reproductions.py``). Fast: no o
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 
-TASKS = Path(__file__).resolve().parents[2] / "tasks"
-
-
-def load(slug: str) -> ModuleType:
-    name = "solve_" + slug.replace("-", "_")
-    spec = importlib.util.spec_from_file_location(name, TASKS / slug / "solution" / "solve.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
+from .solutions import load
 
 # ------------------------------------------------------------------------------------------ heliostat field
 

@@ -55,8 +55,9 @@ def page(browser: Any) -> Iterator[Any]:
     assert not errors, f"the page reported errors: {errors}"   # e.g. a script refused by the CSP
 
 
-def screenshot(page: Any, name: str) -> Path:
-    """Save a full-page screenshot and check it shows something: many distinct colours, a tenth not white."""
+def screenshot(page: Any, name: str, *, min_inked: float = 0.05) -> Path:
+    """Save a full-page screenshot and check it shows something: many distinct colours, and at least
+    ``min_inked`` of the page not white (a twentieth for the viewer's own pages)."""
     import matplotlib.image
 
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -65,7 +66,7 @@ def screenshot(page: Any, name: str) -> Path:
     pixels = matplotlib.image.imread(path)[..., :3]
     inked = (pixels < 0.9).any(axis=-1).mean()
     colours = len({tuple(p) for p in (pixels[::7, ::7].reshape(-1, 3) * 255).astype(int).tolist()})
-    assert pixels.shape[0] > 300 and inked > 0.05 and colours > 20, (path, inked, colours)
+    assert pixels.shape[0] > 300 and inked > min_inked and colours > 20, (path, inked, colours)
     return path
 
 
