@@ -1,8 +1,8 @@
 """Gateway overhead: json and streamed requests through the gateway vs. straight to the mock upstream.
 
-Run: ``.venv/bin/python bench/gateway.py`` (``--help`` for options). Three kinds of process: the mock
-upstream, the gateway (optionally a second, older gateway from ``--before DIR`` for a before/after
-column) and the load client (this process). By default (``--pin split``, what ``taskset`` would do,
+Run: ``.venv/bin/python bench/gateway.py`` (``--help`` for options). Four kinds of process: the mock
+upstream, the gateway (optionally a second, older gateway from ``--before COMMIT`` for a before/after
+column), the floor (a bare proxy) and the load client (this process). By default (``--pin split``, what ``taskset`` would do,
 through ``os.sched_setaffinity``) the gateway(s) run alone on the last CPU and the mock and the client
 share the others, so what the gateway costs is not hidden by (or charged to) the load it relays.
 ``--pin mock`` gives the mock a CPU of its own instead (the mock paces its stream with a sleep after
@@ -29,8 +29,12 @@ Definitions (all per concurrency, the median over ``--rounds`` rounds):
   request is printed too, and *cores*: the CPU seconds the round's processes used per second — when it
   stays far below the CPUs there are, other load decided the round.
 
-Before/after in one run: copy the gateway package before changing it (``cp -r
-operator/anchorage/gateway /tmp/gateway-before``) and pass ``--before /tmp/gateway-before``.
+Before/after in one run: ``--before COMMIT`` (or a directory holding a complete older tree, e.g. made by
+``git worktree add DIR COMMIT``) runs that tree's gateway as one more target — in its own process with its
+own ``operator/`` on the import path, against the same mock, from the same client, with the same pinning.
+The *floor* target (leave it out with ``--no-floor``) is a bare pass-through proxy on the gateway's stack
+(aiohttp server, one aiohttp ClientSession, uvloop; no token, parsing, metering or retries; streams relayed
+with ``iter_any`` + ``write``): what the stack itself costs, so whether a goal is reachable on it at all.
 The mock and the client run on asyncio's loop; the gateway on its own choice (uvloop when importable,
 as in production) unless ``--gateway-loops`` says otherwise — ``--gateway-loops asyncio uvloop`` benches
 both side by side. ``--ledger-dir DIR`` adds the current gateway journalling its ledger (fsynced per
@@ -88,34 +92,57 @@ def serve_mock(port: int, chunks: int, chunk_delay: float) -> None:
     run_until_terminated(MockUpstream(config).app(), port, uvloop=False)
 
 
-def load_gateway_package(directory: Path) -> None:
-    """Make ``anchorage.gateway`` the copy in ``directory`` (the "before" column of a comparison)."""
-    import anchorage
+def serve_floor(port: int, upstream: str) -> None:
+    """The floor: a bare pass-through proxy on the gateway's stack (aiohttp server, one ClientSession, uvloop)
+    — no token, no parsing, no metering, no retries; streams relayed with ``iter_any`` + ``write``. What is
+    left of the gateway's cost when everything the gateway adds is taken away."""
+    import aiohttp
+    from aiohttp import web
 
-    spec = importlib.util.spec_from_file_location("anchorage.gateway", directory / "__init__.py",
-                                                  submodule_search_locations=[str(directory)])
-    if spec is None or spec.loader is None:
-        raise SystemExit(f"--before {directory}: no __init__.py there (copy the whole gateway package)")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["anchorage.gateway"] = module
-    anchorage.gateway = module
-    spec.loader.exec_module(module)
+    session_key: web.AppKey[aiohttp.ClientSession] = web.AppKey("session", aiohttp.ClientSession)
+
+    async def session(app: web.Application) -> Any:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), auto_decompress=False,
+                                         cookie_jar=aiohttp.DummyCookieJar()) as client:
+            app[session_key] = client
+            yield
+
+    async def proxy(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        async with request.app[session_key].post(upstream + request.raw_path, data=body,
+                                                 headers={"Content-Type": "application/json"}) as answer:
+            if answer.content_type != "text/event-stream":
+                return web.Response(body=await answer.read(), status=answer.status, content_type=answer.content_type)
+            response = web.StreamResponse(status=answer.status, headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            async for chunk in answer.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+            return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", proxy)
+    app.cleanup_ctx.append(session)
+    run_until_terminated(app, port, uvloop=True)
 
 
-def serve_gateway(port: int, upstream: str, package: str, loop: str, ledger_dir: str, token_file: str) -> None:
-    """One gateway process: the current package or a ``--before`` copy; it writes a trial token of its own
-    making to ``token_file`` (token formats differ between versions)."""
+def serve_gateway(port: int, upstream: str, tree: str, loop: str, ledger_dir: str, token_file: str) -> None:
+    """One gateway process: this tree's gateway, or (``tree`` set) the one of a ``--before`` tree, whose
+    ``operator/`` is then first on the import path; it writes a trial token of its own making to
+    ``token_file`` (token formats differ between versions)."""
     import logging
 
     if loop != "default":
         os.environ["ANCHORAGE_EVENT_LOOP"] = loop
     if loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
         raise SystemExit("--gateway-loops uvloop: uvloop is not importable (pip install uvloop, or --site DIR)")
-    if package != "-":
-        load_gateway_package(Path(package))
     from anchorage.gateway import GatewayConfig
     from anchorage.gateway.running import build_app
 
+    if tree != "-":
+        import anchorage
+
+        assert Path(anchorage.__file__).resolve().is_relative_to(Path(tree).resolve()), anchorage.__file__
     logging.basicConfig(level=logging.WARNING)
     os.environ["BENCH_SECRET"] = SECRET
     extra = {"ledger_dir": ledger_dir} if ledger_dir != "-" else {}
@@ -123,11 +150,37 @@ def serve_gateway(port: int, upstream: str, package: str, loop: str, ledger_dir:
                            port=port, token_secret_env="BENCH_SECRET", **extra)
     app, ledger = build_app(config)
     Path(token_file).write_text(ledger.issue("bench-trial"))
-    if package == "-":  # as `anchorage gateway` does (anchorage.gctuning); a --before copy runs as it did
+    if importlib.util.find_spec("anchorage.gctuning") is not None:  # as `anchorage gateway` does (since it exists)
         from anchorage.gctuning import tune_gc
 
         tune_gc()
     run_until_terminated(app, port, uvloop=True)
+
+
+def before_tree(spec: str) -> Path:
+    """The complete tree to run the "before" gateway from: ``spec`` is a directory holding ``operator/anchorage``
+    (e.g. ``git worktree add /tmp/gw-before COMMIT``) or a commit of this repository, exported once with
+    ``git archive`` to a directory under the temporary folder (reused by later runs)."""
+    given = Path(spec)
+    if given.is_dir():
+        if not (given / "operator" / "anchorage" / "__init__.py").is_file():
+            raise SystemExit(f"--before {spec}: not a complete tree of this repository (no operator/anchorage/ "
+                             "there); pass a commit, or a directory made by `git worktree add DIR COMMIT`")
+        return given.resolve()
+    try:
+        commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--verify", f"{spec}^{{commit}}"],
+                                check=True, capture_output=True, text=True).stdout.strip()
+    except subprocess.CalledProcessError as exc:
+        raise SystemExit(f"--before {spec}: neither a directory nor a commit of {REPO} ({exc.stderr.strip()})") from exc
+    target = Path(tempfile.gettempdir()) / f"anchorage-before-{commit[:12]}"
+    if not (target / "operator" / "anchorage" / "__init__.py").is_file():
+        partial = Path(tempfile.mkdtemp(prefix=f"anchorage-before-{commit[:12]}-"))
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", commit], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(partial)], input=archive, check=True)
+        if not target.exists():
+            partial.rename(target)
+    print(f"before: commit {commit[:12]} from {target}", file=sys.stderr)
+    return target
 
 
 def run_until_terminated(app: Any, port: int, *, uvloop: bool) -> None:
@@ -145,9 +198,10 @@ def run_until_terminated(app: Any, port: int, *, uvloop: bool) -> None:
     server.stop()
 
 
-def spawn(cpus: set[int] | None, site: Path | None, *args: str) -> subprocess.Popen[bytes]:
+def spawn(cpus: set[int] | None, site: Path | None, *args: str, tree: Path = REPO) -> subprocess.Popen[bytes]:
+    """A child process running this script with ``args``, importing ``anchorage`` from ``tree``'s ``operator/``."""
     path = [str(site)] if site else []
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO / "operator")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(tree / "operator")])}
     child = subprocess.Popen([sys.executable, "-P", __file__, *args], env=env)
     if cpus:
         os.sched_setaffinity(child.pid, cpus)  # threads created later inherit it
@@ -360,8 +414,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=5, help="rounds per concurrency (targets rotated)")
     parser.add_argument("--chunks", type=int, default=40, help="SSE content chunks per stream")
     parser.add_argument("--chunk-delay", type=float, default=0.005, help="seconds between chunks (0: CPU-bound)")
-    parser.add_argument("--before", type=Path, metavar="DIR",
-                        help="also bench the gateway package copied into DIR (a 'before' column)")
+    parser.add_argument("--before", metavar="COMMIT|DIR",
+                        help="also bench the gateway of an older tree (a 'before' column): a commit of this "
+                             "repository (exported with git archive) or a directory holding a complete tree "
+                             "(git worktree add DIR COMMIT); it runs in its own process with its own operator/ "
+                             "on the import path")
+    parser.add_argument("--no-floor", action="store_true",
+                        help="leave out the 'floor' column (a bare aiohttp pass-through proxy on uvloop)")
     parser.add_argument("--pin", choices=["none", "split", "mock"], default="split",
                         help="split: gateway(s) alone on the last CPU, mock and client on the others (the "
                              "gateway's own cost is measured); mock: the mock alone on the first CPU, gateway(s) "
@@ -379,8 +438,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--ledger-dir", type=Path, metavar="DIR",
                         help="also bench the current gateway journalling its usage ledger (fsynced, as the "
                              "chart's gateway does) into a fresh subdirectory of DIR: targets '...+ledger'")
-    parser.add_argument("--serve-gateway", nargs=6, metavar=("PORT", "UPSTREAM", "PACKAGE", "LOOP", "LEDGER", "TOKEN"),
+    parser.add_argument("--serve-gateway", nargs=6, metavar=("PORT", "UPSTREAM", "TREE", "LOOP", "LEDGER", "TOKEN"),
                         help=argparse.SUPPRESS)
+    parser.add_argument("--serve-floor", nargs=2, metavar=("PORT", "UPSTREAM"), help=argparse.SUPPRESS)
     return parser.parse_args()
 
 
@@ -399,6 +459,8 @@ def main() -> None:
         return serve_mock(int(args.serve_mock[0]), int(args.serve_mock[1]), float(args.serve_mock[2]))
     if args.serve_gateway:
         return serve_gateway(int(args.serve_gateway[0]), *args.serve_gateway[1:])
+    if args.serve_floor:
+        return serve_floor(int(args.serve_floor[0]), args.serve_floor[1])
 
     sys.path[:0] = [*([str(args.site)] if args.site else []), str(REPO / "operator")]
     from anchorage.gateway.running import new_event_loop
@@ -412,18 +474,23 @@ def main() -> None:
     children = {"mock": spawn(mock_cpus, args.site, "--serve-mock", str(mock_port), str(args.chunks), str(args.chunk_delay))}
     tokens = Path(tempfile.mkdtemp(prefix="bench-gateway-tokens-"))
     targets = [Target("direct", direct_url, "unused", None)]
-    packages = {"gateway": "-"} | ({"before": str(args.before.resolve())} if args.before else {})
-    variants = [(package_name, package, loop_name, journal)
-                for package_name, package in packages.items() for loop_name in args.gateway_loops
-                for journal in ([False, True] if args.ledger_dir and package == "-" else [False])]
-    for package_name, package, loop_name, journal in variants:
-        name = (package_name if len(args.gateway_loops) == 1 else f"{package_name}:{loop_name}") + \
+    if not args.no_floor:
+        port = free_port()
+        children["floor"] = spawn(gateway_cpus, args.site, "--serve-floor", str(port), direct_url)
+        (tokens / "floor").write_text("unused")
+        targets.append(Target("floor", f"http://127.0.0.1:{port}", str(tokens / "floor"), children["floor"].pid))
+    trees = ({"before": before_tree(args.before)} if args.before else {}) | {"gateway": REPO}
+    variants = [(tree_name, tree, loop_name, journal)
+                for tree_name, tree in trees.items() for loop_name in args.gateway_loops
+                for journal in ([False, True] if args.ledger_dir and tree == REPO else [False])]
+    for tree_name, tree, loop_name, journal in variants:
+        name = (tree_name if len(args.gateway_loops) == 1 else f"{tree_name}:{loop_name}") + \
             ("+ledger" if journal else "")
         port = free_port()
         ledger = tempfile.mkdtemp(prefix=f"{name.replace(':', '-')}-", dir=args.ledger_dir) if journal else "-"
         token_file = tokens / name.replace(":", "-")
-        children[name] = spawn(gateway_cpus, args.site, "--serve-gateway", str(port), direct_url, package,
-                               loop_name, ledger, str(token_file))
+        children[name] = spawn(gateway_cpus, args.site, "--serve-gateway", str(port), direct_url,
+                               "-" if tree == REPO else str(tree), loop_name, ledger, str(token_file), tree=tree)
         targets.append(Target(name, f"http://127.0.0.1:{port}", str(token_file), children[name].pid))
     try:
         wait_up(direct_url + "/v1/models")
