@@ -34,7 +34,9 @@ Before/after in one run: ``--before COMMIT`` (or a directory holding a complete 
 own ``operator/`` on the import path, against the same mock, from the same client, with the same pinning.
 The *floor* target (leave it out with ``--no-floor``) is a bare pass-through proxy on the gateway's stack
 (aiohttp server, one aiohttp ClientSession, uvloop; no token, parsing, metering or retries; streams relayed
-with ``iter_any`` + ``write``): what the stack itself costs, so whether a goal is reachable on it at all.
+with ``iter_any`` + ``write``): what the stack itself costs, so whether a goal is reachable on it at all;
+*floor-tcp* is lower still: a byte pipe on uvloop (one upstream connection per client connection, no HTTP
+parsing at all), what any user-space proxy written in Python pays here for the syscalls and the loop.
 The mock and the client run on asyncio's loop; the gateway on its own choice (uvloop when importable,
 as in production) unless ``--gateway-loops`` says otherwise — ``--gateway-loops asyncio uvloop`` benches
 both side by side. ``--ledger-dir DIR`` adds the current gateway journalling its ledger (fsynced per
@@ -124,6 +126,48 @@ def serve_floor(port: int, upstream: str) -> None:
     app.router.add_post("/v1/chat/completions", proxy)
     app.cleanup_ctx.append(session)
     run_until_terminated(app, port, uvloop=True)
+
+
+def serve_tcp_floor(port: int, upstream: str) -> None:
+    """The lowest floor: a byte pipe on uvloop (one upstream connection per client connection, bytes copied
+    as they arrive both ways, no HTTP at all): what relaying costs any user-space proxy in Python here."""
+    import asyncio
+    from urllib.parse import urlsplit
+
+    from anchorage.gateway.running import new_event_loop
+
+    address = urlsplit(upstream)
+
+    class Pipe(asyncio.Protocol):
+        def __init__(self, peer: Pipe | None = None) -> None:
+            self.peer, self.transport, self.pending = peer, None, bytearray()
+
+        def connection_made(self, transport: Any) -> None:
+            self.transport = transport
+            if self.peer is None:  # the client's side: open the upstream's
+                loop.create_task(self.connect())
+            else:
+                self.peer.peer = self
+                if self.peer.pending:
+                    transport.write(bytes(self.peer.pending))
+
+        async def connect(self) -> None:
+            await loop.create_connection(lambda: Pipe(self), address.hostname, address.port)
+
+        def data_received(self, data: bytes) -> None:
+            if self.peer is not None and self.peer.transport is not None:
+                self.peer.transport.write(data)
+            else:
+                self.pending += data
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.peer is not None and self.peer.transport is not None:
+                self.peer.transport.close()
+
+    loop = new_event_loop()
+    loop.run_until_complete(loop.create_server(Pipe, "127.0.0.1", port, backlog=1024))
+    signal.signal(signal.SIGTERM, lambda *_: loop.stop())
+    loop.run_forever()
 
 
 def serve_gateway(port: int, upstream: str, tree: str, loop: str, ledger_dir: str, token_file: str) -> None:
@@ -420,7 +464,8 @@ def parse_args() -> argparse.Namespace:
                              "(git worktree add DIR COMMIT); it runs in its own process with its own operator/ "
                              "on the import path")
     parser.add_argument("--no-floor", action="store_true",
-                        help="leave out the 'floor' column (a bare aiohttp pass-through proxy on uvloop)")
+                        help="leave out the floor columns: 'floor' (a bare aiohttp pass-through proxy on uvloop) "
+                             "and 'floor-tcp' (a byte pipe on uvloop, no HTTP)")
     parser.add_argument("--pin", choices=["none", "split", "mock"], default="split",
                         help="split: gateway(s) alone on the last CPU, mock and client on the others (the "
                              "gateway's own cost is measured); mock: the mock alone on the first CPU, gateway(s) "
@@ -440,7 +485,7 @@ def parse_args() -> argparse.Namespace:
                              "chart's gateway does) into a fresh subdirectory of DIR: targets '...+ledger'")
     parser.add_argument("--serve-gateway", nargs=6, metavar=("PORT", "UPSTREAM", "TREE", "LOOP", "LEDGER", "TOKEN"),
                         help=argparse.SUPPRESS)
-    parser.add_argument("--serve-floor", nargs=2, metavar=("PORT", "UPSTREAM"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve-floor", nargs=3, metavar=("PORT", "UPSTREAM", "KIND"), help=argparse.SUPPRESS)
     return parser.parse_args()
 
 
@@ -460,7 +505,8 @@ def main() -> None:
     if args.serve_gateway:
         return serve_gateway(int(args.serve_gateway[0]), *args.serve_gateway[1:])
     if args.serve_floor:
-        return serve_floor(int(args.serve_floor[0]), args.serve_floor[1])
+        serve = serve_floor if args.serve_floor[2] == "aiohttp" else serve_tcp_floor
+        return serve(int(args.serve_floor[0]), args.serve_floor[1])
 
     sys.path[:0] = [*([str(args.site)] if args.site else []), str(REPO / "operator")]
     from anchorage.gateway.running import new_event_loop
@@ -474,11 +520,11 @@ def main() -> None:
     children = {"mock": spawn(mock_cpus, args.site, "--serve-mock", str(mock_port), str(args.chunks), str(args.chunk_delay))}
     tokens = Path(tempfile.mkdtemp(prefix="bench-gateway-tokens-"))
     targets = [Target("direct", direct_url, "unused", None)]
-    if not args.no_floor:
+    for floor, kind in [] if args.no_floor else [("floor", "aiohttp"), ("floor-tcp", "tcp")]:
         port = free_port()
-        children["floor"] = spawn(gateway_cpus, args.site, "--serve-floor", str(port), direct_url)
-        (tokens / "floor").write_text("unused")
-        targets.append(Target("floor", f"http://127.0.0.1:{port}", str(tokens / "floor"), children["floor"].pid))
+        children[floor] = spawn(gateway_cpus, args.site, "--serve-floor", str(port), direct_url, kind)
+        (tokens / floor).write_text("unused")
+        targets.append(Target(floor, f"http://127.0.0.1:{port}", str(tokens / floor), children[floor].pid))
     trees = ({"before": before_tree(args.before)} if args.before else {}) | {"gateway": REPO}
     variants = [(tree_name, tree, loop_name, journal)
                 for tree_name, tree in trees.items() for loop_name in args.gateway_loops

@@ -263,20 +263,43 @@ class PriceSnapshot(BaseModel):
         return price
 
 
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """One model's billed prices as plain floats (USD per ``per_tokens`` tokens): the arithmetic of
+    :func:`cost_usd` and :func:`worst_case_cost_usd`, kept per model by the gateway's ledger, which prices
+    every request twice (a pydantic model's attributes cost more to read than the sums)."""
+
+    input: float
+    cached_input: float
+    output: float
+    per_tokens: int
+
+    @classmethod
+    def of(cls, model: str, snapshot: PriceSnapshot) -> Rate:
+        price = snapshot.price(model)
+        return cls(price.input, price.cached_input_price, price.output, snapshot.per_tokens)
+
+    def cost(self, usage: Billable) -> float:
+        """USD for ``usage``: uncached input, cached input and billed output at their prices."""
+        cached = min(usage.cached_input_tokens, usage.input_tokens)
+        uncached = usage.input_tokens - cached
+        return (uncached * self.input + cached * self.cached_input + usage.billed_output_tokens * self.output) \
+            / self.per_tokens
+
+    def worst_case(self, input_tokens: int, output_tokens: int) -> float:
+        """USD of ``input_tokens`` all uncached and ``output_tokens`` billed output."""
+        return (input_tokens * self.input + output_tokens * self.output) / self.per_tokens
+
+
 def cost_usd(usage: Billable, model: str, snapshot: PriceSnapshot) -> float:
     """USD for ``usage`` of ``model``: uncached input, cached input and billed output at their prices."""
-    price = snapshot.price(model)
-    cached = min(usage.cached_input_tokens, usage.input_tokens)
-    uncached = usage.input_tokens - cached
-    total = uncached * price.input + cached * price.cached_input_price + usage.billed_output_tokens * price.output
-    return total / snapshot.per_tokens
+    return Rate.of(model, snapshot).cost(usage)
 
 
 def worst_case_cost_usd(input_tokens: int, output_tokens: int, model: str, snapshot: PriceSnapshot) -> float:
     """USD of ``input_tokens`` all uncached and ``output_tokens`` billed output: an upper bound of a request's
     cost when both counts are (the gateway's budget reservations)."""
-    price = snapshot.price(model)
-    return (input_tokens * price.input + output_tokens * price.output) / snapshot.per_tokens
+    return Rate.of(model, snapshot).worst_case(input_tokens, output_tokens)
 
 
 def default_snapshot_path() -> Path:

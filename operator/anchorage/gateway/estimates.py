@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from anchorage.costs import PriceSnapshot, worst_case_cost_usd
+from anchorage.costs import PriceSnapshot, Rate
 
 #: The request fields that cap its output, per endpoint, in the order the provider honours them.
 OUTPUT_CAPS = {"chat": ("max_completion_tokens", "max_tokens"), "responses": ("max_output_tokens",),
@@ -48,10 +48,11 @@ def output_cap(payload: dict[str, Any], endpoint: str, ceiling: int) -> int:
 
 
 def estimate(payload: dict[str, Any], body_bytes: int, endpoint: str, model: str, *, ceiling: int,
-             bytes_per_token: float, snapshot: PriceSnapshot | None) -> Estimate:
-    """The worst-case :class:`Estimate` of one request (``usd`` 0 when the model has no price)."""
+             bytes_per_token: float, snapshot: PriceSnapshot | None = None, rate: Rate | None = None) -> Estimate:
+    """The worst-case :class:`Estimate` of one request (``usd`` 0 when the model has no price): priced at
+    ``rate`` (the model's, as the ledger keeps it) or else from ``snapshot``."""
     input_tokens = math.ceil(body_bytes / bytes_per_token)
     output_tokens = output_cap(payload, endpoint, ceiling)
-    if snapshot is None or not snapshot.is_priced(model):
-        return Estimate(input_tokens, output_tokens, 0.0)
-    return Estimate(input_tokens, output_tokens, worst_case_cost_usd(input_tokens, output_tokens, model, snapshot))
+    if rate is None and snapshot is not None and snapshot.is_priced(model):
+        rate = Rate.of(model, snapshot)
+    return Estimate(input_tokens, output_tokens, 0.0 if rate is None else rate.worst_case(input_tokens, output_tokens))

@@ -34,13 +34,14 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from anchorage.costs import PriceSnapshot, TokenCounts, Usage, cost_usd
+from anchorage.costs import PriceSnapshot, Rate, TokenCounts, Usage
 from anchorage.errors import InfrastructureError, InputError
 from anchorage.gateway.journal import Journal
 from anchorage.gateway.tokens import TokenClaims, mint_token, verify_token
 
 RATE_WINDOW_SECONDS = 60.0
 VERIFIED_TOKENS_KEPT = 4096  # tokens whose signature was checked, so a request skips the HMAC
+RATES_KEPT = 1024  # models whose price was looked up
 
 
 def _digest(token: str) -> bytes:
@@ -102,6 +103,7 @@ class Ledger:
         self._accounts: dict[str, TrialAccount] = {}
         self._revoked: set[str] = set()
         self._verified: dict[bytes, TokenClaims] = {}  # digest of a token -> its claims (signature checked)
+        self._rates: dict[str, Rate | None] = {}  # model -> its prices (None: unpriced)
         self._journal = journal
         self._last_seq = 0  # sequence number of the newest journal record
         if journal is not None:
@@ -336,10 +338,21 @@ class Ledger:
                  "rate_per_min": a.rate_per_min, "revoked": a.trial_id in self._revoked, "usage": asdict(a.usage)}
                 for a in accounts.values()]
 
+    def rate(self, model: str) -> Rate | None:
+        """``model``'s prices in the snapshot (None: unpriced, or no snapshot), read once per model."""
+        try:
+            return self._rates[model]
+        except KeyError:
+            pass
+        snapshot = self._snapshot
+        rate = Rate.of(model, snapshot) if snapshot is not None and snapshot.is_priced(model) else None
+        if len(self._rates) < RATES_KEPT:  # model names come from requests: bounded
+            self._rates[model] = rate
+        return rate
+
     def _cost(self, model: str, counts: TokenCounts | None) -> float | None:
-        if counts is None or self._snapshot is None or not self._snapshot.is_priced(model):
-            return None
-        return cost_usd(counts, model, self._snapshot)
+        rate = self.rate(model) if counts is not None else None
+        return None if rate is None or counts is None else rate.cost(counts)
 
     def usage(self, trial_id: str) -> Usage:
         """A copy of the trial's usage (empty when the trial never made a request)."""

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import json
 import logging
 import math
 import time
@@ -45,6 +44,7 @@ from aiohttp import web
 
 from anchorage import metrics
 from anchorage.costs import TokenCounts
+from anchorage.gateway import fastjson
 from anchorage.gateway.config import GatewayConfig, UpstreamConfig
 from anchorage.gateway.estimates import Estimate, estimate
 from anchorage.gateway.ledger import Ledger, TrialAccount, Unmetered
@@ -203,7 +203,7 @@ class GatewayApp:
     @staticmethod
     def _model_of(raw: bytes) -> tuple[dict[str, Any], str] | None:
         try:
-            payload = json.loads(raw)
+            payload = fastjson.loads(raw)
         except ValueError:
             return None
         model = payload.get("model") if isinstance(payload, dict) else None
@@ -226,7 +226,7 @@ class GatewayApp:
             return error_response(404, "model_not_found", f"model {model!r} is not served by this gateway "
                                   f"on /{endpoint}", hint="check the gateway config's upstreams[].models")
         worst = estimate(payload, len(raw), endpoint, model, ceiling=upstream.max_output_tokens,
-                         bytes_per_token=self.config.reserve_input_bytes_per_token, snapshot=self.ledger.snapshot)
+                         bytes_per_token=self.config.reserve_input_bytes_per_token, rate=self.ledger.rate(model))
         refusal = self.ledger.admit(account, worst.usd)
         if refusal is not None:
             metrics.GATEWAY_REFUSALS.labels(refusal.kind).inc()
@@ -262,7 +262,7 @@ class GatewayApp:
         if options.get("include_usage") is True:
             return raw, False
         forced = {**payload, "stream_options": {**options, "include_usage": True}}
-        return json.dumps(forced).encode("utf-8"), True
+        return fastjson.dumps(forced), True
 
     async def _answer(self, request: web.Request, call: Call) -> web.StreamResponse:
         try:
@@ -359,7 +359,7 @@ class GatewayApp:
         counts = None
         if status < 400:
             try:
-                counts = counts_from_body(json.loads(body), api=call.api,
+                counts = counts_from_body(fastjson.loads(body), api=call.api,
                                           reasoning_in_output=call.upstream.reasoning_in_output)
             except ValueError:
                 counts = None

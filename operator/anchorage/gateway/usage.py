@@ -25,10 +25,10 @@ Where each provider puts its numbers:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from anchorage.costs import TokenCounts
+from anchorage.gateway import fastjson
 
 
 def _int(mapping: Any, *keys: str) -> int:
@@ -168,7 +168,7 @@ def event_payload(event: bytes) -> dict[str, Any] | None:
     """The JSON object of one SSE event's ``data:`` lines (None when there is none)."""
     lines = [line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")]
     try:
-        payload = json.loads(b"\n".join(lines)) if lines else None
+        payload = fastjson.loads(b"\n".join(lines)) if lines else None
     except ValueError:
         return None
     return payload if isinstance(payload, dict) else None
