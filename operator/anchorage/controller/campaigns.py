@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import kopf
@@ -45,9 +45,11 @@ from anchorage.trials.agents import OPERATOR
 
 INTERVAL = float(os.environ.get("ANCHORAGE_CAMPAIGN_INTERVAL", "2"))
 SWEEP_SEC = float(os.environ.get("ANCHORAGE_SWEEP_INTERVAL", "10"))
-#: kopf runs the timer and the change handlers of one campaign concurrently (sync handlers in its
-#: thread pool); one pass at a time keeps ``_CREATED`` and the parallelism count consistent.
+#: kopf runs the timer and the change handlers of one campaign concurrently (their passes in the handlers'
+#: worker threads); one pass at a time keeps ``_CREATED`` and the parallelism count consistent.
 _PASS_LOCK = threading.Lock()
+
+
 class TrialState(NamedTuple):
     """What the campaign keeps of each of its Trials (kopf's index: never the Trial's body)."""
 
@@ -218,15 +220,23 @@ def sweep(body: kopf.Body, states: Iterable[TrialState], logger: logging.Logger 
             (logger or logging.getLogger(__name__)).warning(f"sweeping trial {state.name}: {exc}")
 
 
-def reconcile(body: kopf.Body, status: kopf.Status,
-              index: kopf.Index[tuple[str | None, str], TrialState]) -> dict[str, Any]:
-    """One pass: create what may be created, count, aggregate when everything is scored."""
+def snapshot(body: kopf.Body, index: kopf.Index[tuple[str | None, str], TrialState]) -> tuple[TrialState, ...]:
+    """The campaign's entry of kopf's index, copied. Call it in the event loop: kopf's indexers change the index
+    there on every Trial event, so a worker thread iterating it meanwhile fails ("dictionary changed size during
+    iteration") — which failed the timer, and kopf retries a failed timer only after 60 s: the campaign created
+    nothing for a minute each time."""
+    meta = body["metadata"]
+    return tuple(index.get((meta["namespace"], meta["name"]), ()))
+
+
+def reconcile(body: kopf.Body, status: kopf.Status, all_states: Sequence[TrialState]) -> dict[str, Any]:
+    """One pass: create what may be created, count, aggregate when everything is scored (``all_states``: the
+    campaign's :func:`snapshot`)."""
     with _PASS_LOCK:
-        return _reconcile(body, status, index)
+        return _reconcile(body, status, all_states)
 
 
-def _reconcile(body: kopf.Body, status: kopf.Status,
-               index: kopf.Index[tuple[str | None, str], TrialState]) -> dict[str, Any]:
+def _reconcile(body: kopf.Body, status: kopf.Status, all_states: Sequence[TrialState]) -> dict[str, Any]:
     meta = body["metadata"]
     generation = meta.get("generation")
     try:
@@ -243,7 +253,6 @@ def _reconcile(body: kopf.Body, status: kopf.Status,
     except InputError as exc:
         return _failed(body, status, exc, "InvalidTasks")
     in_plan = {p.name for p in planned}
-    all_states = index.get((meta["namespace"], meta["name"]), ())
     # Trials outside the current plan (seeds or entries lowered on a running campaign) are left alone and not
     # counted: the progress is the plan's.
     states = [s for s in all_states if s[0] in in_plan]
@@ -365,18 +374,22 @@ RESTING = ("Succeeded", "Failed")
 @kopf.on.resume(API_GROUP, API_VERSION, "verificationcampaigns")
 @kopf.on.create(API_GROUP, API_VERSION, "verificationcampaigns")
 @kopf.on.update(API_GROUP, API_VERSION, "verificationcampaigns", field="spec")
-def start(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwargs: Any) -> None:
-    """A pass right away on create, resume and every spec change (suspend, seeds, a fixed task list)."""
+async def start(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwargs: Any) -> None:
+    """A pass right away on create, resume and every spec change (suspend, seeds, a fixed task list).
+
+    Async, so the index is copied in the event loop (:func:`snapshot`); the pass itself runs in a worker thread."""
     if status.get("phase") != "Succeeded" or status.get("observedGeneration") != body["metadata"].get("generation"):
-        patch.setdefault("status", {}).update(reconcile(body, status, kwargs["trials_by_campaign"]))
+        states = snapshot(body, kwargs["trials_by_campaign"])
+        patch.setdefault("status", {}).update(await kube.in_thread(reconcile, body, status, states))
 
 
 @kopf.timer(API_GROUP, API_VERSION, "verificationcampaigns", interval=INTERVAL,
             when=lambda status, **_: status.get("phase") not in RESTING)
-def tick(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwargs: Any) -> None:
-    """Periodic pass while the campaign runs (``trials_by_campaign`` is kopf's index); a finished or failed
-    campaign rests until its spec changes (:func:`start`)."""
-    update = reconcile(body, status, kwargs["trials_by_campaign"])
+async def tick(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwargs: Any) -> None:
+    """Periodic pass while the campaign runs (``trials_by_campaign`` is kopf's index, copied here in the event
+    loop); a finished or failed campaign rests until its spec changes (:func:`start`)."""
+    states = snapshot(body, kwargs["trials_by_campaign"])
+    update = await kube.in_thread(reconcile, body, status, states)
     if update:
         patch.setdefault("status", {}).update(update)
 

@@ -1,0 +1,92 @@
+"""A campaign's passes read kopf's index of its Trials while Trial events change it.
+
+kopf's indexers change the index in the event loop on every Trial event; the campaign's pass runs in a worker
+thread. A pass that iterated the live index there failed now and then with "dictionary changed size during
+iteration" — kopf then retries the failed timer only after 60 s, so a busy campaign created no Trial for a
+minute at a time (the 2,000-trial bench sat at one count for a minute, then again). The handlers are invoked here
+as kopf invokes them (a coroutine awaited in the loop, a plain function in a thread pool) while a task in the
+same loop keeps adding Trials to the index, as the indexers do; thread switches are forced often so the race,
+if the code has it, shows in every run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kopf._core.engines.indexing import Store
+
+from anchorage.controller import campaigns, kube
+from anchorage.controller.campaigns import TrialState
+
+
+@pytest.fixture
+def frequent_thread_switches() -> Iterator[None]:
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+async def _as_kopf_invokes(handler: Callable[..., Any], **kwargs: Any) -> Any:
+    """A coroutine handler is awaited in the event loop; a plain one runs in the loop's thread pool."""
+    if inspect.iscoroutinefunction(handler):
+        return await handler(**kwargs)
+    return await asyncio.get_running_loop().run_in_executor(None, functools.partial(handler, **kwargs))
+
+
+def _campaign(uid: str) -> dict[str, Any]:
+    return {"apiVersion": "anchorage.dev/v1alpha1", "kind": "VerificationCampaign",
+            "metadata": {"name": "busy", "namespace": "ns", "uid": uid, "generation": 1, "resourceVersion": "1"},
+            "spec": {"tasks": ["smoke-inventory"], "seeds": 1, "parallelism": 1,
+                     "entries": [{"name": "e", "agent": {"kind": "command", "command": ["true"]}}]}}
+
+
+@pytest.mark.parametrize("handler", ["tick", "start"])
+def test_a_pass_survives_trial_events_changing_the_index(handler: str, monkeypatch: pytest.MonkeyPatch,
+                                                         frequent_thread_switches: None) -> None:
+    created: list[str] = []
+    monkeypatch.setattr(kube, "create_custom", lambda plural, body: created.append(body["metadata"]["name"]) or True)
+    monkeypatch.setattr(kube, "post_event", lambda *args, **kwargs: None)
+    store: Store[TrialState] = Store()
+    for i in range(20_000):  # trials of an earlier plan (outside this one): counted as such, iterated every pass
+        store._replace(("ns", f"old-{i}", f"uid-{i}"), TrialState(f"old-{i}", "Succeeded", True, 0.0, 0.0))
+    index = {("ns", "busy"): store}
+
+    async def scenario() -> list[dict[str, Any]]:
+        stop = asyncio.Event()
+
+        async def trial_events() -> None:  # what kopf's indexer does on each new Trial's event, in the loop
+            i = 0
+            while not stop.is_set():
+                store._replace(("ns", f"new-{i}", f"new-uid-{i}"), TrialState(f"new-{i}", None, False, 0.0, 0.0))
+                i += 1
+                await asyncio.sleep(0)
+
+        events = asyncio.create_task(trial_events())
+        patches: list[dict[str, Any]] = []
+        try:
+            for n in range(5):
+                campaigns._forget(f"uid-busy-{n}")
+                patch: dict[str, Any] = {}
+                await _as_kopf_invokes(getattr(campaigns, handler), body=_campaign(f"uid-busy-{n}"), status={},
+                                       patch=patch, trials_by_campaign=index)
+                patches.append(patch)
+        finally:
+            stop.set()
+            await events
+        return patches
+
+    patches = asyncio.run(scenario())
+    assert len(patches) == 5
+    for patch in patches:
+        assert patch["status"]["total"] == 1 and patch["status"]["phase"] == "Running"
+        assert "outside the current plan" in patch["status"]["message"]
+    assert len(created) == 5  # each campaign's one planned Trial, created by its pass
