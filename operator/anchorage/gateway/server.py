@@ -41,6 +41,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from multidict import CIMultiDict
 
 from anchorage import metrics
 from anchorage.costs import TokenCounts
@@ -62,6 +63,7 @@ DROPPED_RESPONSE_HEADERS = frozenset(
 )
 LARGE_BODY = 512 * 1024
 SESSION_KEY: web.AppKey[aiohttp.ClientSession] = web.AppKey("session", aiohttp.ClientSession)
+ROUTES_KEPT = 1024  # (model, API) pairs whose upstream was looked up
 #: Upstream answers to count_tokens that mean "no such route here": the gateway estimates instead.
 NO_COUNT_ROUTE = frozenset({404, 405, 501})
 
@@ -117,6 +119,7 @@ class GatewayApp:
         self.transcripts = transcripts
         self._timeouts: dict[tuple[str, float], aiohttp.ClientTimeout] = {}
         self._headers: dict[str, dict[str, str]] = {}  # upstream name -> its provider headers
+        self._routes: dict[tuple[str, str], UpstreamConfig | None] = {}  # (model, api) -> its upstream
 
     # ----- the two applications -----------------------------------------------------------------
 
@@ -221,7 +224,7 @@ class GatewayApp:
         if parsed is None:
             return error_response(400, "invalid_request", "the body must be a JSON object with a string 'model'")
         payload, model = parsed
-        upstream = self.config.upstream_for(model, api)
+        upstream = self._upstream_for(model, api)
         if upstream is None:
             return error_response(404, "model_not_found", f"model {model!r} is not served by this gateway "
                                   f"on /{endpoint}", hint="check the gateway config's upstreams[].models")
@@ -246,6 +249,18 @@ class GatewayApp:
             if not call.settled:  # cancelled (the gateway is stopping): settle what is known
                 self._finish(call, None, 499, error=True, unmetered=None if call.status is None else
                              self._unmetered(call, "the gateway stopped while relaying the answer"))
+
+    def _upstream_for(self, model: str, api: str) -> UpstreamConfig | None:
+        """:meth:`GatewayConfig.upstream_for`, matched once per model (its patterns are fnmatch globs)."""
+        key = (model, api)
+        try:
+            return self._routes[key]
+        except KeyError:
+            pass
+        upstream = self.config.upstream_for(model, api)
+        if len(self._routes) < ROUTES_KEPT:  # model names come from requests: bounded
+            self._routes[key] = upstream
+        return upstream
 
     @staticmethod
     def _body(payload: dict[str, Any], raw: bytes, endpoint: str, upstream: UpstreamConfig) -> tuple[bytes, bool]:
@@ -347,9 +362,11 @@ class GatewayApp:
         return timeout
 
     @staticmethod
-    def _response_headers(upstream_response: aiohttp.ClientResponse, call: Call) -> dict[str, str]:
-        headers = {k: v for k, v in upstream_response.headers.items()
-                   if k.lower() not in DROPPED_RESPONSE_HEADERS}
+    def _response_headers(upstream_response: aiohttp.ClientResponse, call: Call) -> CIMultiDict[str]:
+        """The upstream's headers (repeated ones kept) but those of its own connection and framing."""
+        headers = CIMultiDict(upstream_response.headers)
+        for name in DROPPED_RESPONSE_HEADERS:
+            headers.popall(name, None)
         headers["x-anchorage-attempts"] = str(call.retries + 1)
         return headers
 
