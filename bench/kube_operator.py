@@ -90,12 +90,32 @@ def _floor_events(log: Path) -> dict[str, int]:
     return {}
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> tuple[float, float, float]:
-    """SIGTERM the operator; (CPU seconds, of which system, peak RSS in MB) from its rusage."""
+def _profile(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """``--profile``: py-spy samples the operator (and the floor) into ``out`` as collapsed stacks:
+    non-blocking (the operator is not paused) and only the thread holding the GIL (Python at work, not waits)."""
+    return subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(pid), "--nonblocking",
+                             "--gil", "--format", "raw", "--rate", "200", "-o", str(out.with_suffix(f".{pid}.txt"))],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _main_thread_cpu(pid: int) -> float:
+    """CPU seconds of the process's main thread so far (kopf's event loop; the other threads are the handlers'
+    workers and kopf's thread pool for sync handlers), from ``/proc`` (0 where it cannot be read)."""
+    try:
+        fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> tuple[float, float, float, float]:
+    """SIGTERM the operator; (CPU seconds, of which system, peak RSS in MB, of which the main thread before the
+    SIGTERM) from its rusage and ``/proc``."""
+    loop = _main_thread_cpu(proc.pid)
     proc.send_signal(signal.SIGTERM)
     _, _, usage = os.wait4(proc.pid, 0)
     proc.returncode = 0
-    return usage.ru_utime + usage.ru_stime, usage.ru_stime, usage.ru_maxrss / 1024
+    return usage.ru_utime + usage.ru_stime, usage.ru_stime, usage.ru_maxrss / 1024, loop
 
 
 def _campaign(trials: int, parallelism: int, protocols: bool = False) -> str:
@@ -122,6 +142,9 @@ class Measured:
     idle_cpu: float
     idle_rss: float
     floor_cpu: float | None
+    idle_floor_cpu: float | None = None  # the floor's own idle 8 s run (its startup), beside the operator's
+    loop_cpu: float = 0.0  # of ``cpu``: the main thread's (kopf's event loop), the rest is the worker threads'
+    floor_loop_cpu: float | None = None
 
 
 @dataclass
@@ -140,10 +163,14 @@ def _measure(env: dict[str, str], floor_env: dict[str, str], store: Path, root: 
     """An idle operator run, then the campaign with the floor beside it (``floor_env``: its credentials)."""
     env = {**env, **PROTOCOL_ENV} if args.protocols else env
     idle = _operator(env, store, root / "idle.log")
+    idle_floor = _floor(floor_env, root / "floor-idle.log") if args.kopf_floor else None
     time.sleep(8)
-    idle_cpu, _, idle_rss = _stop(idle)
+    idle_cpu, _, idle_rss, _ = _stop(idle)
+    idle_floor_cpu = _stop(idle_floor)[0] if idle_floor is not None else None
     floor = _floor(floor_env, root / "floor.log") if args.kopf_floor else None
     proc = _operator(env, store, root / "operator.log")
+    profilers = [_profile(p.pid, args.profile.with_name(f"{args.profile.name}-{what}"))
+                 for p, what in ((proc, "operator"), (floor, "floor")) if p is not None] if args.profile else []
     subprocess.run(["kubectl", "apply", "-f", "-"], input=_campaign(args.trials, args.parallelism, args.protocols).encode(),
                    env=floor_env, check=True, capture_output=True)
     start = time.perf_counter()
@@ -156,9 +183,12 @@ def _measure(env: dict[str, str], floor_env: dict[str, str], store: Path, root: 
             raise RuntimeError(f"the operator exited: {(root / 'operator.log').read_text()[-3000:]}")
         print(f"  {status.get('progress', '0/?')} after {time.perf_counter() - start:.0f}s", file=sys.stderr)
     elapsed = time.perf_counter() - start
-    cpu, sys_cpu, rss = _stop(proc)
-    floor_cpu = _stop(floor)[0] if floor is not None else None
-    return Measured(int(status.get("total") or args.trials), elapsed, cpu, sys_cpu, rss, idle_cpu, idle_rss, floor_cpu)
+    cpu, sys_cpu, rss, loop_cpu = _stop(proc)
+    floor_cpu, _, _, floor_loop_cpu = _stop(floor) if floor is not None else (None, 0.0, 0.0, None)
+    for profiler in profilers:
+        profiler.wait(timeout=60)
+    return Measured(int(status.get("total") or args.trials), elapsed, cpu, sys_cpu, rss, idle_cpu, idle_rss, floor_cpu,
+                    idle_floor_cpu, loop_cpu, floor_loop_cpu)
 
 
 def run_fake(args: argparse.Namespace, root: Path) -> Run:
@@ -263,9 +293,16 @@ def report(run: Run, parallelism: int) -> None:
     print(f"  operator CPU per trial: {1000 * m.cpu / total:.2f} ms total, "
           f"{1000 * (m.cpu - m.idle_cpu) / total:.2f} ms without startup (idle 8 s run: {m.idle_cpu:.2f} s CPU; "
           f"system time {1000 * m.sys_cpu / total:.2f} ms of the total)")
+    print(f"    by thread: event loop {1000 * m.loop_cpu / total:.2f} ms, worker threads "
+          f"{1000 * (m.cpu - m.loop_cpu) / total:.2f} ms" + (f" (floor: event loop {1000 * m.floor_loop_cpu / total:.2f} "
+                                                            f"ms)" if m.floor_loop_cpu is not None else ""))
     if m.floor_cpu is not None:
         print(f"  kopf floor (no-op operator on the same objects): {1000 * m.floor_cpu / total:.2f} ms CPU per "
               f"trial; operator/floor {m.cpu / m.floor_cpu:.2f} (goal ≤ 1.25)")
+        if m.idle_floor_cpu is not None:
+            print(f"    without startup (each minus its idle 8 s run; floor idle {m.idle_floor_cpu:.2f} s CPU): "
+                  f"{1000 * (m.floor_cpu - m.idle_floor_cpu) / total:.2f} ms; operator/floor "
+                  f"{(m.cpu - m.idle_cpu) / (m.floor_cpu - m.idle_floor_cpu):.2f}")
         if run.floor_events:
             n = sum(run.floor_events.values())
             print(f"    watch events reaching its handlers (Jobs: only ended ones): {n / total:.2f} per trial ("
@@ -285,6 +322,10 @@ def main() -> None:
                         help="also run a no-op kopf operator on the same objects and print its CPU per trial")
     parser.add_argument("--protocols", action="store_true",
                         help="trials with verification.panel and .cbu (simulated protocol pods, their own Jobs)")
+    parser.add_argument("--profile", type=Path, metavar="FILE",
+                        help="sample the operator and the floor with py-spy (pip install py-spy) into "
+                             "FILE-operator.<pid>.txt and FILE-floor.<pid>.txt (collapsed stacks; the sampling "
+                             "costs the machine CPU, so not for reported figures)")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="anchorage-bench-"))
     for name in (["fake", "real"] if args.cluster == "both" else [args.cluster]):

@@ -115,7 +115,7 @@ def _forget(uid: str, keep_generation: int | None = None) -> None:
     for key in [k for k in _PLANS if k[0] == uid and k[1] != keep_generation]:
         del _PLANS[key]
     if keep_generation is None:
-        for cache in (_CREATED, _CURSOR, _LAST_SWEEP, _LAST_METRICS):
+        for cache in (_CREATED, _CURSOR, _LAST_SWEEP, _LAST_METRICS, _CHECKED):
             cache.pop(uid, None)
 
 
@@ -193,10 +193,18 @@ def _row(r: Row) -> dict[str, Any]:
 def _repair(ns: str, name: str, phase: str | None) -> None:
     if is_terminal(phase):
         return
-    trial = kube.get_custom("trials", ns, name)
+    # The watched body (every write decided on it is conditional on its resourceVersion), else a GET.
+    trial = trials.TRIALS.current(ns, name, lambda _: True)
     run = trials.repair(trial) if trial is not None else None
     if run is not None:
         scoring.check_running(run)
+
+
+#: By campaign uid: trial name → (its ``seen`` when the sweep last checked it, the wait before the next check,
+#: when that check is due). A trial whose Job runs for hours is checked after 10 s, 20 s, 40 s, ... (at most
+#: every :data:`SWEEP_MAX_SEC`), not every 10 s: each check reads its Job.
+_CHECKED: dict[str, dict[str, tuple[float, float, float]]] = {}
+SWEEP_MAX_SEC = 300.0
 
 
 def sweep(body: kopf.Body, states: Iterable[TrialState], logger: logging.Logger | None = None) -> None:
@@ -204,20 +212,33 @@ def sweep(body: kopf.Body, states: Iterable[TrialState], logger: logging.Logger 
 
     A trial not launched yet (its launch failed), or Running with its Job or its ScoringRun's verifier
     Job ended or gone without us seeing the event: what kopf's create/resume handlers and the lone
-    trials' timer do for other objects.
+    trials' timer do for other objects. A trial still quiet after a check is checked again after twice the
+    wait (up to :data:`SWEEP_MAX_SEC`); an event of it starts over.
     """
     uid, now = body["metadata"]["uid"], time.monotonic()
     if now - _LAST_SWEEP.get(uid, 0.0) < SWEEP_SEC:
         return
     _LAST_SWEEP[uid] = now
     ns = body["metadata"]["namespace"]
+    checked = _CHECKED.setdefault(uid, {})
+    unfinished = set()
     for state in states:
-        if state.done or now - state.seen < SWEEP_SEC:
+        if state.done:
             continue
+        unfinished.add(state.name)
+        if now - state.seen < SWEEP_SEC:
+            continue
+        last = checked.get(state.name)
+        if last is not None and last[0] == state.seen and now < last[2]:
+            continue  # checked since its last event, the next check is not due yet
+        wait = min(2 * last[1], SWEEP_MAX_SEC) if last is not None and last[0] == state.seen else SWEEP_SEC
+        checked[state.name] = (state.seen, wait, now + wait)
         try:
             _repair(ns, state.name, state.phase)
         except (kopf.PermanentError, kopf.TemporaryError) as exc:  # one trial's trouble stops no other
             (logger or logging.getLogger(__name__)).warning(f"sweeping trial {state.name}: {exc}")
+    for name in [n for n in checked if n not in unfinished]:
+        del checked[name]
 
 
 def snapshot(body: kopf.Body, index: kopf.Index[tuple[str | None, str], TrialState]) -> tuple[TrialState, ...]:

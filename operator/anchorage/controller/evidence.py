@@ -17,6 +17,10 @@ The evidence, all of it the platform's — nothing the agent can write decides a
   measured over its quota. The exit code the agent's wrapper wrote into its run folder (and the sidecar
   copies into the marker) is the agent's own writing: never used.
 
+A ``Complete`` Job needs no pod: its pod succeeded, which the kubelet reports only when every container exited
+0 (an OOM kill of the agent container, a node's failure to run it, an init container's refusal all fail the
+pod), so the operator reads the pods of failed Jobs only.
+
 The local engine's counterpart is ``runtime/local/trials._evidence`` (the sandbox's own status channel).
 """
 

@@ -171,8 +171,9 @@ def _summaries(run: dict[str, Any], items: list[dict[str, Any]], out: str) -> li
     return scores
 
 
-def finish(run: dict[str, Any], result: str) -> None:
-    """Publish the scores of a finished verifier Job in the run's status (its only write)."""
+def finish(run: dict[str, Any], result: str) -> dict[str, Any] | None:
+    """Publish the scores of a finished verifier Job in the run's status (its only write); the status written
+    (None: the run is gone)."""
     meta = run["metadata"]
     spec = ScoringRunSpec.model_validate(run["spec"])
     task, items, out = _run_sources(run, spec)
@@ -192,12 +193,15 @@ def finish(run: dict[str, Any], result: str) -> None:
         conditions=[Condition.model_validate(condition(
             "Ready", "True" if ok else "False", "Scored" if ok else "VerifierFailed",
             f"{len(scores)} artifact(s) scored at {now_rfc3339()}"))])
-    kube.patch_status("scoringruns", meta["namespace"], meta["name"], done.patch())
+    published = done.patch()
+    if not kube.patch_status("scoringruns", meta["namespace"], meta["name"], published):
+        return None
     if not ok:
         kube.post_event(run, "Warning", "VerifierFailed", f"verifier job ended: {result}")
     elif not spec.trial_ref:  # a trial's run is announced by its trial
         kube.post_event(run, "Normal", "Scored", f"{len(scores)} artifact(s) scored; O-Eval of the first "
                         f"{first.get('oEval')}")
+    return published
 
 
 def _campaign_board(run: Mapping[str, Any], spec: ScoringRunSpec, task: str, scores: list[dict[str, Any]],
@@ -236,10 +240,20 @@ def _job_ended(job: dict[str, Any], result: str, logger: kopf.Logger) -> None:
     if run is None or (run.get("status") or {}).get("phase") in FINAL:
         return
     try:
-        finish(run, result)
+        published = finish(run, result)
     except kopf.TemporaryError as exc:
         _ENDED.forget(str(job["metadata"].get("uid")))
         logger.warning(f"publishing scores of {run['metadata']['name']} failed; the sweep or the timer retries: {exc}")
+        return
+    uid = str(run["metadata"].get("uid"))
+    if published is not None and (run.get("spec") or {}).get("trialRef") and _TRIAL_ENDED.first(uid):
+        # The trial's end right away, in this thread (the run's own event then finds it done): one hop less.
+        try:
+            trials.run_ended({**run, "status": {**(run.get("status") or {}), **published}})
+        except kopf.TemporaryError as exc:
+            _TRIAL_ENDED.forget(uid)
+            logger.warning(f"ending the trial of {run['metadata']['name']} failed; the sweep or the watchdog "
+                           f"retries: {exc}")
 
 
 def _unfinished(run: Mapping[str, Any]) -> bool:

@@ -432,7 +432,10 @@ def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
     spec = trial_spec(trial)
     _, defaults = _task_cached(spec.task)
     cli = spec.agent.kind if agents.pin(spec.agent.kind) is not None else None
-    pods = kube.job_pods(job["metadata"]["namespace"], job["metadata"]["name"]) if job.get("metadata") else []
+    # A Complete Job's pod succeeded, i.e. every container of it exited 0 (the kubelet's report, the Job
+    # controller's condition): its statuses would say nothing more (evidence.attempt_end), so no pods are read.
+    pods = kube.job_pods(job["metadata"]["namespace"], job["metadata"]["name"]) \
+        if job.get("metadata") and result != "Complete" else []
     end = attempt_end(result, _read_upload(status.get("recordUri", "")), kubejobs.deadline(spec, defaults), cli,
                       pods=pods, plan=_task_inputs(spec)[0])
     record = _attempt_record(trial, spec, end)
@@ -634,11 +637,19 @@ def _announce_end(trial: Mapping[str, Any], record: TrialRecord) -> None:
     kube.post_event(dict(trial), "Warning", str(record.phase), f"{record.reason}: {record.message or ''}".strip(": "))
 
 
-#: Only Job events with ``status.conditions`` reach the Job handlers: a Job has conditions once it ends
-#: (``Complete``/``Failed``, sometimes first ``SuccessCriteriaMet``/``FailureTarget``), and the handlers act
-#: on nothing else. kopf checks this before invoking a handler; the created and started events of every Job
-#: (two of its three in the cluster fake) then cost kopf's parsing only, not a handler invocation.
-ENDED_JOBS: dict[str, Any] = {"field": "status.conditions", "value": kopf.PRESENT}
+def _has_ended(value: Any, **_: Any) -> bool:
+    """Whether a Job's ``status.conditions`` (``value``) hold its end: ``Complete`` or ``Failed`` true."""
+    return isinstance(value, list) and any(
+        isinstance(cond, dict) and cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True"
+        for cond in value)
+
+
+#: Only events of ended Jobs reach the Job handlers: ``status.conditions`` holding ``Complete`` or ``Failed``
+#: (what :func:`_finished` reads), and the handlers act on nothing else. kopf checks this before invoking a
+#: handler; the created and started events of every Job (two of its three in the cluster fake), and on a real
+#: cluster the ``SuccessCriteriaMet``/``FailureTarget`` event the Job controller posts before the terminal
+#: condition, then cost kopf's parsing only, not a handler invocation.
+ENDED_JOBS: dict[str, Any] = {"field": "status.conditions", "value": _has_ended}
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "trial", **kubejobs.MANAGED_BY}, **ENDED_JOBS)
