@@ -9,7 +9,9 @@ standard library's ``operator`` module for every script run from it)
 Pods are simulated (the tests' ``simulated_pods``: nothing runs; the store receives what the pod programs
 would write) — on the real control plane by the node agent in simulate mode, a real Node the scheduler
 binds the pods to, with the real Job controller, garbage collector and TTL controller at work; on the fake
-by its kubelet. The figures are the operator's own: API requests per trial by verb (on the real server
+by its kubelet. The real control plane runs with a batch cluster's settings (``controlplane.BATCH``: the
+controllers' and the scheduler's API rates and the Job controller's workers raised; etcd unsynced, its data on
+tmpfs), printed with its figures. The figures are the operator's own: API requests per trial by verb (on the real server
 from its audit log, where only the operator authenticates as ``anchorage-bench-operator``; on the fake from
 its request log), operator CPU ms per trial and peak RSS (``wait4`` rusage of the operator process, startup
 included and also shown separately), and the campaign's trial throughput as a ratio of raw ``POST``
@@ -29,8 +31,11 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import os
+import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -156,6 +161,14 @@ class Run:
     kinds: collections.Counter[str]  # "VERB plural[/sub]" → requests while the campaign ran
     raw_rate: float
     floor_events: dict[str, int] = field(default_factory=dict)
+    settings: str = ""  # the cluster's throughput settings (the real control plane's)
+    run_cpu: float = 0.0  # CPU seconds of everything the run started (cluster, node, operator, floor, clients)
+
+
+def _cpu_now() -> float:
+    """CPU seconds of this process and of its children that ended (the fake runs in this process)."""
+    mine, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _measure(env: dict[str, str], floor_env: dict[str, str], store: Path, root: Path, args: argparse.Namespace,
@@ -174,8 +187,9 @@ def _measure(env: dict[str, str], floor_env: dict[str, str], store: Path, root: 
     subprocess.run(["kubectl", "apply", "-f", "-"], input=_campaign(args.trials, args.parallelism, args.protocols).encode(),
                    env=floor_env, check=True, capture_output=True)
     start = time.perf_counter()
+    poll = 2.0 if args.trials <= 1000 else 5.0
     while True:
-        time.sleep(2)
+        time.sleep(poll)
         status = progress()
         if status.get("phase") == "Succeeded":
             break
@@ -195,6 +209,7 @@ def run_fake(args: argparse.Namespace, root: Path) -> Run:
     """The campaign against the cluster fake (its request log counts the operator's requests)."""
     from anchorage_devcluster.serving import ClusterThread
 
+    cpu_before = _cpu_now()
     store = root / "runs"
     store.mkdir()
     thread = ClusterThread(root / "kubeconfig", crds_dir=REPO / "crds", writable=(store,), simulate=anchorage_pod,
@@ -215,7 +230,7 @@ def run_fake(args: argparse.Namespace, root: Path) -> Run:
     finally:
         thread.__exit__(None, None, None)
     # the fake counts every client's requests: the campaign's apply and the floor's watches are few
-    return Run("fake", measured, +counts, raw_rate, _floor_events(root / "floor.log"))
+    return Run("fake", measured, +counts, raw_rate, _floor_events(root / "floor.log"), run_cpu=_cpu_now() - cpu_before)
 
 
 OPERATOR_USER = "anchorage-bench-operator"
@@ -242,14 +257,18 @@ def _audited(audit: Path, skip: int) -> collections.Counter[str]:
 def run_real(args: argparse.Namespace, root: Path) -> Run:
     """The campaign against the real control plane with a simulated node (the audit log counts the operator's
     requests: it alone authenticates as ``OPERATOR_USER``)."""
-    from anchorage_devcluster import binaries, cluster
+    from anchorage_devcluster import binaries, cluster, controlplane
 
     found = binaries.find()
     if isinstance(found, str):
         raise SystemExit(f"--cluster real: {found}")
+    cpu_before = _cpu_now()
     store = root / "runs"
     store.mkdir()
-    local = cluster.start(root / "plane", found, audit_users=(OPERATOR_USER,))
+    shm = Path("/dev/shm")
+    etcd_dir = Path(tempfile.mkdtemp(prefix="anchorage-bench-etcd-", dir=shm if shm.is_dir() else None))
+    throughput = dataclasses.replace(controlplane.BATCH, etcd_dir=etcd_dir)
+    local = cluster.start(root / "plane", found, audit_users=(OPERATOR_USER,), throughput=throughput)
     try:
         local.start_node("simulated-1", simulate="simulated_pods:anchorage_pod",  # runs nothing: room for every pod
                          capacity={"pods": str(max(1000, 4 * args.parallelism)), "cpu": "100000", "memory": "1000Ti",
@@ -274,7 +293,9 @@ def run_real(args: argparse.Namespace, root: Path) -> Run:
         counts = _audited(audit, skip)
     finally:
         local.stop()
-    return Run("real", measured, counts, raw_rate, _floor_events(root / "floor.log"))
+        shutil.rmtree(etcd_dir, ignore_errors=True)
+    return Run("real", measured, counts, raw_rate, _floor_events(root / "floor.log"), throughput.describe(),
+               _cpu_now() - cpu_before)
 
 
 def report(run: Run, parallelism: int) -> None:
@@ -287,6 +308,8 @@ def report(run: Run, parallelism: int) -> None:
     events = sum(n for kind, n in run.kinds.items() if kind.split()[0] == "POST" and kind.endswith(" events"))
     rate = total / m.elapsed
     print(f"[{run.cluster}] trials: {total} (parallelism {parallelism}, simulated pods), wall {m.elapsed:.1f} s")
+    if run.settings:
+        print(f"  cluster settings: {run.settings}")
     print("  API requests per trial by verb: " + ", ".join(f"{v} {n / total:.2f}" for v, n in sorted(verbs.items())))
     print(f"  API writes per trial: {writes / total:.2f}, of which Events {events / total:.2f} (goal ≤ 8)")
     print("    by resource: " + ", ".join(f"{k} {n / total:.2f}" for k, n in run.kinds.most_common(12)))
@@ -309,6 +332,8 @@ def report(run: Run, parallelism: int) -> None:
                   + ", ".join(f"{k} {v / total:.2f}" for k, v in sorted(run.floor_events.items())) + ")")
     print(f"  operator peak RSS: {m.rss:.0f} MB (idle run {m.idle_rss:.0f} MB) (goal ≤ 300 MB)")
     print(f"  throughput: {rate:.1f} trials/s; raw Trial create {run.raw_rate:.1f}/s; ratio {rate / run.raw_rate:.3f}")
+    print(f"  CPU of the whole run (cluster, node, operator, floor, clients; startup included): "
+          f"{1000 * run.run_cpu / total:.1f} ms per trial")
 
 
 def main() -> None:

@@ -108,11 +108,13 @@ def agent_image(tools: Path, mount: str) -> tuple[dict[str, Path], tuple[str, ..
 
 
 def start(root: Path, binaries: Binaries, *, timeout: float = 180, audit_users: tuple[str, ...] = (),
-          audit_groups: tuple[str, ...] = ()) -> LocalCluster:
+          audit_groups: tuple[str, ...] = (), throughput: controlplane.Throughput = controlplane.Throughput()
+          ) -> LocalCluster:
     """Start the control plane under ``root`` (add nodes with :meth:`LocalCluster.start_node`); the requests of
-    ``audit_users`` and members of ``audit_groups`` go to its audit log."""
+    ``audit_users`` and members of ``audit_groups`` go to its audit log; ``throughput``: the controllers' and the
+    scheduler's rates (:class:`controlplane.Throughput`)."""
     return LocalCluster(controlplane.start(root, binaries, timeout=timeout, audit_users=audit_users,
-                                           audit_groups=audit_groups))
+                                           audit_groups=audit_groups, throughput=throughput))
 
 
 @contextlib.contextmanager

@@ -14,6 +14,10 @@ tests' session fixture. Run as a real cluster is run, on 127.0.0.1 only:
   and root-CA controllers, node lifecycle, ...) with per-controller ServiceAccount credentials;
 * kube-scheduler.
 
+:class:`Throughput` sets the controllers' and the scheduler's API rates, the Job controller's workers and where
+etcd keeps its data: Kubernetes' defaults unless a caller (the load bench) asks for :data:`BATCH`, the settings
+an operator of a batch cluster would raise.
+
 Nodes are added separately (``nodeagent``). Each component logs to ``<root>/logs/<name>.log``.
 """
 
@@ -43,6 +47,31 @@ ISSUER = "https://kubernetes.default.svc.cluster.local"
 
 class StartError(RuntimeError):
     """A component exited or did not become ready; the message ends with its log's tail."""
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """How fast the control plane's own clients may go (defaults: Kubernetes' own)."""
+
+    controller_qps: float = 20.0  # kube-controller-manager --kube-api-qps: every controller's requests share it
+    controller_burst: int = 30
+    job_syncs: int = 5  # --concurrent-job-syncs: Jobs the Job controller syncs at once
+    scheduler_qps: float = 50.0  # KubeSchedulerConfiguration clientConnection.qps (pod bindings)
+    scheduler_burst: int = 100
+    etcd_dir: Path | None = None  # etcd's data folder (default ``<root>/etcd``); e.g. a tmpfs folder for a bench
+
+    def describe(self) -> str:
+        """The settings in the components' own terms (for a bench's report)."""
+        return (f"kube-controller-manager --kube-api-qps={self.controller_qps:g} --kube-api-burst="
+                f"{self.controller_burst} --concurrent-job-syncs={self.job_syncs}; kube-scheduler clientConnection "
+                f"qps {self.scheduler_qps:g} burst {self.scheduler_burst}; etcd --unsafe-no-fsync, data in "
+                f"{self.etcd_dir or '<root>/etcd'}")
+
+
+#: A batch cluster's settings: thousands of short Jobs need the Job controller's pod creations, status updates and
+#: finalizer removals (several requests per Job) and the scheduler's bindings well above the defaults of 20 and 50
+#: requests/s. etcd stays unsynced (a throw-away cluster); the caller may put its data on tmpfs (``etcd_dir``).
+BATCH = Throughput(controller_qps=500.0, controller_burst=1000, job_syncs=50, scheduler_qps=500.0, scheduler_burst=1000)
 
 
 def free_port() -> int:
@@ -198,12 +227,12 @@ def _audit_flags(root: Path, users: tuple[str, ...], groups: tuple[str, ...] = (
 
 
 def start(root: Path, binaries: Binaries, *, timeout: float = 180.0, audit_users: tuple[str, ...] = (),
-          audit_groups: tuple[str, ...] = ()) -> ControlPlane:
+          audit_groups: tuple[str, ...] = (), throughput: Throughput = Throughput()) -> ControlPlane:
     """Start a control plane under ``root`` (certificates, etcd data, kubeconfigs, logs); ready when it returns.
 
     ``audit_users``, ``audit_groups``: users, and groups of users (e.g. ``system:serviceaccounts:<namespace>``,
     every ServiceAccount of a namespace), whose requests the API server records in ``<root>/audit.log`` (the load
-    bench and the kill -9 test count the operator's requests there)."""
+    bench and the kill -9 test count the operator's requests there); ``throughput``: see :class:`Throughput`."""
     root.mkdir(parents=True, exist_ok=True)
     pki_dir = root / "pki"
     authority = pki.Authority(pki_dir)
@@ -220,7 +249,7 @@ def start(root: Path, binaries: Binaries, *, timeout: float = 180.0, audit_users
     plane = ControlPlane(root, binaries, url, authority, admin_kubeconfig)
     try:
         _start_all(plane, serving, admin, sa, port, etcd_port, peer_port, timeout,
-                   _audit_flags(root, audit_users, audit_groups))
+                   _audit_flags(root, audit_users, audit_groups), throughput)
     except BaseException:
         plane.stop()
         raise
@@ -228,11 +257,12 @@ def start(root: Path, binaries: Binaries, *, timeout: float = 180.0, audit_users
 
 
 def _start_all(plane: ControlPlane, serving: pki.Pair, admin: pki.Pair, sa: pki.Pair, port: int, etcd_port: int,
-               peer_port: int, timeout: float, extra: list[str]) -> None:
+               peer_port: int, timeout: float, extra: list[str], throughput: Throughput) -> None:
     root, binaries, ca = plane.root, plane.binaries, plane.ca
     etcd_url, peer_url = f"http://127.0.0.1:{etcd_port}", f"http://127.0.0.1:{peer_port}"
     _spawn(plane, "etcd", [
-        str(binaries.etcd), "--name=default", f"--data-dir={root / 'etcd'}", f"--listen-client-urls={etcd_url}",
+        str(binaries.etcd), "--name=default", f"--data-dir={throughput.etcd_dir or root / 'etcd'}",
+        f"--listen-client-urls={etcd_url}",
         f"--advertise-client-urls={etcd_url}", f"--listen-peer-urls={peer_url}",
         f"--initial-advertise-peer-urls={peer_url}", f"--initial-cluster=default={peer_url}",
         "--unsafe-no-fsync", "--log-level=warn", f"--quota-backend-bytes={8 * 1024 ** 3}"])
@@ -262,12 +292,19 @@ def _start_all(plane: ControlPlane, serving: pki.Pair, admin: pki.Pair, sa: pki.
         f"--service-account-private-key-file={sa.key}", f"--root-ca-file={ca}",
         f"--cluster-signing-cert-file={ca}", f"--cluster-signing-key-file={plane.authority.pair.key}",
         "--use-service-account-credentials", f"--service-cluster-ip-range={SERVICE_CIDR}",
-        "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle-controller"])
+        "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle-controller",
+        f"--kube-api-qps={throughput.controller_qps:g}", f"--kube-api-burst={throughput.controller_burst}",
+        f"--concurrent-job-syncs={throughput.job_syncs}"])
     scheduler_config = root / "kube-scheduler.kubeconfig"
+    (root / "kube-scheduler.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(scheduler_config), "qps": throughput.scheduler_qps,
+                             "burst": throughput.scheduler_burst},
+        "leaderElection": {"leaderElect": False}}))
     _spawn(plane, "kube-scheduler", [
-        str(binaries.kube_scheduler), f"--kubeconfig={scheduler_config}",
+        str(binaries.kube_scheduler), f"--config={root / 'kube-scheduler.yaml'}",
         f"--authentication-kubeconfig={scheduler_config}", f"--authorization-kubeconfig={scheduler_config}",
-        "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--leader-elect=false"])
+        "--bind-address=127.0.0.1", f"--secure-port={free_port()}"])
     # Ready when the controller manager's ServiceAccount controller made the default namespace's account.
     _wait(plane, "kube-controller-manager", lambda: plane.kubectl(
         "get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0, timeout)
