@@ -2,9 +2,10 @@
 
 Run: ``.venv/bin/python bench/gateway.py`` (``--help`` for options). Four kinds of process: the mock
 upstream, the gateway (optionally a second, older gateway from ``--before COMMIT`` for a before/after
-column), the floor (a bare proxy) and the load client (this process). By default (``--pin split``, what ``taskset`` would do,
-through ``os.sched_setaffinity``) the gateway(s) run alone on the last CPU and the mock and the client
-share the others, so what the gateway costs is not hidden by (or charged to) the load it relays.
+column), the two floors (a bare aiohttp proxy, a byte pipe) and the load client (this process). By
+default (``--pin split``, what ``taskset`` would do, through ``os.sched_setaffinity``) the gateway(s)
+and floors run alone on the last CPU and the mock and the client share the others, so what the gateway
+costs is not hidden by (or charged to) the load it relays.
 ``--pin mock`` gives the mock a CPU of its own instead (the mock paces its stream with a sleep after
 each write, so a process sharing its CPU slows the *upstream* down, measured +7 ms over a 40-chunk
 stream); ``--pin none`` leaves placement to the kernel.
