@@ -334,8 +334,9 @@ class _ApiReferences:
                 return str(answer["status"]["token"])
             except ApiError as exc:
                 # NodeRestriction checks the pod's binding in the API server's cache, which may lag behind the
-                # binding this node saw: "a pod scheduled on a different node" for a moment
-                if exc.status != 403 or not wait:
+                # binding this node saw: "a pod scheduled on a different node" (403) or, for a pod just created,
+                # the token's bound pod "not found" (404) for a moment
+                if exc.status not in (403, 404) or not wait:
                     raise
                 await asyncio.sleep(wait)
         raise AssertionError("unreachable")

@@ -15,6 +15,8 @@ as 0, so a nonzero count marks ``costUSD`` as a lower bound (likewise per compac
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import dataclasses
 import json
 import logging
@@ -45,9 +47,11 @@ from anchorage.trials.agents import OPERATOR
 
 INTERVAL = float(os.environ.get("ANCHORAGE_CAMPAIGN_INTERVAL", "2"))
 SWEEP_SEC = float(os.environ.get("ANCHORAGE_SWEEP_INTERVAL", "10"))
-#: kopf runs the timer and the change handlers of one campaign concurrently (their passes in the handlers'
-#: worker threads); one pass at a time keeps ``_CREATED`` and the parallelism count consistent.
+#: kopf runs the timer and the change handlers of one campaign concurrently; one pass at a time keeps ``_CREATED``
+#: and the parallelism count consistent.
 _PASS_LOCK = threading.Lock()
+#: The passes' own thread: a pass never waits in the queue of the Trial/Job handlers' worker threads.
+_PASSES = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="anchorage-campaign")
 
 
 class TrialState(NamedTuple):
@@ -250,6 +254,13 @@ def snapshot(body: kopf.Body, index: kopf.Index[tuple[str | None, str], TrialSta
     return tuple(index.get((meta["namespace"], meta["name"]), ()))
 
 
+async def _pass(body: kopf.Body, status: kopf.Status, index: kopf.Index[tuple[str | None, str], TrialState]
+                ) -> dict[str, Any]:
+    """A pass (:func:`reconcile`) in the passes' thread over the index as it is now (:func:`snapshot`)."""
+    states = snapshot(body, index)
+    return await asyncio.get_running_loop().run_in_executor(_PASSES, reconcile, body, status, states)
+
+
 def reconcile(body: kopf.Body, status: kopf.Status, all_states: Sequence[TrialState]) -> dict[str, Any]:
     """One pass: create what may be created, count, aggregate when everything is scored (``all_states``: the
     campaign's :func:`snapshot`)."""
@@ -398,10 +409,9 @@ RESTING = ("Succeeded", "Failed")
 async def start(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwargs: Any) -> None:
     """A pass right away on create, resume and every spec change (suspend, seeds, a fixed task list).
 
-    Async, so the index is copied in the event loop (:func:`snapshot`); the pass itself runs in a worker thread."""
+    Async, so the index is copied in the event loop (:func:`snapshot`); the pass itself runs in its own thread."""
     if status.get("phase") != "Succeeded" or status.get("observedGeneration") != body["metadata"].get("generation"):
-        states = snapshot(body, kwargs["trials_by_campaign"])
-        patch.setdefault("status", {}).update(await kube.in_thread(reconcile, body, status, states))
+        patch.setdefault("status", {}).update(await _pass(body, status, kwargs["trials_by_campaign"]))
 
 
 @kopf.timer(API_GROUP, API_VERSION, "verificationcampaigns", interval=INTERVAL,
@@ -409,8 +419,7 @@ async def start(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwarg
 async def tick(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwargs: Any) -> None:
     """Periodic pass while the campaign runs (``trials_by_campaign`` is kopf's index, copied here in the event
     loop); a finished or failed campaign rests until its spec changes (:func:`start`)."""
-    states = snapshot(body, kwargs["trials_by_campaign"])
-    update = await kube.in_thread(reconcile, body, status, states)
+    update = await _pass(body, status, kwargs["trials_by_campaign"])
     if update:
         patch.setdefault("status", {}).update(update)
 
