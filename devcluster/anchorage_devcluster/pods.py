@@ -30,10 +30,13 @@ folder for (``$ANCHORAGE_DEV_IMAGE_ROOTS``: ``IMAGE=DIR`` pairs separated by ``;
 of this machine's root (its ``/usr``, ``/etc``, ``/opt``..., the pod's volumes on top). Otherwise
 commands run with this machine's programs,
 with this Python's virtualenv first on ``PATH`` so ``python -m anchorage...`` works as in Anchorage's
-images; a container without ``command`` cannot run (``CreateContainerError``). Not enforced:
-ephemeral-storage limits of containers, the ``sizeLimit`` of a memory-backed ``emptyDir`` (a plain folder
-here, not a tmpfs of that size), NetworkPolicies (no CNI: pods share the host's network unless labelled as
-above), probes.
+images; a container without ``command`` cannot run (``CreateContainerError``).
+
+A memory-backed ``emptyDir`` (``medium: Memory``) is a tmpfs as the kubelet mounts it: of the ``sizeLimit`` or,
+when less, the pod's memory limit (a write past it fails with ENOSPC), its pages counted against the memory limit
+of the container that writes them (its cgroup); where this process may not mount (not root) it is a plain folder
+evicted over its ``sizeLimit`` like a disk-backed one. Not enforced: ephemeral-storage limits of containers,
+NetworkPolicies (no CNI: pods share the host's network unless labelled as above), probes.
 
 ``simulate``: a callable given by the caller (tests, benchmarks) that receives the pod and returns the
 exit code of each container without running anything (see ``tests/simulated_pods.py``).
@@ -245,6 +248,7 @@ class PodRun:
         self.mounts: dict[str, Path] = {}
         self.killed = False
         self.evicted = ""
+        self.tmpfs: list[Path] = []  # memory-backed emptyDirs mounted as tmpfs (unmounted when the pod ends)
 
     async def _publish(self) -> None:
         await self.report(self.book.snapshot())
@@ -261,14 +265,17 @@ class PodRun:
             self.book.phase, self.book.reason, self.book.message = "Failed", "SandboxUnavailable", problem
             await self._publish()
             return "Failed"
-        await self._prepare_volumes()
-        await self._publish()
-        watcher = asyncio.create_task(self._watch_empty_dirs())
+        watcher: asyncio.Task[None] | None = None
         try:
+            await self._prepare_volumes()
+            await self._publish()
+            watcher = asyncio.create_task(self._watch_empty_dirs())
             self.book.phase = await self._containers(spec)
         finally:
-            watcher.cancel()
-            await asyncio.gather(watcher, return_exceptions=True)
+            if watcher is not None:
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
+            await asyncio.shield(self._unmount_memory())
         if self.evicted:
             self.book.phase, self.book.reason, self.book.message = "Failed", "Evicted", self.evicted
         await self._publish()
@@ -299,13 +306,48 @@ class PodRun:
         return "Succeeded" if all(e.exit_code == 0 for e in ends) else "Failed"
 
     def _limited_empty_dirs(self) -> list[tuple[str, Path, str]]:
-        """(name, folder, limit as written) of the pod's disk-backed emptyDirs that have a ``sizeLimit``."""
+        """(name, folder, limit as written) of the pod's emptyDirs that have a ``sizeLimit`` and are folders on
+        disk (not a tmpfs of that size: :meth:`_mount_memory`)."""
         found = []
         for volume in self.pod["spec"].get("volumes") or []:
             empty = volume.get("emptyDir")
-            if isinstance(empty, dict) and empty.get("sizeLimit") and empty.get("medium") != "Memory":
-                found.append((volume["name"], self.mounts[volume["name"]], str(empty["sizeLimit"])))
+            path = self.mounts[volume["name"]]
+            if isinstance(empty, dict) and empty.get("sizeLimit") and path not in self.tmpfs:
+                found.append((volume["name"], path, str(empty["sizeLimit"])))
         return found
+
+    def _pod_memory_limit(self) -> int | None:
+        """The pod's memory limit as the kubelet sizes its cgroup: the main containers' and native sidecars'
+        limits summed, or the largest init container's when more; None when a container has none."""
+        spec = self.pod["spec"]
+        inits = spec.get("initContainers") or []
+        running = [*spec["containers"], *(c for c in inits if c.get("restartPolicy") == "Always")]
+        limits = [((c.get("resources") or {}).get("limits") or {}).get("memory") for c in [*running, *inits]]
+        if not all(limits):
+            return None
+        total = sum(quantity_bytes(str(((c.get("resources") or {}).get("limits") or {})["memory"])) for c in running)
+        one = [quantity_bytes(str(c["resources"]["limits"]["memory"])) for c in inits if c.get("restartPolicy") != "Always"]
+        return max([total, *one])
+
+    async def _mount_memory(self, path: Path, empty: Obj) -> None:
+        """A memory-backed emptyDir: a tmpfs of its ``sizeLimit`` or the pod's memory limit, the smaller (none:
+        tmpfs's default size), as the kubelet mounts it; left a folder when mounting is refused (not root)."""
+        sizes = [quantity_bytes(str(empty["sizeLimit"]))] if empty.get("sizeLimit") else []
+        limit = self._pod_memory_limit()
+        sizes += [limit] if limit is not None else []
+        options = "mode=0777" + (f",size={min(sizes)}" if sizes else "")
+        proc = await asyncio.create_subprocess_exec("mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path),
+                                                    stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        if await proc.wait() == 0:
+            self.tmpfs.append(path)
+
+    async def _unmount_memory(self) -> None:
+        """Unmount the pod's tmpfs emptyDirs (their contents go with the pod, as on a kubelet)."""
+        while self.tmpfs:
+            proc = await asyncio.create_subprocess_exec("umount", "--lazy", str(self.tmpfs.pop()),
+                                                        stdout=asyncio.subprocess.DEVNULL,
+                                                        stderr=asyncio.subprocess.DEVNULL)
+            await proc.wait()
 
     async def _watch_empty_dirs(self) -> None:
         """Every ``EVICTION_CHECK_SEC``: evict the pod when a limited emptyDir holds more than its ``sizeLimit``
@@ -459,6 +501,9 @@ class PodRun:
             path = self.workdir / "volumes" / volume["name"]
             path.mkdir(parents=True, exist_ok=True)
             path.chmod(0o777)  # as the kubelet makes an emptyDir: any container user may write
+            empty = volume.get("emptyDir")
+            if isinstance(empty, dict) and empty.get("medium") == "Memory":
+                await self._mount_memory(path, empty)
             for kind, plural in (("configMap", "configmaps"), ("secret", "secrets")):
                 if kind in volume:
                     name = volume[kind].get("name") or volume[kind].get("secretName")

@@ -125,3 +125,20 @@ def test_an_empty_dir_over_its_size_limit_evicts_the_pod(real_cluster: RealClust
     assert pod["status"]["phase"] == "Failed" and pod["status"]["reason"] == "Evicted", pod["status"]
     assert pod["status"]["message"].startswith('Usage of EmptyDir volume "scratch" exceeds the limit "1Mi"')
     assert _state(pod, "main")["terminated"]["exitCode"] == 137
+
+
+def test_a_memory_backed_empty_dir_holds_no_more_than_its_size_limit(real_cluster: RealCluster, namespace: str) -> None:
+    """A tmpfs of the ``sizeLimit``, as the kubelet mounts it: writing past it fails with ENOSPC (the pod is not
+    evicted), and the volume is shared by the pod's containers."""
+    fill = ("head -c 8388608 /dev/zero > /scratch/fill 2> /shared/err; test $? -ne 0 && "
+            "grep -q 'No space left' /shared/err && test $(wc -c < /scratch/fill) -le 2097152 && "
+            "df -k /scratch | tail -1 > /shared/df")
+    mounts = [{"name": "shared", "mountPath": "/shared"}, {"name": "scratch", "mountPath": "/scratch"}]
+    init = [_container("writes", "echo kept > /scratch/note", volumeMounts=mounts)]
+    main = _container("main", f"grep -q kept /scratch/note && {fill}", volumeMounts=mounts)
+    job = _job("memory-fill", [main], init)
+    job["spec"]["template"]["spec"]["volumes"].append(
+        {"name": "scratch", "emptyDir": {"medium": "Memory", "sizeLimit": "2Mi"}})
+    ended, pod = _run(real_cluster, namespace, job)
+    assert any(c["type"] == "Complete" for c in ended["status"]["conditions"]), (_state(pod, "main"), pod["status"])
+    assert pod["status"]["phase"] == "Succeeded" and "reason" not in pod["status"]
