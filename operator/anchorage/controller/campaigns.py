@@ -111,15 +111,44 @@ def _plan(body: kopf.Body, spec: CampaignSpec) -> list[PlannedTrial]:
                              "task folders", hint="fix spec.tasks (anchorage tasks list) or the operator's "
                              "--task-source")
         _PLANS[key] = plan(body["metadata"]["name"], spec, names)
+        _IN_PLAN[key] = frozenset(p.name for p in _PLANS[key])
     return _PLANS[key]
+
+
+#: By (uid, generation): the campaign's spec as validated, or why the operator refuses to run it (admission).
+_SPECS: dict[tuple[str, int], CampaignSpec | InputError] = {}
+#: By (uid, generation): the names of the planned Trials.
+_IN_PLAN: dict[tuple[str, int], frozenset[str]] = {}
+
+
+def _admitted(body: kopf.Body) -> CampaignSpec | InputError:
+    """The campaign's spec, validated and its entries admitted once per generation by this process (a pass runs
+    every few seconds; the spec changes only with the generation); the refusal when an entry cannot run here."""
+    key = (body["metadata"]["uid"], int(body["metadata"].get("generation") or 0))
+    known = _SPECS.get(key)
+    if known is None:
+        try:
+            spec = CampaignSpec.model_validate(body["spec"])
+        except ValidationError as exc:
+            raise kopf.PermanentError(f"invalid campaign: {exc}") from exc
+        known = spec
+        try:
+            for entry in spec.entries:  # what the operator cannot run is refused before any Trial exists
+                admit(entry.agent, spec.verification, OPERATOR)
+        except InputError as exc:
+            known = exc
+        _SPECS[key] = known
+    return known
 
 
 def _forget(uid: str, keep_generation: int | None = None) -> None:
     """Drop what this process keeps about a campaign (all of it, or its plans of other generations)."""
-    for key in [k for k in _PLANS if k[0] == uid and k[1] != keep_generation]:
-        del _PLANS[key]
+    generations: tuple[dict[tuple[str, int], Any], ...] = (_PLANS, _SPECS, _IN_PLAN)
+    for by_generation in generations:
+        for key in [k for k in by_generation if k[0] == uid and k[1] != keep_generation]:
+            del by_generation[key]
     if keep_generation is None:
-        for cache in (_CREATED, _CURSOR, _LAST_SWEEP, _LAST_METRICS, _CHECKED):
+        for cache in (_CREATED, _CURSOR, _LAST_SWEEP, _LAST_METRICS, _CHECKED, _IDLE):
             cache.pop(uid, None)
 
 
@@ -271,20 +300,14 @@ def reconcile(body: kopf.Body, status: kopf.Status, all_states: Sequence[TrialSt
 def _reconcile(body: kopf.Body, status: kopf.Status, all_states: Sequence[TrialState]) -> dict[str, Any]:
     meta = body["metadata"]
     generation = meta.get("generation")
-    try:
-        spec = CampaignSpec.model_validate(body["spec"])
-    except ValidationError as exc:
-        raise kopf.PermanentError(f"invalid campaign: {exc}") from exc
-    try:
-        for entry in spec.entries:  # what the operator cannot run is refused before any Trial exists
-            admit(entry.agent, spec.verification, OPERATOR)
-    except InputError as exc:
-        return _failed(body, status, exc, "InvalidSpec")
+    spec = _admitted(body)
+    if isinstance(spec, InputError):
+        return _failed(body, status, spec, "InvalidSpec")
     try:
         planned = _plan(body, spec)  # unknown tasks, a taskSelector matching nothing: said once, no Trials made
     except InputError as exc:
         return _failed(body, status, exc, "InvalidTasks")
-    in_plan = {p.name for p in planned}
+    in_plan = _IN_PLAN.get((meta["uid"], int(generation or 0))) or frozenset(p.name for p in planned)
     # Trials outside the current plan (seeds or entries lowered on a running campaign) are left alone and not
     # counted: the progress is the plan's.
     states = [s for s in all_states if s[0] in in_plan]
@@ -419,9 +442,21 @@ async def start(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwarg
 async def tick(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwargs: Any) -> None:
     """Periodic pass while the campaign runs (``trials_by_campaign`` is kopf's index, copied here in the event
     loop); a finished or failed campaign rests until its spec changes (:func:`start`)."""
-    update = await _pass(body, status, kwargs["trials_by_campaign"])
+    meta = body["metadata"]
+    states = snapshot(body, kwargs["trials_by_campaign"])
+    seen = (meta.get("resourceVersion"), tuple((s.name, s.phase, s.done, s.cost, s.unmetered) for s in states))
+    if _IDLE.get(meta["uid"]) == seen and time.monotonic() - _LAST_SWEEP.get(meta["uid"], 0.0) < SWEEP_SEC:
+        return  # nothing changed since a pass that had nothing to do, and no sweep is due: the same pass again
+    update = await asyncio.get_running_loop().run_in_executor(_PASSES, reconcile, body, status, states)
     if update:
+        _IDLE.pop(meta["uid"], None)
         patch.setdefault("status", {}).update(update)
+    else:
+        _IDLE[meta["uid"]] = seen
+
+
+#: By campaign uid: the campaign's version and its Trials' states when its last periodic pass had nothing to do.
+_IDLE: dict[str, tuple[Any, ...]] = {}
 
 
 @kopf.on.event(API_GROUP, API_VERSION, "verificationcampaigns")
