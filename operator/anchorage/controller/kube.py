@@ -211,8 +211,8 @@ class Client:
         return f"/apis/{group}/{version}/namespaces/{namespace}/{plural}"
 
     def create_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
-                                        body: Obj) -> Obj:
-        return self.request("POST", self._custom(group, version, namespace, plural), body, answer=False)
+                                        body: Obj, *, answer: bool = False) -> Obj:
+        return self.request("POST", self._custom(group, version, namespace, plural), body, answer=answer)
 
     def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str) -> Obj:
         return self.request("GET", f"{self._custom(group, version, namespace, plural)}/{name}")
@@ -375,6 +375,17 @@ def create_custom(plural: str, body: Obj) -> bool:
     ns = body["metadata"]["namespace"]
     return create(lambda: client().create_namespaced_custom_object(API_GROUP, API_VERSION, ns, plural, body),
                   what=f"create {plural}/{body['metadata']['name']}")
+
+
+def create_custom_answer(plural: str, body: Obj) -> Obj | None:
+    """Create one of our custom objects; the object as created (uid, resourceVersion), None when it already existed."""
+    ns = body["metadata"]["namespace"]
+    created: list[Obj] = []
+    if create(lambda: created.append(client().create_namespaced_custom_object(API_GROUP, API_VERSION, ns, plural, body,
+                                                                              answer=True)),
+              what=f"create {plural}/{body['metadata']['name']}"):
+        return created[-1]
+    return None
 
 
 def create_job(body: Obj) -> bool:

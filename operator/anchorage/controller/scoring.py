@@ -2,9 +2,11 @@
 
 Registered by importing ``anchorage.controller``. One status write per run, when it is scored (the
 verifier Job's name is deterministic, ``<run>-verify``, so no "Running" write is needed to find it).
-A run writes only its own status: a trial's run ending is an event the *trial's* handler acts on
+A run writes only its own status: a trial's run ending is for the *trial's* handler
 (:func:`anchorage.controller.trials.run_ended`), which writes the Trial's final status and its
-``trial.json``. Runs are driven by watch events, like Trials (see ``anchorage.controller.trials``).
+``trial.json`` — called in the same worker call right after this process published the scores, else from the
+run's event. Likewise a trial's run created by this process gets its verifier in the worker call that created it
+(:func:`start_created`); its own event starts it otherwise. Runs are driven by watch events, like Trials (see ``anchorage.controller.trials``).
 Sources: ``trialRef`` (the trial's uploaded results), ``artifacts`` (external artifacts, e.g.
 third-party runs: rescored with the same scorer) and ``campaignRef`` (every trial of a campaign,
 rescored). The post-agent steps the verifier runs are the lifecycle core's
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -124,8 +127,9 @@ def launch(run: dict[str, Any]) -> None:
 _STARTED, _ENDED = trials.Once(), trials.Once()
 #: Trial runs whose end this process passed to the trial's handler.
 _TRIAL_ENDED = trials.Once()
-#: Unfinished runs as last watched (the verifier Job's end reads them from here).
-RUNS = trials.Latest(lambda namespace, name: kube.get_custom("scoringruns", namespace, name))
+#: Unfinished runs as last watched (the verifier Job's end reads them from here; kept in ``trials``, whose repair
+#: path reads them too).
+RUNS = trials.RUNS
 
 
 @kopf.on.event(API_GROUP, API_VERSION, "scoringruns")
@@ -154,6 +158,25 @@ async def run_event(type: str | None, body: kopf.Body, status: kopf.Status, **_:
         except kopf.TemporaryError:
             _STARTED.forget(uid)  # the next event, the sweep or the timer tries again
             raise
+
+
+def start_created(run: dict[str, Any]) -> None:
+    """Start the verifier of a run this process has just created (:func:`trials.finish`): one worker call less than
+    waiting for the run's event. A failure is logged; the run's event (when it comes later) or the repair path
+    (the campaign's sweep, the watchdog) starts it then."""
+    uid = str(run["metadata"].get("uid"))
+    if not _STARTED.first(uid):
+        return
+    try:
+        launch(run)
+    except kopf.TemporaryError as exc:
+        _STARTED.forget(uid)
+        logging.getLogger(__name__).warning(f"starting the verifier of {run['metadata']['name']} failed: {exc}")
+    except kopf.PermanentError as exc:  # launch wrote the run's end (Failed): the trial's handler ends the trial
+        logging.getLogger(__name__).warning(f"scoring run {run['metadata']['name']}: {exc}")
+
+
+trials.START_VERIFIER[:] = [start_created]
 
 
 def _summaries(run: dict[str, Any], items: list[dict[str, Any]], out: str) -> list[dict[str, Any]]:

@@ -301,6 +301,12 @@ async def stop_watchdog(**_: Any) -> None:
 _LAUNCHED, _ENDED, _PROTOCOLS_ENDED = Once(), Once(), Once()
 #: Unfinished Trials as last watched (the Job's end and the scores' publication read them from here).
 TRIALS = Latest(lambda namespace, name: kube.get_custom("trials", namespace, name))
+#: ``scoring.start_created`` (registered by that module, which imports this one): a run just created by
+#: :func:`finish` gets its verifier in the same worker call; the run's own event then finds it started.
+START_VERIFIER: list[Callable[[dict[str, Any]], None]] = []
+#: Unfinished ScoringRuns as last watched (``scoring.run_event`` notes them; the verifier Job's end and the repair
+#: path read them).
+RUNS = Latest(lambda namespace, name: kube.get_custom("scoringruns", namespace, name))
 
 
 @kopf.on.event(API_GROUP, API_VERSION, "trials")
@@ -456,7 +462,9 @@ def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
     run = kubejobs.child_scoring_run(trial, scoring_run_name(meta["name"]),
                                      spec.verification.model_dump(by_alias=True, exclude_none=True, mode="json"),
                                      spec.scoring.model_dump(by_alias=True, mode="json"))
-    kube.create_custom("scoringruns", run)
+    created = kube.create_custom_answer("scoringruns", run)
+    if created is not None and START_VERIFIER:  # its verifier right away, in this worker call (one call less)
+        START_VERIFIER[0](created)
 
 
 def _previous_attempts(prefix: str, attempt: int) -> list[AttemptInfo]:
@@ -726,7 +734,8 @@ def check_running(trial: Mapping[str, Any]) -> dict[str, Any] | None:
     result = "JobLost" if job is None else _finished(job)
     if result is None:
         return None
-    run = kube.get_custom("scoringruns", trial["metadata"]["namespace"], scoring_run_name(trial["metadata"]["name"]))
+    # The watched run while it is unfinished (what the caller then checks), else the API's answer.
+    run = RUNS.current(trial["metadata"]["namespace"], scoring_run_name(trial["metadata"]["name"]), lambda _: True)
     if run is None:
         finish(dict(trial), job or {}, result)
     elif (run.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
