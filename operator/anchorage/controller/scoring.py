@@ -6,7 +6,8 @@ A run writes only its own status: a trial's run ending is for the *trial's* hand
 (:func:`anchorage.controller.trials.run_ended`), which writes the Trial's final status and its
 ``trial.json`` — called in the same worker call right after this process published the scores, else from the
 run's event. Likewise a trial's run created by this process gets its verifier in the worker call that created it
-(:func:`start_created`); its own event starts it otherwise. Runs are driven by watch events, like Trials (see ``anchorage.controller.trials``).
+(:func:`start_created`); its own event starts it otherwise. Runs are driven by watch events, like Trials (see
+``anchorage.controller.trials``).
 Sources: ``trialRef`` (the trial's uploaded results), ``artifacts`` (external artifacts, e.g.
 third-party runs: rescored with the same scorer) and ``campaignRef`` (every trial of a campaign,
 rescored). The post-agent steps the verifier runs are the lifecycle core's
