@@ -24,7 +24,9 @@ Secret per trial, so the writes goal does not apply to such a run).
 the same objects with the same kopf settings. Its CPU per trial is kopf's own cost of the campaign's
 watch events, the floor under the operator's figure, and it counts the events that reach its handlers
 (both processes share the machine, so the wall time and the throughput ratio of such a run are not
-comparable with a run without it).
+comparable with a run without it). Beside it: each process's idle 8 s run (its startup, so both CPU figures can be
+read without it) and the operator's CPU split into its main thread (kopf's event loop) and the rest (the
+handlers' worker threads) next to the floor's event loop; ``--profile FILE`` samples both with py-spy.
 """
 
 from __future__ import annotations
