@@ -59,11 +59,13 @@ def test_a_node_failure_of_the_container_is_the_platforms() -> None:
     assert lost[:2] == ("InfrastructureFailed", "sandbox_error") and "the node restarted" in lost[2]
 
 
-def test_without_a_pod_a_complete_job_means_exit_0_and_a_failed_one_an_unknown_code() -> None:
+def test_without_a_pod_a_complete_job_means_exit_0_and_a_failed_one_names_the_lost_evidence() -> None:
     assert _outcome("Complete", MARKER, []) == ("Succeeded", "completed", "")
     unknown = attempt_end("BackoffLimitExceeded", {**MARKER, "exit_code": 0}, 60.0, pods=[])
     assert unknown.exit_code is None  # not the marker's 0
-    assert _outcome("BackoffLimitExceeded", MARKER, [])[:2] == ("Failed", "agent_error")
+    phase, reason, message = _outcome("BackoffLimitExceeded", MARKER, [])
+    assert (phase, reason) == ("Failed", "agent_error")
+    assert "BackoffLimitExceeded" in message and "pod is gone" in message and "evidence lost" in message
 
 
 def test_the_sidecars_marker_still_decides_collection_and_quotas() -> None:

@@ -66,7 +66,8 @@ def attempt_end(result: str, upload: Mapping[str, Any] | None, timeout_sec: floa
                 plan: AgentPlan | None = None) -> AttemptEnd:
     """A finished Job (how it ended, ``result``), its pods and the upload sidecar's marker as the lifecycle's
     evidence (see the module's docstring). Without a pod to read (gone with its Job), a ``Complete`` Job says
-    the agent exited 0 (a pod succeeds only when every container did); otherwise its exit code is unknown."""
+    the agent exited 0 (a pod succeeds only when every container did); a failed one is the agent's failure
+    whose message names the lost evidence (the marker's exit code is the agent's own writing: never used)."""
     pods = list(pods)
     if result == "DeadlineExceeded":
         return AttemptEnd(timed_out=True, timeout_sec=timeout_sec)
@@ -88,8 +89,11 @@ def attempt_end(result: str, upload: Mapping[str, Any] | None, timeout_sec: floa
     oversized = upload.get("oversized")  # measured by the sidecar against the folders' quotas
     agent = terminated(pods, AGENT_CONTAINER)
     if agent is None:
-        return AttemptEnd(exit_code=0 if result == "Complete" else None, oversized=bool(oversized),
-                          oversized_detail=str(oversized or ""))
+        if result == "Complete":
+            return AttemptEnd(exit_code=0, oversized=bool(oversized), oversized_detail=str(oversized or ""))
+        return AttemptEnd(agent_problem=f"the attempt's Job ended {result} and its pod is gone, and with it the "
+                                        "kubelet's record of the agent's exit status (evidence lost; nothing shows "
+                                        "the platform failed, so it counts as the agent's failure)")
     reason = str(agent.get("reason") or "")
     code = agent.get("exitCode")
     if reason in NODE_REASONS:
