@@ -365,13 +365,28 @@ class PodRun:
         assert self.simulate is not None
         codes = await asyncio.to_thread(self.simulate, self.pod)
         stamp = now()
-        for container in [*(spec.get("initContainers") or []), *spec["containers"]]:
-            code = codes.get(container["name"], 0)
-            self.book.set(container["name"], _terminated(ContainerEnd(code, "Completed" if code == 0 else "Error",
-                                                                      stamp, stamp)))
-        self.book.initialized = True
-        ok = all(codes.get(c["name"], 0) == 0 for c in spec["containers"])
-        self.book.phase = "Succeeded" if ok else "Failed"
+
+        def end(name: str) -> int:
+            code = codes.get(name, 0)
+            self.book.set(name, _terminated(ContainerEnd(code, "Completed" if code == 0 else "Error", stamp, stamp)))
+            return code
+
+        # as :meth:`_containers` runs them: an init container that fails ends the pod before any main container
+        # starts (they stay waiting, PodInitializing, as a kubelet reports them); native sidecars end with the pod
+        sidecars: list[str] = []
+        failed = False
+        for container in spec.get("initContainers") or []:
+            if container.get("restartPolicy") == "Always":
+                sidecars.append(container["name"])
+            elif end(container["name"]) != 0:
+                failed = True
+                break
+        if not failed:
+            self.book.initialized = True
+            failed = not all([end(c["name"]) == 0 for c in spec["containers"]])
+        for name in sidecars:
+            end(name)
+        self.book.phase = "Failed" if failed else "Succeeded"
         await self._publish()
         return self.book.phase
 
