@@ -6,7 +6,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from anchorage.errors import InputError
@@ -60,6 +60,9 @@ def test_scaled_equals_the_decimal(value: Decimal) -> None:
 
 
 @given(st.floats(allow_nan=False, allow_infinity=False))
+@example(7.4679027768534425e-65)  # a scale past the powers-of-ten table (found by hypothesis in CI)
+@example(5e-324)
+@example(-1.7976931348623157e308)
 def test_float_reads_as_its_repr(value: float) -> None:
     scaled = to_scaled(value)
     assert scaled is not None

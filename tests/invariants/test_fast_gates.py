@@ -111,8 +111,11 @@ invariants:
     '{"probs": {"a": 0.5, "b": 2}, "rows": {"r": {"mean": 1, "q95": 2}}, "head": 2.0200000000000000001,'
     ' "ratio": 1, "users": 1e2, "share": 5e-1, "peak": 50.1, "bits": [1], "thickness": -1,'
     ' "ci": {"lo": 1E+2, "hi": 100}}',
+    '{"probs": [7.4679027768534425e-65, 1e-300, 0.5], "rows": [{"mean": 1e-300, "q95": 7.4679027768534425e-65}],'
+    ' "thickness": 5e-324, "a": [1e-200], "b": [0.1], "grid": [[1e-90]], "named": {"x": 1e-70},'
+    ' "ci": {"lo": 1e-80, "hi": 1e-79}}',
     '[1, 2]', '{}', 'null',
-], ids=["edges", "missing-and-odd", "maps-and-exponents", "array", "empty", "null"])
+], ids=["edges", "missing-and-odd", "maps-and-exponents", "tiny-scales", "array", "empty", "null"])
 def test_boundary_cases(tmp_path: Path, text: str) -> None:
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "invariants.yaml").write_text(BOUNDARY, encoding="utf-8")

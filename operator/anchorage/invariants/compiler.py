@@ -23,6 +23,7 @@ from anchorage.invariants.exact import (
     _step,
     format_path,
     parse_path,
+    pow10,
     resolve,
     to_scaled,
 )
@@ -102,10 +103,7 @@ Built = tuple[Prop, int, Callable[[], str]]
 
 
 def _lits(scale: int, *numbers: Scaled) -> list[int]:
-    return [n.n * _POW10[scale - n.k] for n in numbers]
-
-
-_POW10 = [10**i for i in range(64)]
+    return [n.n * pow10(scale - n.k) for n in numbers]
 
 
 def _build_range(inv: Invariant, xs: list[Scaled]) -> Built:
@@ -118,7 +116,7 @@ def _build_range(inv: Invariant, xs: list[Scaled]) -> Built:
     if hi is not None and hi.k > k:
         k = hi.k
     if lo is not None and hi is not None:
-        return Pred("InRange", (lo.n * _POW10[k - lo.k], x.n * _POW10[k - x.k], hi.n * _POW10[k - hi.k])), k, \
+        return Pred("InRange", (lo.n * pow10(k - lo.k), x.n * pow10(k - x.k), hi.n * pow10(k - hi.k))), k, \
             lambda: f"{lo} ≤ {x} ≤ {hi}"
     if lo is not None:
         return Pred("AtLeast", tuple(_lits(k, lo, x))), k, lambda: f"{lo} ≤ {x}"

@@ -91,6 +91,11 @@ _LOG5 = {5**b: b for b in range(80)}
 _POW10 = [10**k for k in range(80)]
 
 
+def pow10(k: int) -> int:
+    """10**k for k ≥ 0, from a table for the usual scales (reads are bounded, so k stays within a few hundred)."""
+    return _POW10[k] if k < 80 else int(10**k)
+
+
 def _scaled_from_ratio(value: Decimal) -> Scaled | None:
     try:
         n, d = value.as_integer_ratio()
@@ -103,7 +108,7 @@ def _scaled_from_ratio(value: Decimal) -> Scaled | None:
     if fives is None:
         return scaled_from_decimal(value)
     k = twos if twos > fives else fives
-    return Scaled(n * (_POW10[k] // d), k)
+    return Scaled(n * (pow10(k) // d), k)
 
 
 def to_scaled(value: Any) -> Scaled | None:
