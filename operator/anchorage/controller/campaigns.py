@@ -283,10 +283,8 @@ def snapshot(body: kopf.Body, index: kopf.Index[tuple[str | None, str], TrialSta
     return tuple(index.get((meta["namespace"], meta["name"]), ()))
 
 
-async def _pass(body: kopf.Body, status: kopf.Status, index: kopf.Index[tuple[str | None, str], TrialState]
-                ) -> dict[str, Any]:
-    """A pass (:func:`reconcile`) in the passes' thread over the index as it is now (:func:`snapshot`)."""
-    states = snapshot(body, index)
+async def _pass(body: kopf.Body, status: kopf.Status, states: Sequence[TrialState]) -> dict[str, Any]:
+    """A pass (:func:`reconcile`) in the passes' thread over ``states`` (the campaign's :func:`snapshot`)."""
     return await asyncio.get_running_loop().run_in_executor(_PASSES, reconcile, body, status, states)
 
 
@@ -434,7 +432,8 @@ async def start(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwarg
 
     Async, so the index is copied in the event loop (:func:`snapshot`); the pass itself runs in its own thread."""
     if status.get("phase") != "Succeeded" or status.get("observedGeneration") != body["metadata"].get("generation"):
-        patch.setdefault("status", {}).update(await _pass(body, status, kwargs["trials_by_campaign"]))
+        states = snapshot(body, kwargs["trials_by_campaign"])
+        patch.setdefault("status", {}).update(await _pass(body, status, states))
 
 
 @kopf.timer(API_GROUP, API_VERSION, "verificationcampaigns", interval=INTERVAL,
@@ -447,7 +446,7 @@ async def tick(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwargs
     seen = (meta.get("resourceVersion"), tuple((s.name, s.phase, s.done, s.cost, s.unmetered) for s in states))
     if _IDLE.get(meta["uid"]) == seen and time.monotonic() - _LAST_SWEEP.get(meta["uid"], 0.0) < SWEEP_SEC:
         return  # nothing changed since a pass that had nothing to do, and no sweep is due: the same pass again
-    update = await asyncio.get_running_loop().run_in_executor(_PASSES, reconcile, body, status, states)
+    update = await _pass(body, status, states)
     if update:
         _IDLE.pop(meta["uid"], None)
         patch.setdefault("status", {}).update(update)
