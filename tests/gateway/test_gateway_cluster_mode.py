@@ -96,7 +96,7 @@ def test_unreachable_upstream_is_retried_then_reported(gateway_factory: Any, ups
     status, body = call(gateway.url + "/v1/chat/completions", method="POST",
                         token=gateway.issue_token("trial-a"), body=CHAT)
     assert status == 502 and body["error"]["attempts"] == 2 and body["error"]["last_status"] is None
-    assert "Client" in body["error"]["message"]  # the connection error's type is named
+    assert "UpstreamConnectError" in body["error"]["message"]  # the connection error's type is named
     assert gateway.usage("trial-a").errors == 1
 
 

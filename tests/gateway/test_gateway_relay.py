@@ -115,14 +115,6 @@ async def test_a_client_reading_slower_than_the_upstream_gets_every_byte(gateway
     assert (usage.requests, usage.errors, usage.input_tokens, usage.reasoning_tokens) == (1, 0, 1000, 200)
 
 
-async def test_the_plain_relay_still_serves_when_the_push_relay_cannot(gateway_factory: Any, scripted: Any,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from anchorage.gateway.relay import PushRelay
-
-    monkeypatch.setattr(PushRelay, "usable", staticmethod(lambda *_: False))
-    await test_a_chunk_in_the_middle_of_a_stream_is_not_held_back(gateway_factory, scripted)
-
-
 async def test_an_http10_client_gets_the_stream_unframed(gateway_factory: Any, scripted: Any) -> None:
     upstream = scripted(frames=30, size=100)
     gateway = gateway_factory(upstream)

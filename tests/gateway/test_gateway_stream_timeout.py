@@ -66,23 +66,20 @@ async def test_a_slow_but_steady_stream_is_not_broken_off(stalling: tuple[Any, G
     assert usage.requests == 1 and usage.errors == 0 and usage.output_tokens > 0
 
 
-async def test_idle_watch_fails_a_reader_only_after_it_went_quiet() -> None:
-    """The watch itself (the gateway test above may be ended by aiohttp's own first-chunk timer)."""
-    from types import SimpleNamespace
-    from unittest import mock
+async def test_idle_watch_fires_only_after_the_counter_stood_still_for_the_timeout() -> None:
+    """The watch itself (the gateway test above also covers the wait for the answer's head)."""
+    from anchorage.gateway.upstream import IdleWatch
 
-    from anchorage.gateway.relay import IdleWatch
-
-    reader = aiohttp.StreamReader(mock.Mock(_reading_paused=False), 2**16, loop=asyncio.get_running_loop())
-    watch = IdleWatch(SimpleNamespace(content=reader, connection=None), TIMEOUT)  # type: ignore[arg-type]
+    loop = asyncio.get_running_loop()
+    received, fired = [0], loop.create_future()
+    watch = IdleWatch(loop, lambda: received[0], TIMEOUT, lambda: fired.set_result(time.monotonic()))
     try:
         for _ in range(12):  # 1.5 timeouts of steady data
-            reader.feed_data(b"data: {}\n\n")
-            assert await reader.readany() == b"data: {}\n\n"
+            received[0] += 10
             await asyncio.sleep(TIMEOUT / 8)
+        assert not fired.done()
         start = time.monotonic()
-        with pytest.raises(aiohttp.SocketTimeoutError, match="timeout_seconds"):
-            await asyncio.wait_for(reader.readany(), timeout=10)
-        assert TIMEOUT * 0.7 <= time.monotonic() - start <= TIMEOUT * 1.25 + 2.0
+        ended = await asyncio.wait_for(fired, timeout=10)
+        assert TIMEOUT * 0.7 <= ended - start <= TIMEOUT * 1.25 + 2.0
     finally:
         watch.cancel()

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import logging
 import math
 import time
@@ -49,10 +48,11 @@ from anchorage.gateway import fastjson
 from anchorage.gateway.config import GatewayConfig, UpstreamConfig
 from anchorage.gateway.estimates import Estimate, estimate
 from anchorage.gateway.ledger import Ledger, TrialAccount, Unmetered
-from anchorage.gateway.relay import IdleWatch, PushRelay
+from anchorage.gateway.relay import PushRelay
 from anchorage.gateway.retrying import retry_delay
 from anchorage.gateway.tokens import TokenClaims
 from anchorage.gateway.transcripts import Transcripts, body_for_transcript
+from anchorage.gateway.upstream import UpstreamError, UpstreamPool, UpstreamResponse, header_lines, request_head
 from anchorage.gateway.usage import StreamUsage, UsageStripper, counts_from_body
 
 log = logging.getLogger("anchorage.gateway")
@@ -61,8 +61,7 @@ PASSED_REQUEST_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta", 
 DROPPED_RESPONSE_HEADERS = frozenset(
     {"content-length", "transfer-encoding", "content-encoding", "connection", "keep-alive", "date", "server"}
 )
-LARGE_BODY = 512 * 1024
-SESSION_KEY: web.AppKey[aiohttp.ClientSession] = web.AppKey("session", aiohttp.ClientSession)
+POOL_KEY: web.AppKey[UpstreamPool] = web.AppKey("upstream_pool", UpstreamPool)
 ROUTES_KEPT = 1024  # (model, API) pairs whose upstream was looked up
 #: Upstream answers to count_tokens that mean "no such route here": the gateway estimates instead.
 NO_COUNT_ROUTE = frozenset({404, 405, 501})
@@ -117,8 +116,7 @@ class GatewayApp:
         self.config = config
         self.ledger = ledger
         self.transcripts = transcripts
-        self._timeouts: dict[tuple[str, float], aiohttp.ClientTimeout] = {}
-        self._headers: dict[str, dict[str, str]] = {}  # upstream name -> its provider headers
+        self._headers: dict[str, tuple[bytes, bytes]] = {}  # upstream name -> its provider header lines
         self._routes: dict[tuple[str, str], UpstreamConfig | None] = {}  # (model, api) -> its upstream
 
     # ----- the two applications -----------------------------------------------------------------
@@ -138,13 +136,14 @@ class GatewayApp:
         return app
 
     async def _session(self, app: web.Application) -> Any:
-        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-        # No cookie jar: a provider's Set-Cookie must not follow one trial's requests into another's (and the
-        # jar's filtering and updating cost CPU on every request).
-        async with aiohttp.ClientSession(connector=connector, auto_decompress=False,
-                                         cookie_jar=aiohttp.DummyCookieJar()) as session:
-            app[SESSION_KEY] = session
+        # The gateway's own client (anchorage.gateway.upstream): no cookie jar (a provider's Set-Cookie never
+        # follows one trial's requests into another's), no decompression, keep-alive per upstream.
+        pool = UpstreamPool()
+        app[POOL_KEY] = pool
+        try:
             yield
+        finally:
+            await pool.close()
 
     # ----- small routes -------------------------------------------------------------------------
 
@@ -281,64 +280,73 @@ class GatewayApp:
 
     async def _answer(self, request: web.Request, call: Call) -> web.StreamResponse:
         try:
-            upstream_response = await self._send_with_retries(request.app[SESSION_KEY], request, call)
+            upstream_response = await self._send_with_retries(request.app[POOL_KEY], request, call)
         except Exhausted as exc:
             self._finish(call, None, 502, error=True)
             await self._durable()
             return error_response(502, "upstream_retries_exhausted", exc.message,
                                   attempts=exc.attempts, last_status=exc.last_status)
         call.status = upstream_response.status
-        async with upstream_response:
-            if "text/event-stream" in upstream_response.headers.get("Content-Type", ""):
+        try:
+            if "text/event-stream" in (upstream_response.header("content-type") or ""):
                 return await self._relay_stream(request, call, upstream_response)
             return await self._relay_body(call, upstream_response)
+        finally:
+            upstream_response.close()
 
-    def _upstream_headers(self, request: web.Request, upstream: UpstreamConfig) -> dict[str, str]:
-        headers = dict(self._provider_headers(upstream))
-        for name in PASSED_REQUEST_HEADERS:
-            if name in request.headers:
-                headers[name] = request.headers[name]
-        return headers
+    def _upstream_headers(self, request: web.Request, upstream: UpstreamConfig) -> bytes:
+        """The header lines of a request to ``upstream``: the provider's and those passed from the client."""
+        lines, default_version = self._provider_headers(upstream)
+        headers = request.headers
+        passed = [(name, headers[name]) for name in PASSED_REQUEST_HEADERS if name in headers]
+        if not passed:
+            return lines + default_version
+        if default_version and "anthropic-version" not in headers:
+            lines += default_version
+        return lines + header_lines(passed)
 
-    def _provider_headers(self, upstream: UpstreamConfig) -> dict[str, str]:
-        """The headers every request to ``upstream`` carries, its key included (made once per upstream)."""
+    def _provider_headers(self, upstream: UpstreamConfig) -> tuple[bytes, bytes]:
+        """The header lines every request to ``upstream`` carries, its key included, and its default
+        ``anthropic-version`` line (a client's version replaces it); made once per upstream."""
         found = self._headers.get(upstream.name)
         if found is None:
-            found = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+            headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+            version = b""
             key = upstream.key()
             if key is not None and upstream.api == "anthropic":
-                found |= {"x-api-key": key, "anthropic-version": "2023-06-01"}  # a client's version replaces it
+                headers["x-api-key"] = key
+                version = b"anthropic-version: 2023-06-01\r\n"
             elif key is not None:
-                found["Authorization"] = f"Bearer {key}"
+                headers["Authorization"] = f"Bearer {key}"
+            found = (header_lines(headers), version)
             self._headers[upstream.name] = found
         return found
 
-    async def _send_with_retries(self, session: aiohttp.ClientSession, request: web.Request,
-                                 call: Call) -> aiohttp.ClientResponse:
+    async def _send_with_retries(self, pool: UpstreamPool, request: web.Request, call: Call) -> UpstreamResponse:
         """The first acceptable upstream response, or :class:`Exhausted`."""
         retry = self.config.retry
-        url = call.upstream.base_url + request.raw_path  # the path and query string as the client sent them
-        headers = self._upstream_headers(request, call.upstream)
-        timeout = self._timeout(call.upstream)
+        origin = pool.origin(call.upstream.base_url)
+        # the path and query string as the client sent them
+        head = request_head(b"POST", origin, request.raw_path.encode("latin-1"),
+                            self._upstream_headers(request, call.upstream), len(call.body))
+        timeout = call.upstream.timeout_seconds
         deadline = time.monotonic() + retry.max_total_seconds
         failures: list[str] = []
         last_status: int | None = None
         for attempt in range(1, retry.max_attempts + 1):
             try:
-                # large bodies as a stream: aiohttp warns that raw bytes that big block the loop
-                data = io.BytesIO(call.body) if len(call.body) > LARGE_BODY else call.body
-                response = await session.post(url, data=data, headers=headers, timeout=timeout)
-            except (TimeoutError, aiohttp.ClientConnectionError) as exc:
+                response = await pool.request(origin, head, call.body, read_timeout=timeout)
+                if response.status in retry.retry_statuses:
+                    body = await response.read()
+            except UpstreamError as exc:
                 failures.append(type(exc).__name__)
                 cause, delay = "connection", retry_delay(attempt, {}, b"", retry)
             else:
                 if response.status not in retry.retry_statuses:
                     return response
-                body = await response.read()
-                response.release()
                 last_status = response.status
                 failures.append(str(response.status))
-                cause, delay = str(response.status), retry_delay(attempt, response.headers, body, retry)
+                cause, delay = str(response.status), retry_delay(attempt, response.header_map(), body, retry)
             remaining = deadline - time.monotonic()
             if attempt == retry.max_attempts or delay > remaining:
                 why = ("attempts used up" if attempt == retry.max_attempts else
@@ -352,26 +360,25 @@ class GatewayApp:
             await asyncio.sleep(delay)
         raise AssertionError("unreachable: the loop returns or raises")
 
-    def _timeout(self, upstream: UpstreamConfig) -> aiohttp.ClientTimeout:
-        """The upstream's read timeout (made once per upstream: it is immutable)."""
-        key = (upstream.name, upstream.timeout_seconds)
-        timeout = self._timeouts.get(key)
-        if timeout is None:
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=upstream.timeout_seconds)
-            self._timeouts[key] = timeout
-        return timeout
-
     @staticmethod
-    def _response_headers(upstream_response: aiohttp.ClientResponse, call: Call) -> CIMultiDict[str]:
+    def _response_headers(upstream_response: UpstreamResponse, call: Call | None = None) -> CIMultiDict[str]:
         """The upstream's headers (repeated ones kept) but those of its own connection and framing."""
-        headers = CIMultiDict(upstream_response.headers)
-        for name in DROPPED_RESPONSE_HEADERS:
-            headers.popall(name, None)
-        headers["x-anchorage-attempts"] = str(call.retries + 1)
+        headers: CIMultiDict[str] = CIMultiDict()
+        for name, value in upstream_response.headers:
+            text = name.decode("latin-1")
+            if text.lower() not in DROPPED_RESPONSE_HEADERS:
+                headers.add(text, value.decode("latin-1"))
+        if call is not None:
+            headers["x-anchorage-attempts"] = str(call.retries + 1)
         return headers
 
-    async def _relay_body(self, call: Call, upstream_response: aiohttp.ClientResponse) -> web.Response:
-        body = await upstream_response.read()
+    async def _relay_body(self, call: Call, upstream_response: UpstreamResponse) -> web.Response:
+        try:
+            body = await upstream_response.read()
+        except UpstreamError as exc:
+            self._finish(call, None, 502, error=True)
+            await self._durable()
+            return error_response(502, "upstream_broken", f"upstream {call.upstream.name!r} broke its answer off: {exc}")
         status = upstream_response.status
         counts = None
         if status < 400:
@@ -389,7 +396,7 @@ class GatewayApp:
         return web.Response(body=body, status=status, headers=self._response_headers(upstream_response, call))
 
     async def _relay_stream(self, request: web.Request, call: Call,
-                            upstream_response: aiohttp.ClientResponse) -> web.StreamResponse:
+                            upstream_response: UpstreamResponse) -> web.StreamResponse:
         response = web.StreamResponse(status=upstream_response.status,
                                       headers=self._response_headers(upstream_response, call))
         if request.version == aiohttp.HttpVersion11:
@@ -402,22 +409,16 @@ class GatewayApp:
         tap = self._tap(call, feed)
         error, gone, why = upstream_response.status >= 400, False, "the upstream's stream ended without its usage"
         try:
-            await response.prepare(request)
-            # The first chunk goes through aiohttp (its sock_read timer covers the wait; the headers
-            # go out with it), the rest through the push relay, or this loop when it cannot be used.
-            first = await upstream_response.content.readany()
-            await response.write(tap(first))
-            if first and PushRelay.usable(upstream_response, request.transport):
-                assert request.transport is not None
-                await PushRelay(upstream_response, request.transport, chunked=response.chunked, feed=tap,
-                                timeout=call.upstream.timeout_seconds).run()
-            elif first:
-                await self._relay_loop(upstream_response, response, tap, call.upstream.timeout_seconds)
+            await response.prepare(request)  # (a StreamResponse sends its headers at once)
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                raise ConnectionResetError("the client left before the stream began")
+            await PushRelay(upstream_response, transport, chunked=response.chunked, feed=tap).run()
             if stripper is not None:
                 await response.write(tap(stripper.finish()))
         except ConnectionResetError:  # the relay's ClientGone, aiohttp's ClientConnectionResetError: the client left
             gone = True
-        except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+        except UpstreamError as exc:
             error, why = True, f"the upstream's stream broke ({type(exc).__name__}) before its usage"
             log.warning("trial %s: stream ended early (%s)", call.account.trial_id, type(exc).__name__)
             upstream_response.close()
@@ -453,39 +454,30 @@ class GatewayApp:
 
         return tap
 
-    async def _drain(self, call: Call, upstream_response: aiohttp.ClientResponse, reader: StreamUsage,
+    async def _drain(self, call: Call, upstream_response: UpstreamResponse, reader: StreamUsage,
                      feed: Callable[[bytes], bytes]) -> str:
         """The client left mid-stream: read on (bounded) until the upstream reports usage. Returns why the
         request is unmetered if it still is."""
         log.info("trial %s: client went away mid-stream; reading the upstream on for its usage", call.account.trial_id)
         seconds, limit = self.config.disconnect_drain_seconds, self.config.disconnect_drain_bytes
         read = 0
+
+        def sink(chunk: bytes) -> None:
+            nonlocal read
+            read += len(chunk)
+            feed(chunk)  # (what it returns was for the client)
+            if reader.complete or read > limit:
+                upstream_response.detach()
+
+        upstream_response.resume_reading()  # (a relay paused for a slow client may have paused it)
         try:
             async with asyncio.timeout(seconds):
-                while not reader.complete and read <= limit:
-                    chunk = await upstream_response.content.readany()
-                    if not chunk:
-                        break
-                    read += len(chunk)
-                    feed(chunk)  # (what it returns was for the client)
-        except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError):
+                await upstream_response.attach(sink)
+        except (TimeoutError, UpstreamError):
             pass
-        if not upstream_response.content.is_eof():
-            upstream_response.close()
+        upstream_response.close()
         return (f"the client left mid-stream and the upstream reported no usage within {seconds:g} s / "
                 f"{limit} bytes of reading on")
-
-    @staticmethod
-    async def _relay_loop(upstream_response: aiohttp.ClientResponse, response: web.StreamResponse,
-                          feed: Callable[[bytes], bytes], timeout: float) -> None:
-        """The plain relay (one read, one usage scan, one write per chunk), when the push relay cannot run."""
-        read, write = upstream_response.content.readany, response.write
-        watch = IdleWatch(upstream_response, timeout)
-        try:
-            while chunk := await read():
-                await write(feed(chunk))
-        finally:
-            watch.cancel()
 
     async def _durable(self) -> None:
         """Wait until the ledger's journal has what was recorded so far (no-op without a journal)."""
@@ -552,21 +544,23 @@ class GatewayApp:
             return error_response(400, "invalid_request", "the body must be a JSON object with a string 'model'")
         upstream = self.config.upstream_for(parsed[1], "anthropic")
         if upstream is not None:
+            pool = request.app[POOL_KEY]
+            origin = pool.origin(upstream.base_url)
+            head = request_head(b"POST", origin, request.raw_path.encode("latin-1"),
+                                self._upstream_headers(request, upstream), len(raw))
+            answer: UpstreamResponse | None = None
             try:
-                async with request.app[SESSION_KEY].post(
-                        upstream.base_url + request.raw_path, data=raw, headers=self._upstream_headers(request, upstream),
-                        timeout=self._timeout(upstream)) as answer:
-                    if answer.status not in NO_COUNT_ROUTE:
-                        metrics.GATEWAY_REQUESTS.labels("count_tokens", metrics.model_label(parsed[1]),
-                                                        str(answer.status)).inc()
-                        return web.Response(body=await answer.read(), status=answer.status,
-                                            headers=self._passed(answer))
-            except (TimeoutError, aiohttp.ClientConnectionError):
+                answer = await pool.request(origin, head, raw, read_timeout=upstream.timeout_seconds)
+                if answer.status not in NO_COUNT_ROUTE:
+                    body = await answer.read()
+                    metrics.GATEWAY_REQUESTS.labels("count_tokens", metrics.model_label(parsed[1]),
+                                                    str(answer.status)).inc()
+                    return web.Response(body=body, status=answer.status, headers=self._response_headers(answer))
+            except UpstreamError:
                 pass
+            finally:
+                if answer is not None:
+                    answer.close()
         metrics.GATEWAY_REQUESTS.labels("count_tokens", metrics.model_label(parsed[1]), "200").inc()
         estimated = math.ceil(len(raw) / 4)  # the common ~4 bytes per token of text: an estimate, said so
         return web.json_response({"input_tokens": estimated}, headers={"x-anchorage-estimated": "1"})
-
-    @staticmethod
-    def _passed(answer: aiohttp.ClientResponse) -> dict[str, str]:
-        return {k: v for k, v in answer.headers.items() if k.lower() not in DROPPED_RESPONSE_HEADERS}
