@@ -33,9 +33,10 @@ Definitions (all per concurrency, the median over ``--rounds`` rounds):
 Before/after in one run: ``--before COMMIT`` (or a directory holding a complete older tree, e.g. made by
 ``git worktree add DIR COMMIT``) runs that tree's gateway as one more target — in its own process with its
 own ``operator/`` on the import path, against the same mock, from the same client, with the same pinning.
-The *floor* target (leave it out with ``--no-floor``) is a bare pass-through proxy on the gateway's stack
-(aiohttp server, one aiohttp ClientSession, uvloop; no token, parsing, metering or retries; streams relayed
-with ``iter_any`` + ``write``): what the stack itself costs, so whether a goal is reachable on it at all;
+The *floor* target (leave it out with ``--no-floor``) is a bare pass-through proxy on aiohttp, the gateway's
+stack until it got its own HTTP server and client (aiohttp server, one aiohttp ClientSession, uvloop; no
+token, parsing, metering or retries; streams relayed with ``iter_any`` + ``write``): what that stack itself
+costs, so whether a goal is reachable on it at all;
 *floor-tcp* is lower still: a byte pipe on uvloop (one upstream connection per client connection, no HTTP
 parsing at all), what any user-space proxy written in Python pays here for the syscalls and the loop.
 The mock and the client run on asyncio's loop; the gateway on its own choice (uvloop when importable,
@@ -96,9 +97,9 @@ def serve_mock(port: int, chunks: int, chunk_delay: float) -> None:
 
 
 def serve_floor(port: int, upstream: str) -> None:
-    """The floor: a bare pass-through proxy on the gateway's stack (aiohttp server, one ClientSession, uvloop)
-    — no token, no parsing, no metering, no retries; streams relayed with ``iter_any`` + ``write``. What is
-    left of the gateway's cost when everything the gateway adds is taken away."""
+    """The floor: a bare pass-through proxy on aiohttp (server, one ClientSession, uvloop) — the gateway's
+    stack until it got its own HTTP server and client — with no token, no parsing, no metering, no retries;
+    streams relayed with ``iter_any`` + ``write``. What that stack costs before a proxy does anything."""
     import aiohttp
     from aiohttp import web
 

@@ -1,11 +1,12 @@
-"""Run aiohttp applications in a background thread with their own event loop; the Gateway handle.
+"""Run servers (aiohttp applications or the gateway's own HTTP server) in a background thread with their own
+event loop; the Gateway handle.
 
 :func:`start_gateway` is what the local engine calls: it returns a :class:`Gateway` whose methods
 (``issue_token``, ``usage``, ``transcript``, ``revoke``, ``stop``) are safe to call from the engine's
 thread. :class:`BackgroundServer` is shared with the mock upstream (``anchorage.gateway.mock``), tests,
 the benchmark and ``anchorage gateway`` (which waits in the foreground for a signal). The gateway serves
-two applications on one loop: the model API (TCP and/or unix socket) and, with ``admin_port``, the
-admin API on a listener of its own.
+two things on one loop: the model API (:class:`anchorage.gateway.http.HttpServer`, TCP and/or unix socket)
+and, with ``admin_port``, the admin API (an aiohttp application) on a listener of its own.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from anchorage.costs import PriceSnapshot, Usage, default_snapshot_path
 from anchorage.errors import InfrastructureError, InputError
 from anchorage.gateway.admin import AdminApp
 from anchorage.gateway.config import GatewayConfig
+from anchorage.gateway.http import HttpServer
 from anchorage.gateway.journal import Journal
 from anchorage.gateway.ledger import Ledger
 from anchorage.gateway.server import GatewayApp
@@ -53,19 +55,22 @@ def new_event_loop(*, prefer_uvloop: bool = True) -> asyncio.AbstractEventLoop:
 
 
 class BackgroundServer:
-    """One aiohttp app served on TCP and/or a unix socket from a daemon thread (plus, optionally, more apps
-    on TCP listeners of their own: ``more`` = ``[(app, host, port)]``, their bound ports in ``more_ports``).
+    """One aiohttp app (or the gateway's :class:`HttpServer`) served on TCP and/or a unix socket from a daemon
+    thread (plus, optionally, more aiohttp apps on TCP listeners of their own: ``more`` = ``[(app, host,
+    port)]``, their bound ports in ``more_ports``).
 
     ``uvloop``: run it on uvloop when importable (the gateway does; mocks and other test servers keep asyncio's loop).
     """
 
-    def __init__(self, app: web.Application, *, host: str | None = "127.0.0.1", port: int = 0,
+    def __init__(self, app: web.Application | HttpServer, *, host: str | None = "127.0.0.1", port: int = 0,
                  unix_socket: Path | None = None, name: str = "aiohttp", uvloop: bool = False,
                  more: Sequence[tuple[web.Application, str, int]] = ()) -> None:
         self._app = app
         self._host, self._port, self._unix_socket = host, port, unix_socket
         self._loop = new_event_loop(prefer_uvloop=uvloop)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._http = app if isinstance(app, HttpServer) else None
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False) if isinstance(app, web.Application) \
+            else None
         self._more = [(web.AppRunner(extra, access_log=None, handle_signals=False), extra_host, extra_port)
                       for extra, extra_host, extra_port in more]
         self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
@@ -92,16 +97,24 @@ class BackgroundServer:
         return " and ".join(x for x in (tcp, str(self._unix_socket or "")) if x)
 
     async def _start(self) -> None:
-        await self._runner.setup()
+        if self._runner is not None:
+            await self._runner.setup()
         if self._host is not None:
-            site = web.TCPSite(self._runner, self._host, self._port, backlog=1024)
-            await site.start()
-            self.port = int(self._runner.addresses[0][1])
+            if self._http is not None:
+                self.port = await self._http.start_tcp(self._host, self._port, backlog=1024)
+            else:
+                assert self._runner is not None
+                await web.TCPSite(self._runner, self._host, self._port, backlog=1024).start()
+                self.port = int(self._runner.addresses[0][1])
         if self._unix_socket is not None:
             self._unix_socket.parent.mkdir(parents=True, exist_ok=True)
             if self._unix_socket.is_socket():
                 self._unix_socket.unlink()
-            await web.UnixSite(self._runner, str(self._unix_socket)).start()
+            if self._http is not None:
+                await self._http.start_unix(self._unix_socket)
+            else:
+                assert self._runner is not None
+                await web.UnixSite(self._runner, str(self._unix_socket)).start()
         for runner, host, port in self._more:
             await runner.setup()
             await web.TCPSite(runner, host, port).start()
@@ -123,7 +136,9 @@ class BackgroundServer:
         try:
             for runner, _host, _port in self._more:
                 asyncio.run_coroutine_threadsafe(runner.cleanup(), self._loop).result(timeout)
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout)
+            main = self._http.close() if self._http is not None else self._runner.cleanup() if self._runner else None
+            if main is not None:
+                asyncio.run_coroutine_threadsafe(main, self._loop).result(timeout)
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout)
@@ -236,7 +251,7 @@ def _admin_token(config: GatewayConfig) -> str | None:
 class Built:
     """What :func:`build` made: the model API, the admin API, the ledger, the transcripts."""
 
-    app: web.Application
+    app: HttpServer
     admin: web.Application
     ledger: Ledger
     transcripts: Transcripts | None
@@ -252,7 +267,8 @@ def _transcripts(config: GatewayConfig, secrets: list[str]) -> Transcripts | Non
 
 
 def build(config: GatewayConfig) -> Built:
-    """The gateway's aiohttp applications and its ledger (keys are checked here, before listening)."""
+    """The gateway's model API server, its admin application and its ledger (keys are checked here, before
+    listening)."""
     keys = [key for upstream in config.upstreams if (key := upstream.key()) is not None]
     snapshot = PriceSnapshot.load(config.prices or default_snapshot_path())
     metrics.allow_models([*snapshot.models, *snapshot.aliases])
@@ -271,7 +287,7 @@ def build(config: GatewayConfig) -> Built:
     return Built(GatewayApp(config, ledger, transcripts).build(), admin.build(), ledger, transcripts)
 
 
-def build_app(config: GatewayConfig) -> tuple[web.Application, Ledger]:
+def build_app(config: GatewayConfig) -> tuple[HttpServer, Ledger]:
     """The model API and the ledger only (the benchmark serves just that)."""
     built = build(config)
     return built.app, built.ledger

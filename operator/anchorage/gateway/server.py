@@ -1,9 +1,10 @@
-"""The gateway's model API: the aiohttp application agents call (its admin API is :mod:`anchorage.gateway.admin`).
+"""The gateway's model API: the request handlers agents reach (its admin API is :mod:`anchorage.gateway.admin`).
 
-Built by :func:`anchorage.gateway.running.build` (and ``anchorage gateway``), served on the TCP port and/or
-the unix socket agents use. It serves the model routes only, and every route wants a valid trial token —
-unknown paths and ``/metrics`` included (401 without one, 404 with one); ``HEAD /`` alone answers 200 with
-no body (clients probe the base URL). One model request:
+Built by :func:`anchorage.gateway.running.build` (and ``anchorage gateway``), served by the gateway's own
+HTTP/1.1 server (:mod:`anchorage.gateway.http`) on the TCP port and/or the unix socket agents use, and
+forwarded by its own upstream client (:mod:`anchorage.gateway.upstream`). It serves the model routes only,
+and every route wants a valid trial token — unknown paths and ``/metrics`` included (401 without one, 404
+with one); ``HEAD /`` alone answers 200 with no body (clients probe the base URL). One model request:
 
 1. the bearer token (``Authorization: Bearer`` or Anthropic's ``x-api-key``) names a trial and has not
    expired or been revoked, else 401 (it never reaches an upstream);
@@ -30,7 +31,6 @@ codex then use HTTP at once). Prompts, replies and keys are never logged unless 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
@@ -38,17 +38,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 from aiohttp import web
-from multidict import CIMultiDict
 
 from anchorage import metrics
 from anchorage.costs import TokenCounts
 from anchorage.gateway import fastjson
 from anchorage.gateway.config import GatewayConfig, UpstreamConfig
 from anchorage.gateway.estimates import Estimate, estimate
+from anchorage.gateway.http import HttpServer, Reply, Request, json_reply
 from anchorage.gateway.ledger import Ledger, TrialAccount, Unmetered
-from anchorage.gateway.relay import PushRelay
+from anchorage.gateway.relay import ClientGone, PushRelay
 from anchorage.gateway.retrying import retry_delay
 from anchorage.gateway.tokens import TokenClaims
 from anchorage.gateway.transcripts import Transcripts, body_for_transcript
@@ -57,23 +56,36 @@ from anchorage.gateway.usage import StreamUsage, UsageStripper, counts_from_body
 
 log = logging.getLogger("anchorage.gateway")
 
-PASSED_REQUEST_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta", "accept")
+PASSED_REQUEST_HEADERS = (b"anthropic-version", b"anthropic-beta", b"openai-beta", b"accept")
+#: The upstream's own connection and framing headers (the gateway frames its answer itself); content-encoding
+#: is dropped as well: answers are asked for and passed on unencoded (``Accept-Encoding: identity``).
 DROPPED_RESPONSE_HEADERS = frozenset(
-    {"content-length", "transfer-encoding", "content-encoding", "connection", "keep-alive", "date", "server"}
+    {b"content-length", b"transfer-encoding", b"content-encoding", b"connection", b"keep-alive", b"date", b"server"}
 )
-POOL_KEY: web.AppKey[UpstreamPool] = web.AppKey("upstream_pool", UpstreamPool)
+MAX_BODY = 64 * 1024 * 1024
 ROUTES_KEPT = 1024  # (model, API) pairs whose upstream was looked up
 #: Upstream answers to count_tokens that mean "no such route here": the gateway estimates instead.
 NO_COUNT_ROUTE = frozenset({404, 405, 501})
 
 
-def error_response(status: int, kind: str, message: str, **extra: Any) -> web.Response:
-    """An OpenAI-shaped JSON error (``{"error": {"type", "message", ...}}``) from the gateway itself."""
+def _error(kind: str, message: str, extra: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     body = {"error": {"type": kind, "message": message, "source": "anchorage-gateway", **extra}}
     headers = {"x-anchorage-gateway-error": kind}
     if "retry_after" in extra and extra["retry_after"] is not None:
         headers["Retry-After"] = str(max(1, round(extra["retry_after"])))
+    return body, headers
+
+
+def error_response(status: int, kind: str, message: str, **extra: Any) -> web.Response:
+    """An OpenAI-shaped JSON error (``{"error": {"type", "message", ...}}``) from the gateway's admin API."""
+    body, headers = _error(kind, message, extra)
     return web.json_response(body, status=status, headers=headers)
+
+
+def error_reply(status: int, kind: str, message: str, *, close: bool = False, **extra: Any) -> Reply:
+    """The same error as an answer of the model API's server."""
+    body, headers = _error(kind, message, extra)
+    return json_reply(status, body, header_lines(headers), close=close)
 
 
 @dataclass
@@ -118,56 +130,66 @@ class GatewayApp:
         self.transcripts = transcripts
         self._headers: dict[str, tuple[bytes, bytes]] = {}  # upstream name -> its provider header lines
         self._routes: dict[tuple[str, str], UpstreamConfig | None] = {}  # (model, api) -> its upstream
+        self._pool: UpstreamPool | None = None
+        self._forwarded = {"/v1/chat/completions": ("chat", "openai"), "/v1/responses": ("responses", "openai"),
+                           "/v1/messages": ("messages", "anthropic")}
 
-    # ----- the two applications -----------------------------------------------------------------
+    # ----- the server and its routes ---------------------------------------------------------------
 
-    def build(self) -> web.Application:
-        """The model API (what agents reach)."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._handler("chat", "openai"))
-        app.router.add_post("/v1/responses", self._handler("responses", "openai"))
-        app.router.add_get("/v1/responses", self.websocket_refused, allow_head=False)
-        app.router.add_post("/v1/messages/count_tokens", self.count_tokens)
-        app.router.add_post("/v1/messages", self._handler("messages", "anthropic"))
-        app.router.add_get("/v1/models", self.models)
-        app.router.add_route("HEAD", "/", self.probe)
-        app.router.add_route("*", "/{tail:.*}", self.not_a_model_route)
-        app.cleanup_ctx.append(self._session)
-        return app
+    def build(self) -> HttpServer:
+        """The model API's server (what agents reach); ``start_tcp`` / ``start_unix`` it on the gateway's loop."""
+        return HttpServer(self.dispatch, max_body=MAX_BODY, on_close=self.close)
 
-    async def _session(self, app: web.Application) -> Any:
-        # The gateway's own client (anchorage.gateway.upstream): no cookie jar (a provider's Set-Cookie never
-        # follows one trial's requests into another's), no decompression, keep-alive per upstream.
-        pool = UpstreamPool()
-        app[POOL_KEY] = pool
-        try:
-            yield
-        finally:
-            await pool.close()
+    @property
+    def pool(self) -> UpstreamPool:
+        """The upstream connections (made on first use, on the serving loop)."""
+        if self._pool is None:
+            self._pool = UpstreamPool()
+        return self._pool
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+
+    async def dispatch(self, request: Request) -> Reply | None:
+        """The route of ``request`` (by method and path; anything else is 404 behind the token check)."""
+        method, path = request.method, request.path
+        if method == "POST":
+            route = self._forwarded.get(path)
+            if route is not None:
+                return await self.forward(request, *route)
+            if path == "/v1/messages/count_tokens":
+                return await self.count_tokens(request)
+        elif method == "GET" and path == "/v1/responses":
+            return self.websocket_refused(request)
+        elif method in ("GET", "HEAD") and path == "/v1/models":
+            return self.models(request)
+        elif method == "HEAD" and path == "/":
+            return self.probe(request)
+        return self.not_a_model_route(request)
 
     # ----- small routes -------------------------------------------------------------------------
 
-    async def probe(self, request: web.Request) -> web.Response:
+    @staticmethod
+    def probe(request: Request) -> Reply:
         """``HEAD /``: clients check the base URL answers; nothing is said but that it does."""
-        return web.Response(status=200)
+        return Reply(200)
 
-    async def not_a_model_route(self, request: web.Request) -> web.Response:
+    def not_a_model_route(self, request: Request) -> Reply:
         if self._auth(request) is None:
             return self._unauthorized(request)
-        return error_response(404, "not_found", f"{request.method} {request.path} is not a model API route of "
-                              "this gateway", hint="POST /v1/chat/completions, /v1/responses or /v1/messages")
+        return error_reply(404, "not_found", f"{request.method} {request.path} is not a model API route of "
+                           "this gateway", hint="POST /v1/chat/completions, /v1/responses or /v1/messages")
 
-    async def websocket_refused(self, request: web.Request) -> web.Response:
+    def websocket_refused(self, request: Request) -> Reply:
         """A WebSocket upgrade (or GET) of /v1/responses: 426, so clients use HTTP POST at once."""
         if self._auth(request) is None:
             return self._unauthorized(request)
         metrics.GATEWAY_REFUSALS.labels("websocket").inc()  # a client that keeps retrying shows here
-        response = error_response(426, "websocket_unsupported", "this gateway serves the Responses API over HTTP "
-                                  "only: POST /v1/responses", hint="codex: supports_websockets = false")
-        response.force_close()
-        return response
+        return error_reply(426, "websocket_unsupported", "this gateway serves the Responses API over HTTP "
+                           "only: POST /v1/responses", hint="codex: supports_websockets = false", close=True)
 
-    async def models(self, request: web.Request) -> web.Response:
+    def models(self, request: Request) -> Reply:
         if self._auth(request) is None:
             return self._unauthorized(request)
         names = sorted({m for u in self.config.upstreams for m in u.models if not any(c in m for c in "*?[")})
@@ -176,31 +198,29 @@ class GatewayApp:
             names = sorted(set(names) | {m for m in snapshot.models
                                          if any(u.serves(m) for u in self.config.upstreams)})
         data = [{"id": name, "object": "model", "owned_by": "anchorage-gateway"} for name in names]
-        return web.json_response({"object": "list", "data": data})
+        return json_reply(200, {"object": "list", "data": data})
 
     # ----- authentication -------------------------------------------------------------------------
 
     @staticmethod
-    def _token(request: web.Request) -> str:
-        auth = request.headers.get("Authorization", "")
-        return auth[7:].strip() if auth[:7].lower() == "bearer " else request.headers.get("x-api-key", "")
+    def _token(request: Request) -> str:
+        headers = request.headers
+        auth = headers.get(b"authorization")
+        if auth is not None and auth[:7].lower() == b"bearer ":
+            return auth[7:].strip().decode("latin-1")
+        key = headers.get(b"x-api-key")
+        return "" if key is None else key.decode("latin-1")
 
-    def _auth(self, request: web.Request) -> tuple[TrialAccount, TokenClaims] | None:
+    def _auth(self, request: Request) -> tuple[TrialAccount, TokenClaims] | None:
         token = self._token(request)
         return self.ledger.authenticate(token) if token else None
 
-    def _unauthorized(self, request: web.Request) -> web.Response:
+    def _unauthorized(self, request: Request) -> Reply:
         metrics.GATEWAY_REFUSALS.labels("unauthorized").inc()
-        return error_response(401, "invalid_api_key", f"trial token refused: {self.ledger.why_refused(self._token(request))}",
-                              hint="use the token the engine issued for this trial")
+        return error_reply(401, "invalid_api_key", f"trial token refused: {self.ledger.why_refused(self._token(request))}",
+                           hint="use the token the engine issued for this trial")
 
     # ----- forwarding ---------------------------------------------------------------------------
-
-    def _handler(self, endpoint: str, api: str) -> Any:
-        async def handle(request: web.Request) -> web.StreamResponse:
-            return await self.forward(request, endpoint, api)
-
-        return handle
 
     @staticmethod
     def _model_of(raw: bytes) -> tuple[dict[str, Any], str] | None:
@@ -211,31 +231,31 @@ class GatewayApp:
         model = payload.get("model") if isinstance(payload, dict) else None
         return (payload, model) if isinstance(model, str) else None
 
-    async def forward(self, request: web.Request, endpoint: str, api: str) -> web.StreamResponse:
+    async def forward(self, request: Request, endpoint: str, api: str) -> Reply | None:
         started = time.perf_counter()
         token = self._token(request)
         auth = self.ledger.authenticate(token) if token else None
         if auth is None:
             return self._unauthorized(request)
         account, claims = auth
-        raw = await request.read()
+        raw = request.body
         parsed = self._model_of(raw)
         if parsed is None:
-            return error_response(400, "invalid_request", "the body must be a JSON object with a string 'model'")
+            return error_reply(400, "invalid_request", "the body must be a JSON object with a string 'model'")
         payload, model = parsed
         upstream = self._upstream_for(model, api)
         if upstream is None:
-            return error_response(404, "model_not_found", f"model {model!r} is not served by this gateway "
-                                  f"on /{endpoint}", hint="check the gateway config's upstreams[].models")
+            return error_reply(404, "model_not_found", f"model {model!r} is not served by this gateway "
+                               f"on /{endpoint}", hint="check the gateway config's upstreams[].models")
         worst = estimate(payload, len(raw), endpoint, model, ceiling=upstream.max_output_tokens,
                          bytes_per_token=self.config.reserve_input_bytes_per_token, rate=self.ledger.rate(model))
         refusal = self.ledger.admit(account, worst.usd)
         if refusal is not None:
             metrics.GATEWAY_REFUSALS.labels(refusal.kind).inc()
-            code = {"code": "insufficient_quota"} if refusal.kind == "budget_exceeded" and \
+            code: dict[str, Any] = {"code": "insufficient_quota"} if refusal.kind == "budget_exceeded" and \
                 refusal.retry_after is None else {}
-            return error_response(429, refusal.kind, refusal.message, retry_after=refusal.retry_after,
-                                  **refusal.figures, **code)
+            return error_reply(429, refusal.kind, refusal.message, retry_after=refusal.retry_after,
+                               **refusal.figures, **code)
         if self.config.log_bodies:
             log.debug("trial %s %s body: %s", account.trial_id, endpoint, raw.decode("utf-8", "replace"))
         stream = bool(payload.get("stream"))
@@ -278,32 +298,34 @@ class GatewayApp:
         forced = {**payload, "stream_options": {**options, "include_usage": True}}
         return fastjson.dumps(forced), True
 
-    async def _answer(self, request: web.Request, call: Call) -> web.StreamResponse:
+    async def _answer(self, request: Request, call: Call) -> Reply | None:
         try:
-            upstream_response = await self._send_with_retries(request.app[POOL_KEY], request, call)
+            upstream_response = await self._send_with_retries(self.pool, request, call)
         except Exhausted as exc:
             self._finish(call, None, 502, error=True)
             await self._durable()
-            return error_response(502, "upstream_retries_exhausted", exc.message,
-                                  attempts=exc.attempts, last_status=exc.last_status)
+            return error_reply(502, "upstream_retries_exhausted", exc.message,
+                               attempts=exc.attempts, last_status=exc.last_status)
         call.status = upstream_response.status
         try:
             if "text/event-stream" in (upstream_response.header("content-type") or ""):
-                return await self._relay_stream(request, call, upstream_response)
+                await self._relay_stream(request, call, upstream_response)
+                return None
             return await self._relay_body(call, upstream_response)
         finally:
             upstream_response.close()
 
-    def _upstream_headers(self, request: web.Request, upstream: UpstreamConfig) -> bytes:
-        """The header lines of a request to ``upstream``: the provider's and those passed from the client."""
+    def _upstream_headers(self, request: Request, upstream: UpstreamConfig) -> bytes:
+        """The header lines of a request to ``upstream``: the provider's and those passed from the client
+        (their values came through the request parser: no line breaks in them)."""
         lines, default_version = self._provider_headers(upstream)
         headers = request.headers
-        passed = [(name, headers[name]) for name in PASSED_REQUEST_HEADERS if name in headers]
+        passed = [b"%s: %s\r\n" % (name, headers[name]) for name in PASSED_REQUEST_HEADERS if name in headers]
         if not passed:
             return lines + default_version
-        if default_version and "anthropic-version" not in headers:
+        if default_version and b"anthropic-version" not in headers:
             lines += default_version
-        return lines + header_lines(passed)
+        return lines + b"".join(passed)
 
     def _provider_headers(self, upstream: UpstreamConfig) -> tuple[bytes, bytes]:
         """The header lines every request to ``upstream`` carries, its key included, and its default
@@ -322,12 +344,12 @@ class GatewayApp:
             self._headers[upstream.name] = found
         return found
 
-    async def _send_with_retries(self, pool: UpstreamPool, request: web.Request, call: Call) -> UpstreamResponse:
+    async def _send_with_retries(self, pool: UpstreamPool, request: Request, call: Call) -> UpstreamResponse:
         """The first acceptable upstream response, or :class:`Exhausted`."""
         retry = self.config.retry
         origin = pool.origin(call.upstream.base_url)
         # the path and query string as the client sent them
-        head = request_head(b"POST", origin, request.raw_path.encode("latin-1"),
+        head = request_head(b"POST", origin, request.target.encode("latin-1"),
                             self._upstream_headers(request, call.upstream), len(call.body))
         timeout = call.upstream.timeout_seconds
         deadline = time.monotonic() + retry.max_total_seconds
@@ -361,24 +383,22 @@ class GatewayApp:
         raise AssertionError("unreachable: the loop returns or raises")
 
     @staticmethod
-    def _response_headers(upstream_response: UpstreamResponse, call: Call | None = None) -> CIMultiDict[str]:
-        """The upstream's headers (repeated ones kept) but those of its own connection and framing."""
-        headers: CIMultiDict[str] = CIMultiDict()
-        for name, value in upstream_response.headers:
-            text = name.decode("latin-1")
-            if text.lower() not in DROPPED_RESPONSE_HEADERS:
-                headers.add(text, value.decode("latin-1"))
+    def _response_headers(upstream_response: UpstreamResponse, call: Call | None = None) -> bytes:
+        """The upstream's header lines (repeated ones kept) but those of its own connection and framing."""
+        dropped = DROPPED_RESPONSE_HEADERS
+        lines = [b"%s: %s\r\n" % (name, value) for name, value in upstream_response.headers
+                 if name.lower() not in dropped]
         if call is not None:
-            headers["x-anchorage-attempts"] = str(call.retries + 1)
-        return headers
+            lines.append(b"x-anchorage-attempts: %d\r\n" % (call.retries + 1))
+        return b"".join(lines)
 
-    async def _relay_body(self, call: Call, upstream_response: UpstreamResponse) -> web.Response:
+    async def _relay_body(self, call: Call, upstream_response: UpstreamResponse) -> Reply:
         try:
             body = await upstream_response.read()
         except UpstreamError as exc:
             self._finish(call, None, 502, error=True)
             await self._durable()
-            return error_response(502, "upstream_broken", f"upstream {call.upstream.name!r} broke its answer off: {exc}")
+            return error_reply(502, "upstream_broken", f"upstream {call.upstream.name!r} broke its answer off: {exc}")
         status = upstream_response.status
         counts = None
         if status < 400:
@@ -393,37 +413,33 @@ class GatewayApp:
             call.transcript["response"] = self._kept(body)
         self._finish(call, counts, status, error=status >= 400, unmetered=unmetered)
         await self._durable()
-        return web.Response(body=body, status=status, headers=self._response_headers(upstream_response, call))
+        return Reply(status, body, self._response_headers(upstream_response, call))
 
-    async def _relay_stream(self, request: web.Request, call: Call,
-                            upstream_response: UpstreamResponse) -> web.StreamResponse:
-        response = web.StreamResponse(status=upstream_response.status,
-                                      headers=self._response_headers(upstream_response, call))
-        if request.version == aiohttp.HttpVersion11:
-            response.enable_chunked_encoding()  # so the relay knows how to frame what it writes
-        else:
-            response.force_close()  # HTTP/1.0 has no chunks: the end of the stream is the end of the connection
+    async def _relay_stream(self, request: Request, call: Call, upstream_response: UpstreamResponse) -> None:
+        channel = request.channel
+        transport = channel.transport
         reader = StreamUsage(api=call.api, reasoning_in_output=call.upstream.reasoning_in_output)
         stripper = UsageStripper(reader) if call.strip_usage else None
         feed = stripper.feed if stripper is not None else reader.feed
         tap = self._tap(call, feed)
         error, gone, why = upstream_response.status >= 400, False, "the upstream's stream ended without its usage"
+        chunked = False
         try:
-            await response.prepare(request)  # (a StreamResponse sends its headers at once)
-            transport = request.transport
             if transport is None or transport.is_closing():
-                raise ConnectionResetError("the client left before the stream began")
-            await PushRelay(upstream_response, transport, chunked=response.chunked, feed=tap).run()
-            if stripper is not None:
-                await response.write(tap(stripper.finish()))
-        except ConnectionResetError:  # the relay's ClientGone, aiohttp's ClientConnectionResetError: the client left
+                raise ClientGone("the client left before the stream began")
+            chunked = channel.start_stream(request, upstream_response.status,
+                                           self._response_headers(upstream_response, call))
+            await PushRelay(upstream_response, transport, chunked=chunked, feed=tap, drained=channel.drain).run()
+            if stripper is not None and (rest := tap(stripper.finish())):
+                transport.write(b"%x\r\n%b\r\n" % (len(rest), rest) if chunked else rest)
+        except ConnectionResetError:  # the relay's ClientGone: the client left
             gone = True
         except UpstreamError as exc:
             error, why = True, f"the upstream's stream broke ({type(exc).__name__}) before its usage"
             log.warning("trial %s: stream ended early (%s)", call.account.trial_id, type(exc).__name__)
             upstream_response.close()
-            if request.transport is not None:
-                request.transport.abort()  # the client must see a broken stream, not a short complete one
+            if transport is not None:
+                transport.abort()  # the client must see a broken stream, not a short complete one
         if gone:
             why = await self._drain(call, upstream_response, reader, feed)
         counts = reader.finish()
@@ -434,9 +450,8 @@ class GatewayApp:
         self._finish(call, counts, upstream_response.status, error=error, unmetered=unmetered)
         await self._durable()
         if not error and not gone:
-            with contextlib.suppress(ConnectionResetError):  # the client closed after the last event: normal
-                await response.write_eof()
-        return response
+            channel.end_stream(chunked)  # (a client that closed after the last event: nothing is written)
+        return None
 
     def _tap(self, call: Call, feed: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
         """What each relayed chunk goes through: the usage reader (and stripper), and the transcript if kept."""
@@ -534,19 +549,19 @@ class GatewayApp:
 
     # ----- count_tokens (Anthropic): forwarded, or estimated; never billed -------------------------
 
-    async def count_tokens(self, request: web.Request) -> web.Response:
+    async def count_tokens(self, request: Request) -> Reply:
         auth = self._auth(request)
         if auth is None:
             return self._unauthorized(request)
-        raw = await request.read()
+        raw = request.body
         parsed = self._model_of(raw)
         if parsed is None:
-            return error_response(400, "invalid_request", "the body must be a JSON object with a string 'model'")
+            return error_reply(400, "invalid_request", "the body must be a JSON object with a string 'model'")
         upstream = self.config.upstream_for(parsed[1], "anthropic")
         if upstream is not None:
-            pool = request.app[POOL_KEY]
+            pool = self.pool
             origin = pool.origin(upstream.base_url)
-            head = request_head(b"POST", origin, request.raw_path.encode("latin-1"),
+            head = request_head(b"POST", origin, request.target.encode("latin-1"),
                                 self._upstream_headers(request, upstream), len(raw))
             answer: UpstreamResponse | None = None
             try:
@@ -555,7 +570,7 @@ class GatewayApp:
                     body = await answer.read()
                     metrics.GATEWAY_REQUESTS.labels("count_tokens", metrics.model_label(parsed[1]),
                                                     str(answer.status)).inc()
-                    return web.Response(body=body, status=answer.status, headers=self._response_headers(answer))
+                    return Reply(answer.status, body, self._response_headers(answer))
             except UpstreamError:
                 pass
             finally:
@@ -563,4 +578,4 @@ class GatewayApp:
                     answer.close()
         metrics.GATEWAY_REQUESTS.labels("count_tokens", metrics.model_label(parsed[1]), "200").inc()
         estimated = math.ceil(len(raw) / 4)  # the common ~4 bytes per token of text: an estimate, said so
-        return web.json_response({"input_tokens": estimated}, headers={"x-anchorage-estimated": "1"})
+        return json_reply(200, {"input_tokens": estimated}, b"x-anchorage-estimated: 1\r\n")
