@@ -5,7 +5,11 @@ server closed, an answer broken off, an upstream that goes quiet, and garbage in
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ssl
+import subprocess
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -197,3 +201,45 @@ async def test_a_body_attached_to_a_sink_gets_each_piece_as_it_arrives(pool: Ups
     assert pieces == [b"first", b"second"] and response.complete
     server.close()
     await server.wait_closed()
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (made by openssl, as a private CA would)."""
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=upstream",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+async def test_an_https_upstream_is_verified_and_spoken_to_over_tls(certificate: tuple[Path, Path]) -> None:
+    cert, key = certificate
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0]))
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret")
+                await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handler, "127.0.0.1", 0, ssl=served)
+    url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    trusting = UpstreamPool(ssl_context=ssl.create_default_context(cafile=str(cert)))
+    default = UpstreamPool()
+    try:
+        for _ in range(2):
+            assert (await post(trusting, url))[::2] == (200, b"secret")
+        assert trusting.open_connections() == 1  # kept alive over TLS
+        with pytest.raises(UpstreamConnectError, match="certificate"):  # not signed by a CA the system trusts
+            await post(default, url)
+    finally:
+        await trusting.close()
+        await default.close()
+        server.close()
+        await server.wait_closed()

@@ -1,4 +1,5 @@
-"""The OpenAI-compatible model gateway (aiohttp): retries, per-trial tokens, usage and cost.
+"""The OpenAI-compatible model gateway (its own HTTP/1.1 server and client on asyncio; the admin API on aiohttp):
+retries, per-trial tokens, usage and cost.
 
 The local engine calls :func:`start_gateway` and hands each trial the token from
 :meth:`Gateway.issue_token`; ``anchorage gateway --config FILE`` runs the same server standalone

@@ -403,14 +403,16 @@ class _Connection(asyncio.Protocol):
 class UpstreamPool:
     """Keep-alive connections per origin; :meth:`request` sends one request and returns its answer's head.
 
-    One pool per gateway process (per event loop); :meth:`close` closes every connection.
+    One pool per gateway process (per event loop); :meth:`close` closes every connection. ``https``
+    upstreams are verified with ``ssl_context`` (default: the system's CAs, ``ssl.create_default_context()``).
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None, *,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.loop = loop or asyncio.get_running_loop()
         self._idle: dict[Origin, list[_Connection]] = {}
         self._origins: dict[str, Origin] = {}
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl: ssl.SSLContext | None = ssl_context
         self._all: set[_Connection] = set()
 
     def origin(self, base_url: str) -> Origin:
