@@ -90,6 +90,7 @@ def run_operator(
                           affinity=affinity, priority_class_name=priority_class_name)
     os.environ["ANCHORAGE_OPERATOR_CONFIG"] = cfg.model_dump_json()
     namespaces = sorted({*namespace, *([trials_namespace] if trials_namespace else [])})
+    os.environ["ANCHORAGE_WATCH_NAMESPACES"] = ",".join(namespaces)  # the Jobs' own watch (controller.watching)
     kopf.configure(verbose=verbose, log_format=kopf.LogFormat[log_format.upper()])
     import anchorage.controller  # noqa: F401  (registers the handlers)
 

@@ -111,11 +111,48 @@ class Client:
                 kwargs["assert_hostname"] = configuration.tls_server_name
             if configuration.assert_hostname is not None:
                 kwargs["assert_hostname"] = configuration.assert_hostname
-        if configuration.proxy and not should_bypass_proxies(self.host, configuration.no_proxy or ""):
-            self.pool = urllib3.ProxyManager(configuration.proxy, proxy_headers=configuration.proxy_headers,
+        proxy = self.proxy()
+        if proxy:
+            self.pool = urllib3.ProxyManager(proxy, proxy_headers=configuration.proxy_headers,
                                              **kwargs).connection_from_url(self.host)
         else:
             self.pool = urllib3.connection_from_url(self.host, **kwargs)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The pool's TLS settings as an :class:`ssl.SSLContext` (None for plain HTTP), for the async side of this
+        client (:mod:`anchorage.controller.watching`'s aiohttp session): the same configuration fields, read here
+        beside the pool's, so both connect alike (CA file or data, client certificate, verification on or off)."""
+        if not self.host.startswith("https://"):
+            return None
+        cfg = self.configuration
+        context = ssl.create_default_context(cafile=cfg.ssl_ca_cert,
+                                             cadata=getattr(cfg, "ca_cert_data", None) or None)
+        if cfg.cert_file:
+            context.load_cert_chain(cfg.cert_file, cfg.key_file)
+        if not cfg.verify_ssl:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        elif cfg.assert_hostname is False:
+            context.check_hostname = False
+        return context
+
+    def server_hostname(self) -> str | None:
+        """The name the server's certificate is checked against when it is not the URL's host
+        (``tls-server-name``; ``assert_hostname`` as the kubernetes package stores an override)."""
+        cfg = self.configuration
+        name = cfg.tls_server_name or (cfg.assert_hostname if isinstance(cfg.assert_hostname, str) else None)
+        return str(name) if name else None
+
+    def proxy(self) -> str | None:
+        """The proxy URL to reach the server through (None: direct, also when ``NO_PROXY`` names the server)."""
+        cfg = self.configuration
+        if cfg.proxy and not should_bypass_proxies(self.host, cfg.no_proxy or ""):
+            return str(cfg.proxy)
+        return None
+
+    def authorization(self, fresh: bool = False) -> str | None:
+        """The ``Authorization`` header's value (see :meth:`_token`); ``fresh`` after a 401."""
+        return self._token(fresh)
 
     def _read_token(self) -> str | None:
         if self.token_file is not None:

@@ -245,19 +245,15 @@ def _campaign_board(run: Mapping[str, Any], spec: ScoringRunSpec, task: str, sco
                                            "artifacts": f"{r.artifacts_mean:g}/{r.tasks}"}) for r in board.rows]
 
 
-@kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "verifier", **kubejobs.MANAGED_BY},
-               **trials.ENDED_JOBS)
-async def verifier_job_event(type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-    """A verifier Job changed: when it has ended, publish the scores (once). Not for the initial listing: an
-    unfinished run's own listing event checks its Job."""
-    if type is None:
-        return
-    result = trials.first_end(type, body, _ENDED)
+async def on_verifier_job(type_: str, body: Mapping[str, Any]) -> None:
+    """A verifier Job's watch event (``anchorage.controller.watching``): when it has ended, publish the scores
+    (once). Not for the initial listing: an unfinished run's own listing event checks its Job."""
+    result = trials.first_end(type_, body, _ENDED)
     if result is not None:
-        await kube.in_thread(_job_ended, dict(body), result, logger)
+        await kube.in_thread(_job_ended, dict(body), result, logging.getLogger(__name__))
 
 
-def _job_ended(job: dict[str, Any], result: str, logger: kopf.Logger) -> None:
+def _job_ended(job: dict[str, Any], result: str, logger: logging.Logger) -> None:
     annotations = job["metadata"].get("annotations") or {}
     ns = annotations.get("anchorage.dev/scoring-run-namespace", job["metadata"]["namespace"])
     run = RUNS.current(ns, kubejobs.named(job["metadata"], kubejobs.LABEL_SCORING) or "", _unfinished)

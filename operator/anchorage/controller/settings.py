@@ -88,8 +88,8 @@ def apply(settings: kopf.OperatorSettings) -> None:
     tune_gc()  # see anchorage.gctuning: every watch event allocates thousands of short-lived objects
 
 
-#: Handlers called on every watch event of every Trial, ScoringRun and their Jobs.
-EVENT_HANDLERS = frozenset({"trial_event", "run_event", "trial_job_event", "verifier_job_event"})
+#: kopf handlers called on every watch event of every Trial and ScoringRun.
+EVENT_HANDLERS = frozenset({"trial_event", "run_event"})
 
 
 def _quiet_event_handlers(record: logging.LogRecord) -> bool:

@@ -216,6 +216,11 @@ class Latest:
             if len(self._bodies) > self._size:
                 del self._bodies[next(iter(self._bodies))]
 
+    def peek(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The watched body of an unfinished object, if it is held (never read from the API)."""
+        with self._lock:
+            return self._bodies.get((namespace, name))
+
     def current(self, namespace: str, name: str, usable: Callable[[Mapping[str, Any]], bool]) -> dict[str, Any] | None:
         """The watched body when ``usable`` accepts it, else the object as ``read`` (the API) has it (None: gone)."""
         with self._lock:
@@ -508,7 +513,7 @@ def proceed(trial: Mapping[str, Any], record: TrialRecord, *, repairing: bool = 
             continue  # done before a restart
         state, lost = _step_state(trial, step.name, prefix) if repairing else ("new", None)
         if state == "running":
-            return  # its end comes back here (protocol_job_event, or the next sweep)
+            return  # its end comes back here (on_protocol_job, or the next sweep)
         outcome = _read_json(f"{prefix}/verifier/{step.name}/outcome.json")
         if outcome is None and lost is not None:
             outcome = {"block": {"outcome": None}, "failure": lost}
@@ -518,7 +523,7 @@ def proceed(trial: Mapping[str, Any], record: TrialRecord, *, repairing: bool = 
         store().put_bytes(f"{prefix}/{ATTEMPT_RECORD}", json.dumps(record.to_json()).encode())
         problem = _launch_protocol(trial, spec, step.name, record)
         if problem is None:
-            return  # the protocol Job's end comes back here (protocol_job_event)
+            return  # the protocol Job's end comes back here (on_protocol_job)
         _apply_protocol(record, step.name, {"block": {"outcome": None}, "failure": problem}, prefix,
                         protocol_cost([]))  # no pod, no token: nothing was called
     complete(trial, record, run=scoring_run_name(trial["metadata"]["name"]), scored=record.score is not None)
@@ -652,50 +657,43 @@ def _has_ended(value: Any, **_: Any) -> bool:
         for cond in value)
 
 
-#: Only events of ended Jobs reach the Job handlers: ``status.conditions`` holding ``Complete`` or ``Failed``
-#: (what :func:`_finished` reads), and the handlers act on nothing else. kopf checks this before invoking a
-#: handler; the created and started events of every Job (two of its three in the cluster fake), and on a real
-#: cluster the ``SuccessCriteriaMet``/``FailureTarget`` event the Job controller posts before the terminal
-#: condition, then cost kopf's parsing only, not a handler invocation.
+#: Only events of ended Jobs matter: ``status.conditions`` holding ``Complete`` or ``Failed`` (what
+#: :func:`_finished` reads). The operator's own Job watch (:mod:`anchorage.controller.watching`) checks it before
+#: calling the Job handlers below; ``bench/kopf_floor.py`` gives kopf the same filter (its no-op Job handlers).
 ENDED_JOBS: dict[str, Any] = {"field": "status.conditions", "value": _has_ended}
+log = logging.getLogger(__name__)
 
 
-@kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "trial", **kubejobs.MANAGED_BY}, **ENDED_JOBS)
-async def trial_job_event(type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-    """A trial Job changed: when it has ended, finish its Trial (once). Not for the initial listing (``type``
-    None): an unfinished Trial's own listing event repairs it from its Job (one GET per *unfinished* trial,
-    never one per finished Job)."""
-    if type is None:
-        return
-    result = first_end(type, body, _ENDED)
+async def on_trial_job(type_: str, body: Mapping[str, Any]) -> None:
+    """A trial Job's watch event (``anchorage.controller.watching``): when it has ended, finish its Trial (once).
+    Not for the initial listing: an unfinished Trial's own listing event repairs it from its Job (one GET per
+    *unfinished* trial, never one per finished Job)."""
+    result = first_end(type_, body, _ENDED)
     if result is not None:
-        await kube.in_thread(_job_ended, dict(body), result, logger)
+        await kube.in_thread(_job_ended, dict(body), result, log)
 
 
-@kopf.on.event("batch", "v1", "jobs", labels={kubejobs.LABEL_ROLE: "protocol", **kubejobs.MANAGED_BY}, **ENDED_JOBS)
-async def protocol_job_event(type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-    """A trial's panel/CBU Job changed: when it has ended, move its trial on (once). Not for the initial listing
-    (``type`` None): an unfinished Trial's own listing event repairs it, its steps' Jobs included
-    (:func:`check_running` → :func:`proceed`), so a step that ended while the operator was down is finished once."""
-    if type is None:
-        return
-    result = first_end(type, body, _PROTOCOLS_ENDED)
+async def on_protocol_job(type_: str, body: Mapping[str, Any]) -> None:
+    """A trial's panel/CBU Job's watch event: when it has ended, move its trial on (once). Not for the initial
+    listing: an unfinished Trial's own listing event repairs it, its steps' Jobs included (:func:`check_running` →
+    :func:`proceed`), so a step that ended while the operator was down is finished once."""
+    result = first_end(type_, body, _PROTOCOLS_ENDED)
     if result is None:
         return
     try:
         await kube.in_thread(protocol_ended, dict(body), result)
     except kopf.TemporaryError as exc:
         _PROTOCOLS_ENDED.forget(str(body["metadata"].get("uid")))
-        logger.warning(f"moving on after {body['metadata']['name']} failed; the sweep retries: {exc}")
+        log.warning(f"moving on after {body['metadata']['name']} failed; the sweep retries: {exc}")
 
 
-def first_end(type_: str | None, body: kopf.Body, once: Once) -> str | None:
+def first_end(type_: str | None, body: Mapping[str, Any], once: Once) -> str | None:
     """How a Job ended (:func:`_finished`) the first time this process sees its end (``once``); else None."""
     result = _finished(body) if type_ != "DELETED" else None
     return result if result is not None and once.first(str(body["metadata"].get("uid"))) else None
 
 
-def _job_ended(job: dict[str, Any], result: str, logger: kopf.Logger) -> None:
+def _job_ended(job: dict[str, Any], result: str, logger: logging.Logger) -> None:
     annotations = job["metadata"].get("annotations") or {}
     ns = annotations.get("anchorage.dev/trial-namespace", job["metadata"]["namespace"])
     trial = TRIALS.current(ns, kubejobs.named(job["metadata"], kubejobs.LABEL_TRIAL) or "",
