@@ -313,3 +313,28 @@ async def test_a_relisted_job_is_handed_on_only_when_its_trial_waits_and_a_pause
     finally:
         trials.TRIALS.note(waiting, ended=True)
         logging.getLogger().setLevel(level)
+
+
+async def test_a_runs_events_are_handled_one_at_a_time_the_latest_after_the_running_one() -> None:
+    calls: list[tuple[str | None, str]] = []
+    release = asyncio.Event()
+
+    async def handle(type_: str | None, run: Obj) -> None:
+        calls.append((type_, run["status"]["phase"]))
+        if len(calls) == 1:
+            await release.wait()  # the first event's handler is busy (a worker call)
+
+    def run(phase: str) -> Obj:
+        return {"metadata": {"name": "r", "namespace": "ns"}, "status": {"phase": phase}}
+
+    events = watching.RunEvents(watching.Peering(), handle)
+    events(watching.LISTED, run("Pending"))
+    await asyncio.sleep(0)
+    events("MODIFIED", run("Running"))  # comes while the first runs: replaced by the next one
+    events("MODIFIED", run("Succeeded"))
+    await asyncio.sleep(0.05)
+    assert calls == [(None, "Pending")], "one handler call at a time per run"
+    release.set()
+    await asyncio.gather(*events.tasks)
+    assert calls == [(None, "Pending"), ("MODIFIED", "Succeeded")]
+    assert not events.busy and not events.pending

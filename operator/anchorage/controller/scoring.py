@@ -30,7 +30,7 @@ from anchorage.controller import kube, trials
 from anchorage.controller.settings import config, store
 from anchorage.controller.trials import _finished, condition
 from anchorage.errors import InputError
-from anchorage.manifests import API_GROUP, API_VERSION, ScoringRunSpec
+from anchorage.manifests import ScoringRunSpec
 from anchorage.runtime import kubejobs, kuberescoring
 from anchorage.runtime.kubestatus import Condition, LeaderboardRow, ScoreSummary, ScoringRunStatus, now_rfc3339
 from anchorage.scoring.profiles import get_profile
@@ -133,10 +133,10 @@ _TRIAL_ENDED = trials.Once()
 RUNS = trials.RUNS
 
 
-@kopf.on.event(API_GROUP, API_VERSION, "scoringruns")
-async def run_event(type: str | None, body: kopf.Body, status: kopf.Status, **_: Any) -> None:
-    """A new run: start its verifier. At startup (the initial listing) check unfinished ones."""
-    meta = body["metadata"]
+async def on_run_event(type: str | None, body: Mapping[str, Any]) -> None:
+    """A ScoringRun's watch event (``anchorage.controller.watching``; ``type`` None for a listed run): a new run —
+    start its verifier; a listed unfinished one (at startup) — check it; a trial's run that ended — end the trial."""
+    meta, status = body["metadata"], body.get("status") or {}
     ended = WATCHDOG.note(type, body, status.get("phase"), FINAL)
     RUNS.note(body, ended)
     uid = meta["uid"]

@@ -88,8 +88,8 @@ def apply(settings: kopf.OperatorSettings) -> None:
     tune_gc()  # see anchorage.gctuning: every watch event allocates thousands of short-lived objects
 
 
-#: kopf handlers called on every watch event of every Trial and ScoringRun.
-EVENT_HANDLERS = frozenset({"trial_event", "run_event"})
+#: kopf handlers called on every watch event of every Trial (ScoringRuns and Jobs: ``controller.watching``).
+EVENT_HANDLERS = frozenset({"trial_event"})
 
 
 def _quiet_event_handlers(record: logging.LogRecord) -> bool:

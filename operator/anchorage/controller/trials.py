@@ -256,7 +256,7 @@ class Watchdog:
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._run())
 
-    def note(self, type_: str | None, body: kopf.Body, phase: str | None, final: tuple[str, ...]) -> bool:
+    def note(self, type_: str | None, body: Mapping[str, Any], phase: str | None, final: tuple[str, ...]) -> bool:
         """Whether an event's object has ended (deleted, being deleted, or in a ``final`` phase); lone objects
         (no campaign label: their campaign's sweep covers the others) are passed on to :meth:`seen`."""
         meta = body["metadata"]
@@ -309,7 +309,7 @@ TRIALS = Latest(lambda namespace, name: kube.get_custom("trials", namespace, nam
 #: ``scoring.start_created`` (registered by that module, which imports this one): a run just created by
 #: :func:`finish` gets its verifier in the same worker call; the run's own event then finds it started.
 START_VERIFIER: list[Callable[[dict[str, Any]], None]] = []
-#: Unfinished ScoringRuns as last watched (``scoring.run_event`` notes them; the verifier Job's end and the repair
+#: Unfinished ScoringRuns as last watched (``scoring.on_run_event`` notes them; the verifier Job's end and the repair
 #: path read them).
 RUNS = Latest(lambda namespace, name: kube.get_custom("scoringruns", namespace, name))
 

@@ -1,4 +1,4 @@
-"""The operator's own watch of the Jobs it creates — trial, protocol-step and verifier Jobs — instead of kopf's.
+"""The operator's own watch of the objects it creates — its Jobs and ScoringRuns — instead of kopf's.
 
 Registered by importing ``anchorage.controller`` (a kopf startup handler starts it, a cleanup handler stops it).
 Six of a trial's eleven watch events are its two Jobs'; only the end of each matters (``Complete`` or ``Failed``
@@ -6,15 +6,17 @@ true, :func:`anchorage.controller.trials._has_ended`), and kopf's per-event mach
 memories, loggers, the handler-invocation machinery) cost ~1.5 ms of CPU per event for the other four too. Here an
 event costs a JSON parse (orjson) and a few attribute reads; an ended Job goes to the same functions the kopf
 handlers called (:func:`anchorage.controller.trials.on_trial_job`, :func:`~anchorage.controller.trials.on_protocol_job`,
-:func:`anchorage.controller.scoring.on_verifier_job`), which hold the rules. Trials, ScoringRuns and campaigns —
-the kinds users create — stay kopf's.
+:func:`anchorage.controller.scoring.on_verifier_job`), which hold the rules. ScoringRuns (two more events per trial,
+mostly the operator's own writes) go the same way, every event to :func:`anchorage.controller.scoring.on_run_event`,
+one at a time per run (:class:`RunEvents`), the listing included (an unfinished run is checked at startup, as
+kopf's listing did). Trials and campaigns — the kinds users create, the campaign's index and timer — stay kopf's.
 
 :class:`Watch`: list, then watch from the list's ``resourceVersion`` with bookmarks, in each namespace the operator
 serves (``ANCHORAGE_WATCH_NAMESPACES``, set by ``anchorage operator``; cluster-wide without it, as ``kopf run``
 without ``-n``), with the label selector the Jobs carry (``app.kubernetes.io/managed-by=anchorage`` and an
 ``anchorage.dev/role``). A watch the server ends is resumed from the last version seen (a bookmark's too); 410 Gone
-(the version is too old) lists again; a lost connection or an error status is retried with a growing backoff. The
-first listing is not dispatched, as kopf's listing never reached the Job handlers: an unfinished Trial's own listing
+(the version is too old) lists again; a lost connection or an error status is retried with a growing backoff. A Job
+watch's first listing is not dispatched, as kopf's listing never reached the Job handlers: an unfinished Trial's own listing
 event repairs it from its Job. A later listing (after 410, or after a peering pause) dispatches the ended Jobs whose
 trial or run this process knows is waiting for them (the watched bodies of ``trials.TRIALS`` / ``trials.RUNS``); the
 rest is the sweep's and the watchdog's, as before. The requests authenticate with the operator's client
@@ -40,6 +42,7 @@ import kopf
 import orjson
 
 from anchorage.controller import kube, scoring, trials
+from anchorage.manifests import API_GROUP, API_VERSION
 from anchorage.runtime import kubejobs
 
 log = logging.getLogger("anchorage.watching")
@@ -111,6 +114,7 @@ class Watch:
         self.relist = False  # list again before the next watch (a resumed peer)
 
     def _url(self, params: Mapping[str, str]) -> str:
+        params = {k: v for k, v in params.items() if v or k != "labelSelector"}
         return f"{self.client.host}{self.client.prefix}{self.path}?{urllib.parse.urlencode(params)}"
 
     async def _get(self, params: Mapping[str, str], timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
@@ -241,6 +245,48 @@ class JobEvents:
             log.exception("handling the end of job %s failed", job["metadata"]["name"])
 
 
+class RunEvents:
+    """ScoringRuns' events → :func:`anchorage.controller.scoring.on_run_event`, every one (listed ones as ``None``,
+    as kopf passed its listing), one at a time per run; events that come while a run's handler runs are
+    handled after it, the latest only (as kopf batches an object's events)."""
+
+    def __init__(self, peering: Peering = PEERING,
+                 handle: Callable[[str | None, Obj], Awaitable[None]] | None = None) -> None:
+        self.peering = peering
+        self.handle = handle
+        self.busy: set[tuple[str, str]] = set()
+        self.pending: dict[tuple[str, str], tuple[str | None, Obj]] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def __call__(self, type_: str, run: Obj) -> None:
+        if self.peering.paused:
+            return
+        meta = run["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        event = (None if type_ in (LISTED, RELISTED) else type_, run)
+        if key in self.busy:
+            self.pending[key] = event
+            return
+        self.busy.add(key)
+        task = asyncio.get_running_loop().create_task(self._serve(key, event))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _serve(self, key: tuple[str, str], event: tuple[str | None, Obj] | None) -> None:
+        handle = self.handle or scoring.on_run_event
+        try:
+            while event is not None:
+                try:
+                    await handle(*event)
+                except (kopf.TemporaryError, kopf.PermanentError) as exc:
+                    log.warning("scoring run %s/%s: %s", *key, exc)
+                except Exception:  # as kopf did for a failing handler: logged; the next event or the watchdog retries
+                    log.exception("handling scoring run %s/%s failed", *key)
+                event = self.pending.pop(key, None)
+        finally:
+            self.busy.discard(key)
+
+
 def job_paths(namespaces: list[str]) -> list[str]:
     """The Jobs' collection paths: one per namespace, or the cluster-wide one."""
     if not namespaces:
@@ -256,6 +302,7 @@ class Watcher:
         self.watches: list[Watch] = []
         self.tasks: list[asyncio.Task[None]] = []
         self.events = JobEvents()
+        self.runs = RunEvents()
 
     async def start(self, namespaces: list[str], timeout: int) -> None:
         client = kube.client()
@@ -264,6 +311,8 @@ class Watcher:
         self.session = aiohttp.ClientSession(connector=connector, read_bufsize=2 ** 22, trust_env=False)
         self.watches = [Watch(client, self.session, path, JOBS_SELECTOR, self.events, timeout=timeout)
                         for path in job_paths(namespaces)]
+        self.watches += [Watch(client, self.session, path, "", self.runs, timeout=timeout)
+                         for path in run_paths(namespaces)]
         loop = asyncio.get_running_loop()
         self.tasks = [loop.create_task(w.run(), name=f"watch {w.path}") for w in self.watches]
         PEERING.resumed[:] = [self._relist]
@@ -283,6 +332,14 @@ class Watcher:
 
 
 WATCHER = Watcher()
+
+
+def run_paths(namespaces: list[str]) -> list[str]:
+    """The ScoringRuns' collection paths: one per namespace, or the cluster-wide one."""
+    base = f"/apis/{API_GROUP}/{API_VERSION}"
+    if not namespaces:
+        return [f"{base}/scoringruns"]
+    return [f"{base}/namespaces/{ns}/scoringruns" for ns in namespaces]
 
 
 def namespaces() -> list[str]:
