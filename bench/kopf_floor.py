@@ -1,4 +1,7 @@
-"""A no-op kopf operator watching what ``anchorage.controller`` watches, with its kopf settings.
+"""A no-op kopf operator watching what ``anchorage.controller`` reacts to, with its kopf settings.
+
+The operator observes the Jobs and ScoringRuns it creates with its own watcher (``anchorage.controller.watching``)
+and only Trials and campaigns through kopf; this floor keeps kopf watching all of them, as the operator did before.
 
 ``bench/kube_operator.py --kopf-floor`` runs it next to the real operator: its CPU is kopf's own cost of
 receiving and processing the campaign's watch events (parsing, per-object memories, loggers, handler

@@ -22,7 +22,9 @@ Secret per trial, so the writes goal does not apply to such a run).
 
 ``--kopf-floor`` also runs ``bench/kopf_floor.py`` during the campaign: a no-op kopf operator watching
 the same objects with the same kopf settings. Its CPU per trial is kopf's own cost of the campaign's
-watch events, the floor under the operator's figure, and it counts the events that reach its handlers
+watch events, the floor under the operator's figure (the operator itself observes the Jobs and ScoringRuns it
+creates with its own watcher, ``anchorage.controller.watching``, not kopf; the floor still has kopf watch all of
+them, Trials, ScoringRuns and Jobs), and it counts the events that reach its handlers
 (both processes share the machine, so the wall time and the throughput ratio of such a run are not
 comparable with a run without it). Beside it: each process's idle 8 s run (its startup, so both CPU figures can be
 read without it) and the operator's CPU split into its main thread (kopf's event loop) and the rest (the

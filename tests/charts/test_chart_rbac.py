@@ -125,7 +125,7 @@ def call_rules(module: Any, tree: ast.Module, kube: dict[str, set[tuple[str | No
     for node in ast.walk(tree):
         ops: list[tuple[tuple[str | None, str, str], ast.Call | None]] = [(op, None) for op in client_ops(node)]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and dotted(node.func.value) == "kube":
-            ops += [(op, node) for op in kube[node.func.attr]]
+            ops += [(op, node) for op in kube.get(node.func.attr, ())]  # kube's functions (not its classes)
         for (op_group, resource, verb), call in ops:
             if op_group is None:  # a custom object: the plural is the kube wrapper's first argument
                 assert call is not None, f"custom object call outside the kube wrappers: {ast.unparse(node)}"
@@ -143,6 +143,9 @@ def derived_application_rules() -> set[Rule]:
     rules: set[Rule] = set()
     for module, tree in parsed:
         rules |= handler_rules(module, tree)
+        # the operator's own watches (controller.watching): list and watch what it declares it watches
+        rules |= {(group, plural, verb) for group, _version, plural in getattr(module, "WATCHED", {}).values()
+                  for verb in ("list", "watch")}
         if not module.__name__.endswith(".kube"):
             rules |= call_rules(module, tree, kube, API_GROUP)
     return rules
@@ -225,6 +228,7 @@ def test_the_derivation_sees_the_controllers_api_use() -> None:
     """Guards the scanner itself: the calls we know the controller makes are found."""
     rules = derived_application_rules()
     assert {("anchorage.dev", "trials", "watch"), ("batch", "jobs", "create"), ("batch", "jobs", "get"),
+            ("batch", "jobs", "watch"), ("anchorage.dev", "scoringruns", "watch"),
             ("anchorage.dev", "scoringruns", "create"), ("anchorage.dev", "trials/status", "patch"),
             ("networking.k8s.io", "networkpolicies", "create")} <= rules
 

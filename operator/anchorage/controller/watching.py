@@ -287,11 +287,23 @@ class RunEvents:
             self.busy.discard(key)
 
 
+#: What this module lists and watches (group, version, plural): the chart's RBAC grants list and watch on them
+#: (``tests/charts/test_chart_rbac.py`` derives the rules from this and kopf's decorators).
+WATCHED = {"jobs": ("batch", "v1", "jobs"), "scoringruns": (API_GROUP, API_VERSION, "scoringruns")}
+
+
+def paths(kind: str, namespaces: list[str]) -> list[str]:
+    """The collection paths of a :data:`WATCHED` kind: one per namespace, or the cluster-wide one."""
+    group, version, plural = WATCHED[kind]
+    base = f"/apis/{group}/{version}"
+    if not namespaces:
+        return [f"{base}/{plural}"]
+    return [f"{base}/namespaces/{ns}/{plural}" for ns in namespaces]
+
+
 def job_paths(namespaces: list[str]) -> list[str]:
     """The Jobs' collection paths: one per namespace, or the cluster-wide one."""
-    if not namespaces:
-        return ["/apis/batch/v1/jobs"]
-    return [f"/apis/batch/v1/namespaces/{ns}/jobs" for ns in namespaces]
+    return paths("jobs", namespaces)
 
 
 class Watcher:
@@ -312,7 +324,7 @@ class Watcher:
         self.watches = [Watch(client, self.session, path, JOBS_SELECTOR, self.events, timeout=timeout)
                         for path in job_paths(namespaces)]
         self.watches += [Watch(client, self.session, path, "", self.runs, timeout=timeout)
-                         for path in run_paths(namespaces)]
+                         for path in paths("scoringruns", namespaces)]
         loop = asyncio.get_running_loop()
         self.tasks = [loop.create_task(w.run(), name=f"watch {w.path}") for w in self.watches]
         PEERING.resumed[:] = [self._relist]
@@ -329,17 +341,10 @@ class Watcher:
                 await task
         if self.session is not None:
             await self.session.close()
+            await asyncio.sleep(0.25)  # aiohttp closes TLS connections in the background
 
 
 WATCHER = Watcher()
-
-
-def run_paths(namespaces: list[str]) -> list[str]:
-    """The ScoringRuns' collection paths: one per namespace, or the cluster-wide one."""
-    base = f"/apis/{API_GROUP}/{API_VERSION}"
-    if not namespaces:
-        return [f"{base}/scoringruns"]
-    return [f"{base}/namespaces/{ns}/scoringruns" for ns in namespaces]
 
 
 def namespaces() -> list[str]:
