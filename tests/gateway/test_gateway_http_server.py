@@ -169,3 +169,44 @@ async def test_a_client_that_leaves_before_its_json_answer_does_not_disturb_othe
         sock.sendall(request(token))
         assert read_answer(sock, bytearray())[0] == 200
     assert gateway.usage("trial-a").requests == 2  # the one whose client left was billed too
+
+
+class BrokenUpstream:
+    """An upstream that promises a longer json answer than it sends, then closes (raw sockets, a thread)."""
+
+    def __init__(self) -> None:
+        import socketserver
+        import threading
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += self.request.recv(65536)
+                self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n"
+                                     b'{"choices": [')
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_an_upstream_that_breaks_its_json_answer_off_gives_a_502_counted_as_an_error(gateway_factory: Any) -> None:
+    upstream = BrokenUpstream()
+    try:
+        gateway = gateway_factory(upstream)
+        token = gateway.issue_token("trial-a")
+        with connect(gateway) as sock:
+            sock.sendall(request(token))
+            status, _, body = read_answer(sock, bytearray())
+        assert status == 502 and json.loads(body)["error"]["type"] == "upstream_broken"
+        assert "closed the connection" in json.loads(body)["error"]["message"]
+        usage = gateway.usage("trial-a")
+        assert (usage.requests, usage.errors) == (1, 1)
+    finally:
+        upstream.stop()
