@@ -414,6 +414,7 @@ class UpstreamPool:
         self._origins: dict[str, Origin] = {}
         self._ssl: ssl.SSLContext | None = ssl_context
         self._all: set[_Connection] = set()
+        self._closed = False
 
     def origin(self, base_url: str) -> Origin:
         """``base_url`` parsed (once per distinct URL)."""
@@ -472,6 +473,9 @@ class UpstreamPool:
         except (OSError, ssl.SSLError) as exc:
             raise UpstreamConnectError(f"cannot connect to {origin.host}:{origin.port}: {exc}") from exc
         assert isinstance(protocol, _Connection)
+        if self._closed:  # the pool closed while this connection was being made
+            protocol.abort()
+            raise UpstreamConnectError("the gateway is stopping")
         self._all.add(protocol)
         return protocol
 
@@ -482,6 +486,9 @@ class UpstreamPool:
 
     def release(self, conn: _Connection) -> None:
         """An answer was read to its end on a keep-alive connection: pool it."""
+        if self._closed:
+            conn.abort()
+            return
         idle = self._idle.setdefault(conn.origin, [])
         if len(idle) >= MAX_IDLE_PER_ORIGIN:
             conn.abort()
@@ -497,10 +504,11 @@ class UpstreamPool:
 
     async def close(self) -> None:
         """Close every connection (and let the loop finish closing them)."""
+        self._closed = True
         for conn in list(self._all):
             conn.abort()
         self._idle.clear()
-        for _ in range(3):
+        for _ in range(10):
             if not self._all:
                 break
             await asyncio.sleep(0)
