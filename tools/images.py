@@ -286,8 +286,8 @@ def smoke_verifier(tag: str, task: str = "smoke-inventory") -> dict[str, object]
 
 
 #: What the operator image's processes import beyond the scorer's stack (kopf and its API client, the store's S3
-#: client, the gateway's web server, the metrics).
-OPERATOR_IMPORTS = ("kopf", "kubernetes", "boto3", "aiohttp", "prometheus_client")
+#: client, the admin and viewer web servers, the gateway's HTTP parser and event loop, the metrics).
+OPERATOR_IMPORTS = ("kopf", "kubernetes", "boto3", "aiohttp", "httptools", "uvloop", "prometheus_client")
 
 
 def smoke_operator(tag: str) -> dict[str, object]:
