@@ -112,15 +112,18 @@ def _configmap(real: RealCluster, ns: str, name: str, labelled: bool = True, dat
 async def test_a_watch_lists_then_resumes_from_its_last_version_and_relists_after_410(real_cluster: RealCluster) -> None:
     real = real_cluster
     ns = real.namespace(f"watch-{uuid.uuid4().hex[:6]}", pod_security=None)
-    _configmap(real, ns, "a")
+    for name in ("a", "a2", "a3"):
+        _configmap(real, ns, name)
     _configmap(real, ns, "unlabelled", labelled=False)
     client = _client(real)
     path = f"/api/v1/namespaces/{ns}/configmaps"
     async with _session(client) as session:
         first = Recorder()
         watch = watching.Watch(client, session, path, "watch-test", first)
+        watch.page = 2  # listed in pages: all three come
         async with _running(watch):
-            await _until(lambda: "LISTED" in first.types("a"), "the listing")
+            await _until(lambda: all("LISTED" in first.types(n) for n in ("a", "a2", "a3")), "the listing")
+            assert watch.listings == 1
             _configmap(real, ns, "b")
             await _until(lambda: "ADDED" in first.types("b"), "b's creation")
         assert not first.types("unlabelled"), "the label selector is the server's"

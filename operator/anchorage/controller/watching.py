@@ -111,6 +111,7 @@ class Watch:
         self.on_event, self.timeout = on_event, timeout
         self.resource_version = resource_version
         self.listings = 1 if resource_version else 0  # listings so far (a first one, of a fresh watch, is LISTED)
+        self.page = 500
         self.relist = False  # list again before the next watch (a resumed peer)
 
     def _url(self, params: Mapping[str, str]) -> str:
@@ -132,18 +133,29 @@ class Watch:
         raise AssertionError("unreachable")
 
     async def _list(self) -> None:
-        response = await self._get({"labelSelector": self.selector},
-                                   aiohttp.ClientTimeout(total=None, connect=5, sock_read=60))
-        async with response:
-            if response.status >= 400:
-                raise kube.ApiError(response.status, (await response.text())[:500])
-            listing = orjson.loads(await response.read())
+        """List in pages of :attr:`page` objects (a restart among 20,000 Jobs holds one page at a time); the
+        watch then starts from the listing's version. An expired continue token (410) lists again from the start."""
         kind = LISTED if self.listings == 0 else RELISTED
+        params = {"labelSelector": self.selector, "limit": str(self.page)}
+        version = ""
+        while True:
+            response = await self._get(params, aiohttp.ClientTimeout(total=None, connect=5, sock_read=60))
+            async with response:
+                if response.status == 410:
+                    raise Gone()
+                if response.status >= 400:
+                    raise kube.ApiError(response.status, (await response.text())[:500])
+                listing = orjson.loads(await response.read())
+            meta = listing.get("metadata") or {}
+            version = version or str(meta["resourceVersion"])
+            for item in listing.get("items") or []:
+                self.on_event(kind, item)
+            if not meta.get("continue"):
+                break
+            params = {**params, "continue": str(meta["continue"])}
         self.listings += 1
-        self.resource_version = str(listing["metadata"]["resourceVersion"])
+        self.resource_version = version
         self.relist = False
-        for item in listing.get("items") or []:
-            self.on_event(kind, item)
 
     async def _watch(self) -> None:
         """One watch request, until the server ends it; raises :class:`Gone` on 410."""
