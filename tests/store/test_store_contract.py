@@ -74,3 +74,24 @@ def test_s3_uri_and_endpoint_from_environment(bucket: str, moto_endpoint: str,
     assert store.list() == ["x/y.txt"]
     assert store.uri_of("x/y.txt") == f"s3://{bucket}/deep/prefix/x/y.txt"
     assert open_store(f"s3://{bucket}/deep").list() == ["prefix/x/y.txt"]
+
+
+def test_the_file_stores_walk_and_manifest_are_what_they_were(tmp_path: Path) -> None:
+    """The file store's own walk (``os.scandir``) lists what ``Path.rglob`` did — files and symlinks to files, not
+    writes under way nor folders reached through a symlink — and its manifest holds each file's size and sha256."""
+    store = FileStore(tmp_path / "root")
+    store.put_bytes("camp/t1/trial.json", b"{}")
+    store.put_bytes("camp/t1/agent/prompt.txt", b"do it")
+    (tmp_path / "root/camp/t1/agent/.tmp-abc").write_bytes(b"half")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere/x.txt").write_bytes(b"x")
+    (tmp_path / "root/camp/t1/linked").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "root/camp/t1/result.json").symlink_to(tmp_path / "elsewhere/x.txt")
+    expected = ["camp/t1/agent/prompt.txt", "camp/t1/result.json", "camp/t1/trial.json"]
+    assert store.list("camp") == expected
+    assert store.list("camp/t1/trial.json") == [] and store.list("nowhere") == []
+    store.mark_complete("camp/t1")
+    manifest = json.loads(store.get_bytes(f"camp/t1/{COMPLETE_MARKER}"))
+    assert manifest["objects"] == {key: store.describe(key) for key in expected}
+    store.mark_complete("camp/t1")  # again: the marker is not in its own manifest
+    assert set(json.loads(store.get_bytes(f"camp/t1/{COMPLETE_MARKER}"))["objects"]) == set(expected)

@@ -7,12 +7,14 @@ connection errors are retried by :class:`Client` (the one retry layer), then bec
 ``kopf.TemporaryError`` (kopf retries timers and campaign handlers; for watch-event handlers the next
 event, the campaign sweep or the watchdog does); other 4xx are permanent.
 
-The calls go through :class:`Client`, a thin JSON client over one urllib3 connection pool: bodies in
-and out are plain dicts (what the watch delivers too). The kubernetes package only loads the
+The calls go through :class:`Client`, a thin JSON client (orjson) over keep-alive HTTP/1.1 connections
+(:mod:`anchorage.controller.connections`: sockets and httptools, no urllib3): bodies in and out are plain dicts
+(what the watch delivers too). The kubernetes package only loads the
 credentials (kubeconfig or in-cluster); the client uses them as that package stores them: the bearer
 token under ``api_key["BearerToken"]`` (``authorization`` in older versions) refreshed through its hook
 (exec plugins, in-cluster token files), a kubeconfig ``tokenFile`` re-read as it rotates, client
-certificates, ``tls-server-name``, ``proxy-url`` and ``NO_PROXY``, a path prefix in the server URL.
+certificates, ``tls-server-name``, ``proxy-url`` (an ``http://`` proxy; another scheme is refused when the
+client is made) and ``NO_PROXY``, a path prefix in the server URL.
 Every write carries ``fieldValidation=Strict`` (an unknown or misplaced field is an error, never pruned
 silently); the server's ``Warning`` headers are logged. Its generated client's model (de)serialisation
 was the operator's largest CPU cost in ``bench/kube_operator.py``; the method names here are the
@@ -25,7 +27,6 @@ import asyncio
 import concurrent.futures
 import email.utils
 import functools
-import json
 import logging
 import os
 import re
@@ -39,16 +40,18 @@ from typing import Any, TypeVar
 
 import kopf
 import kubernetes
-import urllib3
+import orjson
 import yaml
 from kubernetes.client.rest import should_bypass_proxies
 
+from anchorage.controller import connections
 from anchorage.manifests import API_GROUP, API_VERSION
 
 T = TypeVar("T")
 Obj = dict[str, Any]
 log = logging.getLogger("anchorage.kube")
 RETRIED = frozenset({429, 500, 502, 503, 504})
+USER_AGENT = "anchorage-operator"
 _WARNING = re.compile(r'^\d{3} \S+ "((?:[^"\\]|\\.)*)"')
 
 
@@ -65,8 +68,8 @@ class ApiError(Exception):
         self.retry_after = retry_after
 
 
-def _retry_after(response: Any) -> float | None:
-    value = response.headers.get("Retry-After")
+def _retry_after(response: connections.Response) -> float | None:
+    value = response.header("retry-after")
     if not value:
         return None
     try:
@@ -77,19 +80,21 @@ def _retry_after(response: Any) -> float | None:
 
 
 class Client:
-    """The subset of the Kubernetes API the handlers use: plain JSON over one urllib3 pool (thread-safe).
+    """The subset of the Kubernetes API the handlers use: plain JSON over one pool of connections (thread-safe).
 
     One retry layer (:meth:`request`): connection errors and 429/5xx are tried :data:`ATTEMPTS` times in
     all, waiting what ``Retry-After`` says (else a short backoff), never longer than :data:`RETRY_BUDGET`
-    seconds in all; then the error goes to the caller. urllib3 retries nothing itself. Every call
-    has a connect and a read timeout (:data:`TIMEOUT`), so a hung server cannot hold a worker thread.
+    seconds in all; then the error goes to the caller. The connections retry nothing themselves (but replace an
+    idle connection the server closed). Every call has a connect and a read timeout (:data:`CONNECT_TIMEOUT`,
+    :data:`READ_TIMEOUT`), so a hung server cannot hold a worker thread.
     """
 
     #: How long an Authorization header is reused before the credentials are asked again.
     TOKEN_TTL = 10.0
     ATTEMPTS = 4
     RETRY_BUDGET = 20.0
-    TIMEOUT = urllib3.Timeout(connect=5.0, read=30.0)
+    #: Seconds to connect, and to wait for an answer (the read timeout, between two reads).
+    CONNECT_TIMEOUT, READ_TIMEOUT = 5.0, 30.0
 
     def __init__(self, configuration: kubernetes.client.Configuration, *, token_file: Path | None = None) -> None:
         self.configuration = configuration
@@ -99,29 +104,20 @@ class Client:
         self.prefix = parts.path.rstrip("/")  # a server URL may carry a path (an API proxy's prefix)
         self._cached_token: tuple[float, str | None] | None = None
         self._warned: set[str] = set()
-        kwargs: dict[str, Any] = {"maxsize": 32, "block": False, "retries": False, "timeout": self.TIMEOUT}
-        if parts.scheme == "https":
-            kwargs.update(cert_reqs=ssl.CERT_REQUIRED if configuration.verify_ssl else ssl.CERT_NONE,
-                          ca_certs=configuration.ssl_ca_cert, cert_file=configuration.cert_file,
-                          key_file=configuration.key_file)
-            if getattr(configuration, "ca_cert_data", None):
-                kwargs["ca_cert_data"] = configuration.ca_cert_data
-            if configuration.tls_server_name:
-                kwargs["server_hostname"] = configuration.tls_server_name
-                kwargs["assert_hostname"] = configuration.tls_server_name
-            if configuration.assert_hostname is not None:
-                kwargs["assert_hostname"] = configuration.assert_hostname
         proxy = self.proxy()
-        if proxy:
-            self.pool = urllib3.ProxyManager(proxy, proxy_headers=configuration.proxy_headers,
-                                             **kwargs).connection_from_url(self.host)
-        else:
-            self.pool = urllib3.connection_from_url(self.host, **kwargs)
+        self.connections = connections.Connections(
+            self.host, tls=self.ssl_context(), server_hostname=self.server_hostname(),
+            proxy=connections.Proxy.from_url(proxy, configuration.proxy_headers) if proxy else None,
+            connect_timeout=self.CONNECT_TIMEOUT)
+
+    def close(self) -> None:
+        """Close the idle connections (they are also closed when the client goes)."""
+        self.connections.close()
 
     def ssl_context(self) -> ssl.SSLContext | None:
-        """The pool's TLS settings as an :class:`ssl.SSLContext` (None for plain HTTP), for the async side of this
-        client (:mod:`anchorage.controller.watching`'s aiohttp session): the same configuration fields, read here
-        beside the pool's, so both connect alike (CA file or data, client certificate, verification on or off)."""
+        """The configuration's TLS settings as an :class:`ssl.SSLContext` (None for plain HTTP): CA file or data,
+        client certificate, verification on or off. The client's connections use it, and so does the async side
+        (:mod:`anchorage.controller.watching`'s aiohttp session), so both connect alike."""
         if not self.host.startswith("https://"):
             return None
         cfg = self.configuration
@@ -178,36 +174,37 @@ class Client:
             cached = self._cached_token = (now, self._read_token())
         return cached[1]
 
-    def _headers(self, content_type: str, fresh: bool = False) -> dict[str, str]:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+    def _headers(self, content_type: str | None, fresh: bool = False) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
         token = self._token(fresh)
         if token:
             headers["Authorization"] = token
         return headers
 
-    def _warnings(self, method: str, path: str, response: Any) -> None:
-        for warning in response.headers.getlist("Warning"):
+    def _warnings(self, method: str, path: str, response: connections.Response) -> None:
+        for warning in response.header_values("warning"):
             quoted = _WARNING.match(warning)  # 299 - "text with \"escapes\""
             text = re.sub(r"\\(.)", r"\1", quoted.group(1)) if quoted else warning
             if text not in self._warned and len(self._warned) < 1000:
                 self._warned.add(text)
                 log.warning("the API server warns about %s %s: %s", method, path.split("?")[0], text)
 
-    def _send(self, method: str, url: str, data: bytes | None, content_type: str) -> Any:
-        response = self.pool.urlopen(method, url, body=data, headers=self._headers(content_type),
-                                     retries=False, timeout=self.TIMEOUT)
+    def _send(self, method: str, url: str, data: bytes | None, content_type: str) -> connections.Response:
+        kind = content_type if data is not None else None
+        response = self.connections.request(method, url, self._headers(kind), data, self.READ_TIMEOUT)
         if response.status == 401:  # the token may have expired since it was read: read it again, once
-            response = self.pool.urlopen(method, url, body=data, headers=self._headers(content_type, fresh=True),
-                                         retries=False, timeout=self.TIMEOUT)
+            response = self.connections.request(method, url, self._headers(kind, fresh=True), data, self.READ_TIMEOUT)
         return response
 
     def request(self, method: str, path: str, body: Obj | None = None,
                 content_type: str = "application/json", *, answer: bool = True) -> Obj:
         """One call; the decoded JSON answer ({} with ``answer=False``), or :class:`ApiError` for an error status.
 
-        Connection errors that outlast the retries are raised as they are (``urllib3`` / ``OSError``).
+        Connection errors that outlast the retries are raised as they are (``OSError``s).
         """
-        data = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
+        data = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS) if body is not None else None  # keys as json.dumps
         url = self.prefix + path
         if method in ("POST", "PUT", "PATCH"):
             url += ("&" if "?" in url else "?") + "fieldValidation=Strict"
@@ -216,7 +213,7 @@ class Client:
             wait = min(0.2 * 2 ** attempt, 5.0)
             try:
                 response = self._send(method, url, data, content_type)
-            except (OSError, urllib3.exceptions.HTTPError):
+            except OSError:
                 if attempt == self.ATTEMPTS or time.monotonic() + wait > deadline:
                     raise
                 time.sleep(wait)
@@ -232,13 +229,13 @@ class Client:
         if response.status < 400 and not answer:
             return {}
         try:
-            decoded = json.loads(response.data) if response.data else {}
+            decoded = orjson.loads(response.data) if response.data else {}
         except ValueError:
             decoded = {}
         return self._checked(response, decoded)
 
     @staticmethod
-    def _checked(response: Any, answer: Any) -> Obj:
+    def _checked(response: connections.Response, answer: Any) -> Obj:
         if response.status >= 400:
             message = answer.get("message") if isinstance(answer, dict) else None
             raise ApiError(response.status, str(message or response.reason or "error"), _retry_after(response))
@@ -336,7 +333,7 @@ def call(fn: Callable[[], T], *, what: str) -> T:
             raise
         raise kopf.TemporaryError(f"{what}: API error {exc.status}: {exc.message}; retrying",
                                   delay=max(2.0, exc.retry_after or 0)) from exc
-    except (OSError, urllib3.exceptions.HTTPError) as exc:
+    except OSError as exc:
         raise kopf.TemporaryError(f"{what}: {exc}; retrying", delay=2) from exc
 
 

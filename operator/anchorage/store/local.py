@@ -6,13 +6,16 @@ half a file; ``describe`` computes the SHA-256 on demand (no sidecar files pollu
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from anchorage.store.base import ArtifactStore, check_key, sha256_file
+from anchorage.store.base import COMPLETE_MARKER, ArtifactStore, check_key, join, sha256_file
 
 
 class FileStore(ArtifactStore):
@@ -65,11 +68,35 @@ class FileStore(ArtifactStore):
         return self._path(key).is_file()
 
     def list(self, prefix: str = "") -> list[str]:
-        base = self._path(prefix) if prefix.strip("/") else self.root
-        if not base.is_dir():
-            return []
-        return sorted(p.relative_to(self.root).as_posix() for p in base.rglob("*")
-                      if p.is_file() and not p.name.startswith(".tmp-"))
+        return sorted(key for key, _ in self._files(prefix))
+
+    def _files(self, prefix: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        """(key, directory entry) of every file under ``prefix`` (as ``Path.rglob`` found them: files, symlinks to
+        files included, in folders that are not symlinks; not the temporary files of writes under way), walked with
+        ``os.scandir`` (its entries know their type without a ``stat``: a tenth of ``rglob``'s cost)."""
+        base = self._path(prefix).as_posix() if prefix.strip("/") else self.root.as_posix()
+        skip = len(self.root.as_posix()) + 1
+        folders = [base]
+        while folders:
+            try:
+                entries = os.scandir(folders.pop())
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            with entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                    elif entry.is_file() and not entry.name.startswith(".tmp-"):
+                        yield entry.path[skip:], entry
+
+    def mark_complete(self, prefix: str) -> None:
+        """As :meth:`ArtifactStore.mark_complete`, the manifest from one walk of the folder (sizes from its entries)."""
+        prefix = check_key(prefix)
+        marker = join(prefix, COMPLETE_MARKER)
+        objects = {key: {"size": entry.stat().st_size, "sha256": sha256_file(Path(entry.path))}
+                   for key, entry in sorted(self._files(prefix), key=lambda item: item[0]) if key != marker}
+        self.put_bytes(marker, json.dumps({"completed_at": time.time(), "objects": objects}, indent=1).encode("utf-8"),
+                       content_type="application/json")
 
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)

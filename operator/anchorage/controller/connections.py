@@ -1,0 +1,258 @@
+"""The operator's API client's HTTP/1.1 connections: keep-alive sockets, responses parsed by httptools.
+
+:class:`anchorage.controller.kube.Client` builds each request (URL, credentials, body, ``fieldValidation``) and
+handles each answer (retries, ``Retry-After``, ``Warning`` headers, errors); this module only carries one request
+and its response over a pooled connection — plain TCP, TLS with the client's :class:`ssl.SSLContext`, or through an
+HTTP proxy (an ``http://`` server's requests in absolute form, an ``https://`` server's through a ``CONNECT``
+tunnel). It replaced urllib3 and ``http.client`` there: their per-request machinery (header parsing through
+``email.parser``, response wrappers, decoders) cost the operator's worker threads ~0.33 ms of CPU per request,
+six requests per trial (``bench/README.md``, "Operator"); a request here costs a ``sendall`` of one buffer and a
+few ``recv`` calls fed to httptools (the gateway's HTTP parser, :mod:`anchorage.gateway.http`).
+
+Errors are :class:`OSError`\\ s (the socket's own, :class:`ssl.SSLError`, ``TimeoutError``, and
+:class:`ConnectionLost` for a connection that ended or answered something that is not HTTP), which the client's
+one retry layer retries. An idle connection the server has closed is noticed before reuse (it reads as ready),
+and a reused connection that ends before any byte of the answer is replaced once at once (the server closed it
+as the request went out).
+"""
+
+from __future__ import annotations
+
+import base64
+import select
+import socket
+import ssl
+import threading
+import urllib.parse
+import weakref
+from dataclasses import dataclass, field
+
+import httptools
+
+#: Idle connections kept for reuse (more may be open at once: one per concurrent request).
+MAX_IDLE = 32
+
+
+class ConnectionLost(ConnectionError):
+    """The connection ended before the whole answer came, or the answer is not HTTP/1.1."""
+
+
+@dataclass
+class Response:
+    """An answer: status, reason, headers (names in lower case, in order, repeated ones kept) and the body."""
+
+    status: int
+    reason: str = ""
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    data: bytes = b""
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name`` (lower case), or None."""
+        return next((v for k, v in self.headers if k == name), None)
+
+    def header_values(self, name: str) -> list[str]:
+        """Every value of header ``name`` (lower case), in order."""
+        return [v for k, v in self.headers if k == name]
+
+
+class _Reading:
+    """httptools' callbacks for one response."""
+
+    def __init__(self) -> None:
+        self.reason = b""
+        self.headers: list[tuple[str, str]] = []
+        self.body: list[bytes] = []
+        self.started = self.headed = self.complete = self.keep_alive = False
+        self.parser: httptools.HttpResponseParser | None = None
+
+    def on_message_begin(self) -> None:
+        self.started = True
+
+    def on_status(self, reason: bytes) -> None:
+        self.reason += reason
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
+
+    def on_headers_complete(self) -> None:
+        self.headed = True
+        # asked now: once the message is complete the parser has forgotten its headers
+        self.keep_alive = self.parser is not None and self.parser.should_keep_alive()
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """An HTTP proxy: where it listens and the headers it is sent (``Proxy-Authorization`` from its URL's
+    user info, and the client configuration's ``proxy_headers``)."""
+
+    host: str
+    port: int
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_url(cls, url: str, headers: dict[str, str] | None = None) -> Proxy:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme != "http":
+            raise ValueError(f"proxy {url!r}: only http:// proxies are supported by the operator's API client")
+        extra = dict(headers or {})
+        if parts.username is not None:
+            user = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+            extra.setdefault("Proxy-Authorization", "Basic " + base64.b64encode(user.encode()).decode())
+        return cls(parts.hostname or "", parts.port or 80, tuple(extra.items()))
+
+
+class Connections:
+    """Keep-alive HTTP/1.1 connections to one server (``scheme://host:port``), thread-safe.
+
+    ``tls``: the TLS settings for an ``https`` server; ``server_hostname``: the name its certificate is checked
+    against (and sent as SNI) when not the URL's host; ``proxy``: an HTTP proxy to go through.
+    """
+
+    def __init__(self, url: str, *, tls: ssl.SSLContext | None = None, server_hostname: str | None = None,
+                 proxy: Proxy | None = None, connect_timeout: float = 5.0) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.https = parts.scheme == "https"
+        self.host = parts.hostname or ""
+        self.port = parts.port or (443 if self.https else 80)
+        self.netloc = parts.netloc
+        self.tls, self.server_hostname, self.proxy = tls, server_hostname, proxy
+        self.connect_timeout = connect_timeout
+        self._idle: list[socket.socket] = []
+        self._lock = threading.Lock()
+        # Idle sockets are closed when the pool goes (as urllib3's pools do), never left to the garbage collector.
+        weakref.finalize(self, _close_all, self._idle)
+
+    def close(self) -> None:
+        """Close the idle connections (one in use closes when its request ends)."""
+        with self._lock:
+            _close_all(self._idle)
+
+    def request(self, method: str, target: str, headers: dict[str, str], body: bytes | None,
+                read_timeout: float) -> Response:
+        """Send one request (``target``: the path and query) and read its answer."""
+        if self.proxy is not None and not self.https:
+            target = f"http://{self.netloc}{target}"  # absolute form, through the proxy
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {self.netloc}"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        if self.proxy is not None and not self.https:
+            lines += [f"{k}: {v}" for k, v in self.proxy.headers]
+        if body is not None or method in ("POST", "PUT", "PATCH"):
+            lines.append(f"Content-Length: {len(body or b'')}")
+        data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
+        sock, reused = self._take()
+        try:
+            try:
+                response = _exchange(sock, data, read_timeout)
+            except _Unanswered:
+                if not reused:
+                    raise ConnectionLost(f"the connection to {self.netloc} ended before an answer") from None
+                sock.close()  # an idle connection the server closed as the request went out: once, a new one
+                sock = self._connect()
+                response = _exchange(sock, data, read_timeout)
+        except BaseException:
+            sock.close()
+            raise
+        if response[1]:
+            self._give_back(sock)
+        else:
+            sock.close()
+        return response[0]
+
+    def _take(self) -> tuple[socket.socket, bool]:
+        while True:
+            with self._lock:
+                sock = self._idle.pop() if self._idle else None
+            if sock is None:
+                return self._connect(), False
+            if not _readable(sock):  # an idle connection has nothing to say: anything there is its end
+                return sock, True
+            sock.close()
+
+    def _give_back(self, sock: socket.socket) -> None:
+        with self._lock:
+            if len(self._idle) < MAX_IDLE:
+                self._idle.append(sock)
+                return
+        sock.close()
+
+    def _connect(self) -> socket.socket:
+        where = (self.proxy.host, self.proxy.port) if self.proxy is not None else (self.host, self.port)
+        sock = socket.create_connection(where, timeout=self.connect_timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.proxy is not None and self.https:
+                self._tunnel(sock)
+            if self.https:
+                context = self.tls or ssl.create_default_context()
+                sock = context.wrap_socket(sock, server_hostname=self.server_hostname or self.host)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def _tunnel(self, sock: socket.socket) -> None:
+        assert self.proxy is not None
+        lines = [f"CONNECT {self.host}:{self.port} HTTP/1.1", f"Host: {self.host}:{self.port}"]
+        lines += [f"{k}: {v}" for k, v in self.proxy.headers]
+        try:
+            response, _ = _exchange(sock, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"), self.connect_timeout,
+                                    tunnel=True)
+        except _Unanswered:
+            raise ConnectionLost(f"the proxy {self.proxy.host}:{self.proxy.port} closed the tunnel") from None
+        if response.status != 200:
+            raise ConnectionLost(f"the proxy {self.proxy.host}:{self.proxy.port} refused the tunnel to "
+                                 f"{self.host}:{self.port}: {response.status} {response.reason}")
+
+
+class _Unanswered(ConnectionLost):
+    """The connection ended before any byte of the answer."""
+
+
+def _exchange(sock: socket.socket, data: bytes, timeout: float, tunnel: bool = False) -> tuple[Response, bool]:
+    """Send ``data``, read one response: (response, whether the connection may be reused). ``tunnel``: the answer to
+    a ``CONNECT``, which ends with its headers (what follows is the tunnel's)."""
+    sock.settimeout(timeout)
+    try:
+        sock.sendall(data)
+    except (BrokenPipeError, ConnectionResetError):
+        raise _Unanswered() from None
+    reading = _Reading()
+    parser = reading.parser = httptools.HttpResponseParser(reading)
+    while not reading.complete and not (tunnel and reading.headed):
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            if not reading.started:
+                raise _Unanswered()
+            if reading.headed and not any(k in ("content-length", "transfer-encoding") for k, _ in reading.headers):
+                break  # a body delimited by the connection's end
+            raise ConnectionLost("the connection ended in the middle of an answer")
+        try:
+            parser.feed_data(chunk)
+        except httptools.HttpParserUpgrade:
+            break
+        except httptools.HttpParserError as exc:
+            raise ConnectionLost(f"not an HTTP/1.1 answer: {exc}") from None
+    reading.parser = None  # no reference cycle left for the garbage collector
+    response = Response(parser.get_status_code(), reading.reason.decode("latin-1"), reading.headers,
+                        b"".join(reading.body))
+    return response, reading.complete and reading.keep_alive
+
+
+def _readable(sock: socket.socket) -> bool:
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _close_all(sockets: list[socket.socket]) -> None:
+    while sockets:
+        sockets.pop().close()
