@@ -5,9 +5,10 @@ handles each answer (retries, ``Retry-After``, ``Warning`` headers, errors); thi
 and its response over a pooled connection — plain TCP, TLS with the client's :class:`ssl.SSLContext`, or through an
 HTTP proxy (an ``http://`` server's requests in absolute form, an ``https://`` server's through a ``CONNECT``
 tunnel). It replaced urllib3 and ``http.client`` there: their per-request machinery (header parsing through
-``email.parser``, response wrappers, decoders) cost the operator's worker threads ~0.33 ms of CPU per request,
-six requests per trial (``bench/README.md``, "Operator"); a request here costs a ``sendall`` of one buffer and a
-few ``recv`` calls fed to httptools (the gateway's HTTP parser, :mod:`anchorage.gateway.http`).
+``email.parser``, response wrappers, decoders) cost ~0.4 (PATCH) to ~0.55 ms (GET) more CPU per request than a
+request here, seven requests per trial (``bench/README.md``, "Operator", session 6); a request here costs a
+``sendall`` of one buffer and a few ``recv`` calls fed to httptools (the gateway's HTTP parser,
+:mod:`anchorage.gateway.http`).
 
 Errors are :class:`OSError`\\ s (the socket's own, :class:`ssl.SSLError`, ``TimeoutError``, and
 :class:`ConnectionLost` for a connection that ended or answered something that is not HTTP), which the client's
