@@ -245,7 +245,10 @@ def test_http_proxies_absolute_form_and_connect_tunnels(raw: Callable[..., RawSe
             untrusted.request("GET", "/c")
         for client in (plain, tunnelled, untrusted):
             client.close()
-        with pytest.raises(ValueError, match="only http:// proxies"):  # refused when made, not at the first call
+        with pytest.raises(ValueError, match="only http:// proxies") as refused:  # refused when made, not at first call
+            _client(server.url, proxy=f"https://user:secret@127.0.0.1:{proxy.getsockname()[1]}")
+        assert "secret" not in str(refused.value) and "http:// address" in str(refused.value), "the fix, no credentials"
+        with pytest.raises(ValueError, match="only http:// proxies"):
             _client(server.url, proxy=f"socks5://127.0.0.1:{proxy.getsockname()[1]}")
     finally:
         proxy.close()

@@ -100,7 +100,11 @@ class Proxy:
     def from_url(cls, url: str, headers: dict[str, str] | None = None) -> Proxy:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme != "http":
-            raise ValueError(f"proxy {url!r}: only http:// proxies are supported by the operator's API client")
+            shown = f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}"  # no credentials
+            raise ValueError(f"proxy {shown!r}: only http:// proxies are supported by the operator's API client; "
+                             "give the proxy's http:// address in HTTPS_PROXY/HTTP_PROXY or the kubeconfig's "
+                             "proxy-url (an https API server is reached through a CONNECT tunnel), or exempt the "
+                             "server with NO_PROXY")
         extra = dict(headers or {})
         if parts.username is not None:
             user = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
