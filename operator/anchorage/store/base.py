@@ -13,6 +13,7 @@ import hashlib
 import json
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -101,10 +102,15 @@ class ArtifactStore(ABC):
     def mark_complete(self, prefix: str) -> None:
         """Write ``<prefix>/_COMPLETE`` with a manifest of the objects under ``prefix`` (call it last)."""
         prefix = check_key(prefix)
-        keys = [k for k in self.list(prefix) if k != join(prefix, COMPLETE_MARKER)]
-        manifest = {"completed_at": time.time(), "objects": {k: self.describe(k) for k in keys}}
-        self.put_bytes(join(prefix, COMPLETE_MARKER), json.dumps(manifest, indent=1).encode("utf-8"),
-                       content_type="application/json")
+        marker = join(prefix, COMPLETE_MARKER)
+        objects = {k: description for k, description in self.described(prefix) if k != marker}
+        manifest = {"completed_at": time.time(), "objects": objects}
+        self.put_bytes(marker, json.dumps(manifest, indent=1).encode("utf-8"), content_type="application/json")
+
+    def described(self, prefix: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(key, :meth:`describe`) of every object under ``prefix``, in key order (the completion manifest's
+        entries; a store that can list and describe in one pass overrides it)."""
+        return ((k, self.describe(k)) for k in self.list(prefix))
 
     def clear_complete(self, prefix: str) -> None:
         """Remove the marker before a prefix is rewritten (a retried trial)."""

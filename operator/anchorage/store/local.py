@@ -6,16 +6,14 @@ half a file; ``describe`` computes the SHA-256 on demand (no sidecar files pollu
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from anchorage.store.base import COMPLETE_MARKER, ArtifactStore, check_key, join, sha256_file
+from anchorage.store.base import ArtifactStore, check_key, sha256_file
 
 
 class FileStore(ArtifactStore):
@@ -43,28 +41,13 @@ class FileStore(ArtifactStore):
             os.makedirs(folder, exist_ok=True)
             return tempfile.mkstemp(dir=folder, prefix=".tmp-")
 
-    def _write_atomically(self, target: Path, writer: Any) -> None:
-        fd, tmp = self._temporary(target)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                writer(handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-    def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None) -> None:
-        """Write ``data`` to a temporary file, fsync it, rename it into place (the operator's hot path: plain
-        ``os`` calls, no file object)."""
-        target = self._file(key)
+    def _write_atomically(self, target: str | Path, write: Callable[[int], None]) -> None:
+        """``write`` the content to a temporary file's descriptor, fsync it, rename it into place (plain ``os``
+        calls: ``put_bytes`` is the operator's hot path); a failed write leaves no temporary file."""
         fd, tmp = self._temporary(target)
         try:
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                write(fd)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -73,12 +56,15 @@ class FileStore(ArtifactStore):
             Path(tmp).unlink(missing_ok=True)
             raise
 
+    def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None) -> None:
+        self._write_atomically(self._file(key), lambda fd: _write_all(fd, data))
+
     def put_file(self, key: str, path: Path) -> None:
         target = self._path(key)
         if target.resolve() == path.resolve():
             return
         with path.open("rb") as source:
-            self._write_atomically(target, lambda handle: shutil.copyfileobj(source, handle))
+            self._write_atomically(target, lambda fd: _copy(source, fd))
 
     def get_bytes(self, key: str) -> bytes:
         with open(self._file(key), "rb") as handle:
@@ -92,7 +78,7 @@ class FileStore(ArtifactStore):
 
     def get_file(self, key: str, path: Path) -> None:
         with self._path(key).open("rb") as source:
-            self._write_atomically(path, lambda handle: shutil.copyfileobj(source, handle))
+            self._write_atomically(path, lambda fd: _copy(source, fd))
 
     def exists(self, key: str) -> bool:
         return os.path.isfile(self._file(key))
@@ -119,14 +105,10 @@ class FileStore(ArtifactStore):
                     elif entry.is_file() and not entry.name.startswith(".tmp-"):
                         yield entry.path[skip:], entry
 
-    def mark_complete(self, prefix: str) -> None:
-        """As :meth:`ArtifactStore.mark_complete`, the manifest from one walk of the folder (sizes from its entries)."""
-        prefix = check_key(prefix)
-        marker = join(prefix, COMPLETE_MARKER)
-        objects = {key: {"size": entry.stat().st_size, "sha256": sha256_file(Path(entry.path))}
-                   for key, entry in sorted(self._files(prefix), key=lambda item: item[0]) if key != marker}
-        self.put_bytes(marker, json.dumps({"completed_at": time.time(), "objects": objects}, indent=1).encode("utf-8"),
-                       content_type="application/json")
+    def described(self, prefix: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """As :meth:`ArtifactStore.described`, from one walk of the folder (sizes from its entries)."""
+        return ((key, {"size": entry.stat().st_size, "sha256": sha256_file(Path(entry.path))})
+                for key, entry in sorted(self._files(prefix), key=lambda item: item[0]))
 
     def delete(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
@@ -134,3 +116,14 @@ class FileStore(ArtifactStore):
     def describe(self, key: str) -> dict[str, Any]:
         path = self._path(key)
         return {"size": path.stat().st_size, "sha256": sha256_file(path)}
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _copy(source: BinaryIO, fd: int) -> None:
+    with os.fdopen(fd, "wb", closefd=False) as handle:
+        shutil.copyfileobj(source, handle)
