@@ -83,7 +83,9 @@ def test_a_number_moved_beyond_its_tolerance_is_reported(slug: str) -> None:
     candidates = [(p, v) for p, v in numbers(committed) if not any(p[:len(n)] == n for n in tolerances.volatile)]
     path, value = next(((p, v) for p, v in candidates if dotted(p)[2:] in scored), candidates[0])
     tolerance = tolerances.tolerance_at(path)
-    beyond = value + 1.5 * max(tolerance.abs, tolerance.rel * abs(value)) + 1e-12
+    beyond = value + 1.5 * max(tolerance.abs, tolerance.rel * abs(value))
+    if beyond == value:     # an exact field (tolerance 0): one unit in the last place is already beyond
+        beyond = math.nextafter(value, math.inf)
     differences = tolerances.differences(moved(committed, {path: beyond}), committed)
     assert [d.path for d in differences] == [dotted(path)]
     assert f"{beyond!r} != {value!r}" in str(differences[0]) and "allowed" in str(differences[0])

@@ -17,8 +17,9 @@ one :class:`~anchorage.errors.InputError` listing them all).
 
 :func:`band_flips` is the guarantee the tolerances must keep: the scorer's discrete verdict on the committed
 artifact (gradable, every metric's status, within its anchor's tolerance or beyond it, every gate's status,
-the comparison's verdict) is the same anywhere in the declared band of every number it reads — so a
-machine whose digits differ within tolerance can never change what is scored. Used by
+the comparison's verdict, under every profile) is the same anywhere in the band of every panel metric and of
+every declared number a gate reads — so a machine whose digits differ within tolerance can never change what
+is scored. A number left at the default is deterministic by declaration and held (:func:`variants`). Used by
 ``tests/anchors/test_reproductions.py`` and ``tools/anchor_table.py --check``.
 """
 
@@ -37,7 +38,7 @@ Node = tuple[Segment, ...]
 Number = int | float
 FIELDS = ("path", "rel", "abs", "why")
 BAND_POINTS = 9
-"""Points tried across one scored metric's band (its two ends included): a verdict that changes inside the
+"""Points tried across each moving number's band (its two ends included): a verdict that changes inside the
 band but not at its ends (a window narrower than the band) is found too."""
 GATE_COMBINATIONS = 4
 """A gate reading at most this many numbers is tried at every combination of their band ends."""
