@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from anchorage.scoring.modes import get_mode
-from anchorage.scoring.profiles import PAPER
-from anchorage.scoring.records import SCORER_VERSION, MetricResult
+from anchorage.scoring.profiles import PAPER, PROFILES
+from anchorage.scoring.records import SCORER_VERSION, MetricResult, ScoreRecord
 from anchorage.scoring.scorer import as_task, score_data
 from anchorage.tasks import Task
 
@@ -113,11 +113,52 @@ class Comparison:
 def compare(task: Task | str, data: Any) -> Comparison:
     """Score ``data`` (a reproduction's parsed artifact) against ``task``'s anchor."""
     loaded = as_task(task)
-    record = score_data(loaded, data, profile=PROFILE)
+    return _comparison(loaded, score_data(loaded, data, profile=PROFILE))
+
+
+def _comparison(task: Task, record: ScoreRecord) -> Comparison:
     metrics = [MetricComparison(r.path, r.number, r.anchor, r.reward, r.weight, r.status, _tolerance(r))
                for r in record.metrics]
     failed = [g.name for g in record.gates if g.status == "failed" and g.severity == "hard"]
-    return Comparison(loaded.slug, metrics, record.raw, record.oracle_raw, record.o_eval, failed)
+    return Comparison(task.slug, metrics, record.raw, record.oracle_raw, record.o_eval, failed)
+
+
+def outcome(task: Task | str, data: Any) -> dict[str, Any]:
+    """The scorer's discrete verdict on ``data`` under every profile — what a run's last digits must not change.
+
+    Per profile: gradable, the hard gates failed, the comparison's verdict, each metric's status (and, when it
+    is in the panel, whether it is within its anchor's tolerance or beyond it on the better side), each gate's
+    status. Rewards are continuous and left out: a digit moves them by as little. Used by
+    :func:`anchorage.scoring.rerun.band_flips`.
+    """
+    loaded = as_task(task)
+    out: dict[str, Any] = {}
+    for name in PROFILES:
+        record = score_data(loaded, data, profile=name)
+        comparison = _comparison(loaded, record)
+        out[f"{name}: gradable"] = record.gradable
+        out[f"{name}: hard gates failed"] = tuple(comparison.hard_gates_failed)
+        out[f"{name}: verdict"] = comparison.verdict
+        for m in comparison.metrics:
+            out[f"{name}: metric {m.path}"] = \
+                (m.status, m.within_tolerance, m.exceeds_anchor) if m.weight > 0 else m.status
+        for gate in record.gates:
+            out[f"{name}: gate {gate.name}"] = gate.status
+    return out
+
+
+def scorer_reads(task: Task | str, data: Any) -> tuple[list[tuple[str, float | None]], list[tuple[str, list[str]]]]:
+    """What the scorer reads of ``data``: the panel metrics (path, anchor) and the gates (name, paths), over
+    every profile (a profile may add anchors or gates)."""
+    loaded = as_task(task)
+    metrics: dict[tuple[str, float | None], None] = {}
+    gates: dict[str, list[str]] = {}
+    for name in PROFILES:
+        record = score_data(loaded, data, profile=name)
+        metrics.update(((m.path, m.anchor), None) for m in record.metrics if m.weight > 0)
+        for gate in record.gates:
+            gates.setdefault(gate.name, list(gate.paths))
+    return list(metrics), sorted(gates.items())
 
 
 def _tolerance(result: MetricResult) -> float | None:
