@@ -75,22 +75,28 @@ def cells(page: Any, table: str, column: int) -> list[str]:
         f"rows => rows.filter(r => r.style.display !== 'none').map(r => r.cells[{column}].textContent)")]
 
 
+def entries(page: Any) -> list[str]:
+    """The leaderboard's entries in their shown order (without their "(incomplete: ...)" flag: the demo fixture
+    runs the smoke task only, 6 of the 24 planned cells)."""
+    return [text.split(" (")[0] for text in cells(page, "leaderboard", 1)]
+
+
 def test_leaderboard_sorts_and_the_link_keeps_the_sort(viewer: str, page: Any) -> None:
     page.goto(f"{viewer}/campaigns/demo/")
-    assert cells(page, "leaderboard", 1) == ["oracle", "mock"]              # ranked
+    assert entries(page) == ["oracle", "mock"]              # ranked
     header = page.locator("#leaderboard thead th", has_text="O-Eval").first
     header.click()
-    assert cells(page, "leaderboard", 1) == ["mock", "oracle"]              # O-Eval ascending
+    assert entries(page) == ["mock", "oracle"]              # O-Eval ascending
     assert header.get_attribute("aria-sort") == "ascending"
     header.click()
-    assert cells(page, "leaderboard", 1) == ["oracle", "mock"]
+    assert entries(page) == ["oracle", "mock"]
     page.locator("#leaderboard thead th", has_text="entry").first.click()
-    assert cells(page, "leaderboard", 1) == ["mock", "oracle"]              # by name
+    assert entries(page) == ["mock", "oracle"]              # by name
     shared = page.url
     assert "sort.leaderboard=1.asc" in shared
     screenshot(page, "campaign")
     page.goto(shared)                                                        # the shared link shows the same
-    assert cells(page, "leaderboard", 1) == ["mock", "oracle"]
+    assert entries(page) == ["mock", "oracle"]
 
 
 def test_trials_filter_and_numeric_sort(viewer: str, page: Any) -> None:
@@ -171,9 +177,9 @@ def test_the_report_is_sortable_offline(demo_runs: Path, page: Any, tmp_path: Pa
     shutil.copytree(demo_runs / "demo", run, symlinks=True)
     report = rebuild(run)["html"]
     page.goto(report.as_uri())
-    assert cells(page, "leaderboard", 1) == ["oracle", "mock"]
+    assert entries(page) == ["oracle", "mock"]
     page.locator("#leaderboard thead th", has_text="O-Eval").first.click()
-    assert cells(page, "leaderboard", 1) == ["mock", "oracle"]
+    assert entries(page) == ["mock", "oracle"]
     page.locator("#trials").get_by_role("link", name=MOCK).click()
     assert page.url.endswith(f"#trial-{MOCK}")
     assert page.locator(f"#trial-{MOCK} table").count() >= 2                 # metrics and gates of that trial
