@@ -81,6 +81,12 @@ def load_run(directory: Path) -> tuple[str, str | None, list[dict[str, Any]]]:
     return run.name, run.baseline, [r for r in run.records]
 
 
+def load_campaign(directory: Path) -> CampaignRun:
+    """A run folder's campaign, every record readable (an :class:`~anchorage.errors.InputError` naming the first
+    that is not)."""
+    return _run(directory)
+
+
 def _run(directory: Path) -> CampaignRun:
     from anchorage.errors import InputError
 
