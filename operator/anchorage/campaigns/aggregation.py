@@ -277,6 +277,9 @@ def robust_bo(result: TrialResult, f_value: float) -> float:
     return value
 
 
+REASON_LIMIT = 600
+"""Characters of an infrastructure failure's message a board quotes as the reason (it ends with the fix)."""
+
 Planned = tuple[str, str, int]
 """A planned cell: (entry, task, seed)."""
 
@@ -343,8 +346,8 @@ def _why_missing(mine: list[TrialResult], planned: bool) -> str:
     counts = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
     message = next((r.message for r in infra if r.message), "")
     first = message.strip().splitlines()[0] if message.strip() else ""
-    if len(first) > 200:
-        first = first[:197] + "..."
+    if len(first) > REASON_LIMIT:
+        first = first[:REASON_LIMIT - 3] + "..."
     return f"no scored trial: {len(infra)} InfrastructureFailed ({counts})" + (f" — {first}" if first else "")
 
 
