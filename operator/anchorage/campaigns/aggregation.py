@@ -49,6 +49,7 @@ Decisions (also in docs/design-notes.md, "Local engine"):
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections import defaultdict
@@ -119,7 +120,12 @@ def _profile_ref(record: dict[str, Any]) -> str:
     if isinstance(ref, str) and ref:
         return ref
     name = record.get("scoring_profile") or score.get("profile") or "paper"
-    return get_profile(str(name)).ref
+    return _ref(str(name))
+
+
+@functools.lru_cache(maxsize=64)
+def _ref(name: str) -> str:
+    return get_profile(name).ref
 
 
 def _known_part(record: dict[str, Any]) -> float:
@@ -296,18 +302,25 @@ def leaderboard(results: list[TrialResult], baseline: str | None,
         if r.scored:
             f_value = f_by_task[r.task]["F"]
             bo[id(r)] = None if f_value is None else robust_bo(r, f_value)
+    by_entry: dict[str, list[TrialResult]] = defaultdict(list)
+    by_cell: dict[tuple[str, str], list[TrialResult]] = defaultdict(list)
+    for r in results:
+        by_entry[r.entry].append(r)
+        by_cell[(r.task, r.entry)].append(r)
+    planned_cells: dict[str, set[tuple[str, int]]] = defaultdict(set)
+    for e, t, s in plan or []:
+        planned_cells[e].add((t, s))
     rows = []
     for entry in entries:
-        mine = [r for r in results if r.entry == entry]
-        cells = ({(t, s) for e, t, s in plan if e == entry} if plan is not None
+        mine = by_entry[entry]
+        cells = (planned_cells[entry] if plan is not None
                  else {(t, s) for t in tasks for s in {r.seed for r in mine}})
         rows.append(_row(entry, mine, bo, len(tasks), cells, f_by_task))
     rows.sort(key=lambda row: (-row.rank_o_eval, -row.rank_bo_eval, row.incomplete, row.entry))
-    per_task = {task: _cells(task, results, bo) for task in tasks}
-    missing = {task: {entry: _why_missing([r for r in results if r.task == task and r.entry == entry],
-                                          plan is not None and any(e == entry and t == task for e, t, _ in plan))
-                      for entry in entries if entry not in per_task[task]}
-               for task in tasks}
+    per_task = {task: _cells([by_cell[(task, e)] for e in entries], bo) for task in tasks}
+    planned_tasks = {(e, t) for e, t, _ in plan or []}
+    missing = {task: {entry: _why_missing(by_cell[(task, entry)], (entry, task) in planned_tasks)
+                      for entry in entries if entry not in per_task[task]} for task in tasks}
     profiles = sorted({r.profile for r in results if r.scored})
     profile = profiles[0] if len(profiles) == 1 else ("mixed: " + ", ".join(profiles) if profiles else "paper@1")
     unknown = sum(1 for r in results if not r.cost_known)
@@ -356,8 +369,11 @@ def _row(entry: str, mine: list[TrialResult], bo: dict[int, float | None], n_tas
     scored = [r for r in mine if r.scored]
     seeds = sorted({r.seed for r in mine} | {s for _, s in cells})
     per_seed: list[SeedScore] = []
+    by_seed: dict[int, list[TrialResult]] = defaultdict(list)
+    for r in scored:
+        by_seed[r.seed].append(r)
     for seed in seeds:
-        here = [r for r in scored if r.seed == seed]
+        here = by_seed.get(seed)
         if not here:
             continue
         bos = [v for v in (bo[id(r)] for r in here) if v is not None]
@@ -397,12 +413,13 @@ def _row(entry: str, mine: list[TrialResult], bo: dict[int, float | None], n_tas
     )
 
 
-def _cells(task: str, results: list[TrialResult], bo: dict[int, float | None]) -> dict[str, Cell]:
+def _cells(groups: list[list[TrialResult]], bo: dict[int, float | None]) -> dict[str, Cell]:
+    """A task's cells: per entry (each group is one entry's trials on the task), its scored trials' means."""
     cells: dict[str, Cell] = {}
-    for entry in sorted({r.entry for r in results}):
-        mine = [r for r in results if r.task == task and r.entry == entry and r.scored]
+    for group in groups:
+        mine = [r for r in group if r.scored]
         if mine:
             bos = [v for v in (bo[id(r)] for r in mine) if v is not None]
-            cells[entry] = Cell(statistics.fmean(r.o_eval for r in mine), _mean(bos) if len(bos) == len(mine) else None,
-                                len(mine))
-    return cells
+            cells[mine[0].entry] = Cell(statistics.fmean(r.o_eval for r in mine),
+                                        _mean(bos) if len(bos) == len(mine) else None, len(mine))
+    return dict(sorted(cells.items()))

@@ -28,7 +28,7 @@ from anchorage.campaigns.aggregation import Leaderboard
 from anchorage.report import pages
 from anchorage.report.pages import esc
 
-DETAIL_BUDGET = 1_500_000
+DETAIL_BUDGET = 1_200_000
 """Characters of trial detail sections one report holds (the rest of a 10,000-trial report is ~1 MB)."""
 
 

@@ -237,20 +237,18 @@ def f_table(board: Leaderboard) -> str:
             + table("f-per-task", ["task", "F", "source"], rows, filterable=False))
 
 
-def per_seed_table(board: Leaderboard, entry_href: Callable[[str], str | None] = lambda _: None) -> str:
-    """Entry × seed: O-Eval and Robust BO-Eval (the board's F) averaged over the tasks scored on that seed."""
-    rows: list[list[CellLike]] = []
-    for row in board.rows:
-        for seed in row.per_seed:
-            rows.append([Cell(row.entry, href=entry_href(row.entry)), Cell(str(seed.seed), seed.seed),
-                         number_cell(seed.o_eval), number_cell(seed.bo_eval, sign=True),
-                         Cell(f"{seed.tasks}/{row.tasks}", seed.tasks), Cell(f"{seed.artifacts}/{seed.tasks}",
-                                                                              seed.artifacts),
-                         Cell(f"{seed.cost_usd:.4f}", seed.cost_usd)])
-    return table("per-seed", ["entry", "seed", "O-Eval", "Robust BO-Eval", "tasks scored", "Art.", "cost USD"], rows,
-                 left=1, filterable=len(rows) > 20,
-                 note="Per entry and seed: the mean over the tasks scored on that seed (Robust BO-Eval against the "
-                      "board's F); the leaderboard's mean ± std is over these rows.")
+def per_seed_table(board: Leaderboard, entry_link: str | None = None) -> str:
+    """Entry × seed: O-Eval and Robust BO-Eval (the board's F) averaged over the tasks scored on that seed — a
+    :func:`data_table` (1,250 seeds × 2 entries open at once); ``entry_link``: the entry column's link template."""
+    columns = [Column("entry", "enum", left=True, href=entry_link), Column("seed", "num", digits=0),
+               Column("O-Eval", "num"), Column("Robust BO-Eval", "num", sign=True), Column("tasks scored", "num",
+                                                                                           digits=0),
+               Column("Art.", "num", digits=0), Column("cost USD", "num")]
+    rows = [[row.entry, seed.seed, seed.o_eval, seed.bo_eval, seed.tasks, seed.artifacts, seed.cost_usd]
+            for row in board.rows for seed in row.per_seed]
+    return data_table("per-seed", columns, rows, filterable=len(rows) > 20,
+                      note="Per entry and seed: the mean over the tasks scored on that seed (Robust BO-Eval against "
+                           "the board's F); the leaderboard's mean ± std is over these rows.")
 
 
 # ----- data tables: rows as JSON, rendered a page at a time ---------------------------------------------------------

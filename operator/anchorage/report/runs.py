@@ -17,14 +17,17 @@ agent/, verifier/, artifacts/}`` and ``<root>/<campaign>/campaign.json`` (the lo
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import from_json
 
 from anchorage import confined
 from anchorage.campaigns.aggregation import Leaderboard, TrialResult, leaderboard
@@ -118,11 +121,13 @@ def is_terminal_record(record: dict[str, Any]) -> bool:
 
 
 def validated(data: Any) -> tuple[dict[str, Any], str | None]:
-    """A record read through :class:`TrialRecord` (``to_json()``), or as written with the validation error."""
+    """A record checked against :class:`TrialRecord` (kept as written: both drivers write ``to_json()``'s shape,
+    so a valid record is that shape already), or as written with the validation error."""
     if not isinstance(data, dict):
         raise ValueError("a trial record must be a JSON object")
     try:
-        return TrialRecord.model_validate(data).to_json(), None
+        TrialRecord.model_validate(data)
+        return data, None
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(record)'}: {e['msg']}" for e in exc.errors()[:5])
         return data, f"the record does not match this version's TrialRecord ({problems})"
@@ -195,12 +200,13 @@ class Runs(ABC):
         names = planned + sorted(set(found) - set(planned))
         records: list[dict[str, Any]] = []
         problems: dict[str, str] = {}
-        for trial in names:
+        for trial, data in self._records(name, names):
             try:
-                data = self.read(name, trial, "trial.json", limit=RECORD_LIMIT)
+                if isinstance(data, RunReadError):
+                    raise data
                 if data is None:
                     continue
-                record, problem = validated(json.loads(data))
+                record, problem = validated(from_json(data))   # pydantic's parser: 3× json.loads on records
             except RunReadError as exc:
                 problems[trial] = str(exc)
                 continue
@@ -215,6 +221,14 @@ class Runs(ABC):
             records.append(record)
         return CampaignRun(name, self.location, baseline, manifest if isinstance(manifest, dict) else None,
                            planned or names, records, problems, dict(meta or {}))
+
+    def _records(self, campaign: str, trials: list[str]) -> Iterator[tuple[str, bytes | None | RunReadError]]:
+        """Each trial's ``trial.json`` as bytes (None when absent, the error when it cannot be read)."""
+        for trial in trials:
+            try:
+                yield trial, self.read(campaign, trial, "trial.json", limit=RECORD_LIMIT)
+            except RunReadError as exc:
+                yield trial, exc
 
     def json(self, campaign: str, trial: str, relative: str) -> Any:
         """A JSON file of a trial (None when absent); :class:`RunReadError` when unreadable or invalid."""
@@ -303,8 +317,28 @@ class LocalRuns(Runs):
         folder = self._folder(name)
         if not folder.is_dir():
             return []
-        return sorted(p.name for p in folder.iterdir()
-                      if p.is_dir() and not p.is_symlink() and confined.lstat(p, "trial.json") is not None)
+        names = []
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                # a real folder (no link), holding an entry named trial.json (lstat: a link is not followed; the
+                # confined read refuses anything but a regular file)
+                if entry.is_dir(follow_symlinks=False) and os.path.lexists(os.path.join(entry.path, "trial.json")):
+                    names.append(entry.name)
+        return sorted(names)
+
+    def _records(self, campaign: str, trials: list[str]) -> Iterator[tuple[str, bytes | None | RunReadError]]:
+        """One descriptor of the campaign's folder for every record (a campaign of 10,000 trials reads in ~1 s)."""
+        folder = self._folder(campaign)
+        if not folder.is_dir() or folder.is_symlink():
+            yield from super()._records(campaign, trials)
+            return
+        with confined.folder_fd(folder) as fd:
+            for trial in trials:
+                _check_trial(trial)
+                try:
+                    yield trial, confined.read_bytes(fd, f"{trial}/trial.json", limit=RECORD_LIMIT)
+                except confined.ConfinedError as exc:
+                    yield trial, (None if exc.reason == "missing" else RunReadError(f"{trial}/{exc.message}"))
 
     def read(self, campaign: str, trial: str, relative: str, *, limit: int) -> bytes | None:
         _check_trial(trial)

@@ -191,7 +191,8 @@ class Viewer:
         for metric, title in (("o_eval", "O-Eval"), ("bo_eval", "Robust BO-Eval")):
             parts += [f"<h2>Per task: {title} (mean over seeds)</h2>",
                       pages.per_task_table(board, metric, lambda e, t: cell_href(name, e, t))]
-        parts += ["<h2 id='per-seed'>Per seed</h2>", pages.per_seed_table(board, lambda e: entry_href(name, e)),
+        parts += ["<h2 id='per-seed'>Per seed</h2>",
+                  pages.per_seed_table(board, href("campaigns", name, "entries") + "/{}/"),
                   "<h2>F per task</h2>", pages.f_table(board), "<h2>Trials</h2>",
                   pages.trials_table(run.records, lambda t: trial_href(name, t),
                                      link=href("campaigns", name, "trials") + "/{}"), _problems(run)]
