@@ -30,11 +30,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "operator")]
 
+from tests.report.bigrun import write_run  # noqa: E402
+
 from anchorage.gateway.running import BackgroundServer  # noqa: E402
 from anchorage.report.runs import LocalRuns  # noqa: E402
 from anchorage.report.writing import rebuild  # noqa: E402
 from anchorage.viewer.app import make_app  # noqa: E402
-from tests.report.bigrun import write_run  # noqa: E402
 
 
 def measure(work: Callable[[], object], rounds: int) -> tuple[list[float], list[float]]:
@@ -78,7 +79,7 @@ def main() -> None:
             url = f"http://127.0.0.1:{server.port}/campaigns/{folder.name}/"
             try:
                 size = get(url)                                   # warms the cache (and the imports)
-                walls, cpus = measure(lambda: get(url), args.rounds)
+                walls, cpus = measure(lambda page=url: get(page), args.rounds)
             finally:
                 server.stop()
             ratio = f"   {statistics.median(cpus) / floor_cpu:.2f}x the floor's CPU" if ttl == 0 else ""

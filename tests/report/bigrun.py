@@ -1,10 +1,10 @@
 """A large campaign run folder written directly (no agent runs): what the report and the viewer must open at once.
 
 Used by ``tests/report/test_big_run.py`` (report.html's size at 10,000 trials) and ``bench/viewer.py`` (the
-viewer's server time). The records have the shape ``TrialRecord.to_json()`` writes (one validated template, its fields set per trial) of two
-entries — the mock-like baseline and an oracle-like entry — over four tasks; each trial has a score record
-shaped like the scorer's (metrics, gates with messages) and a short log, so a detail section is as large as a
-real one.
+viewer's server time). The records have the shape ``TrialRecord.to_json()`` writes (one validated template,
+its fields set per trial) of two entries — the mock-like baseline and an oracle-like entry — over four tasks;
+each trial has a score record shaped like the scorer's (metrics, gates with messages) and a short log, so a
+detail section is as large as a real one.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 Called by :func:`anchorage.report.writing.write_outputs`; matplotlib is imported inside the
 functions so importing the report package stays cheap. Every figure has a title naming the campaign
-and what it shows; ``path`` is the PNG's path, the SVG is written beside it with the same stem.
+and what it shows, wrapped (measured as drawn) so no line is clipped; ``path`` is the PNG's path, the SVG is
+written beside it with the same stem. An entry without a score has no bar (a note says so), a cell without
+one is blank: a plot never draws a zero that is not there.
 """
 
 from __future__ import annotations
@@ -26,14 +28,30 @@ TITLE_SIZE = 10
 
 
 def _title(ax: Any, campaign: str, what: str) -> None:
-    """The figure's title — the campaign, then what it shows — wrapped to the figure's width so no line is clipped
-    (an average glyph of the title font is ~0.55 of its size wide)."""
+    """The figure's title — the campaign, then what it shows; :func:`_save` wraps it until it fits the figure."""
+    ax._anchorage_title = (campaign, what)
+    ax.set_title("\n".join(([campaign] if campaign else []) + [what]), fontsize=TITLE_SIZE)
+
+
+def _fit_titles(fig: Any) -> None:
+    """Wrap each titled axes' title (measured as drawn, after the layout) until every line is inside the figure."""
     import textwrap
 
-    width_pt = ax.figure.get_figwidth() * 72 * 0.92
-    per_line = max(20, int(width_pt / (TITLE_SIZE * 0.55)))
-    lines = ([campaign] if campaign else []) + textwrap.wrap(what, per_line)
-    ax.set_title("\n".join(lines), fontsize=TITLE_SIZE)
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        parts = getattr(ax, "_anchorage_title", None)
+        if parts is None:
+            continue
+        campaign, what = parts
+        per_line = len(what) + 1
+        while per_line > 16:
+            box = ax.title.get_window_extent(renderer)
+            if box.x0 >= fig.bbox.x0 and box.x1 <= fig.bbox.x1:
+                break
+            per_line = int(per_line * 0.85)
+            lines = textwrap.wrap(campaign, per_line) + textwrap.wrap(what, per_line)
+            ax.set_title("\n".join(lines), fontsize=TITLE_SIZE)
+            fig.tight_layout()
 
 
 PNG_DPI = 220
@@ -44,6 +62,7 @@ def _save(fig: Any, path: Path) -> Path:
     """Write the figure as ``path`` (PNG, :data:`PNG_DPI`) and as ``path`` with suffix ``.svg``."""
     plt = _pyplot()
     fig.tight_layout()
+    _fit_titles(fig)
     fig.savefig(path, dpi=PNG_DPI)
     fig.savefig(path.with_suffix(".svg"), format="svg", metadata={"Date": None})
     plt.close(fig)

@@ -222,7 +222,7 @@ class Runs(ABC):
         return CampaignRun(name, self.location, baseline, manifest if isinstance(manifest, dict) else None,
                            planned or names, records, problems, dict(meta or {}))
 
-    def _records(self, campaign: str, trials: list[str]) -> Iterator[tuple[str, bytes | None | RunReadError]]:
+    def _records(self, campaign: str, trials: list[str]) -> Iterator[tuple[str, bytes | RunReadError | None]]:
         """Each trial's ``trial.json`` as bytes (None when absent, the error when it cannot be read)."""
         for trial in trials:
             try:
@@ -326,7 +326,7 @@ class LocalRuns(Runs):
                     names.append(entry.name)
         return sorted(names)
 
-    def _records(self, campaign: str, trials: list[str]) -> Iterator[tuple[str, bytes | None | RunReadError]]:
+    def _records(self, campaign: str, trials: list[str]) -> Iterator[tuple[str, bytes | RunReadError | None]]:
         """One descriptor of the campaign's folder for every record (a campaign of 10,000 trials reads in ~1 s)."""
         folder = self._folder(campaign)
         if not folder.is_dir() or folder.is_symlink():
