@@ -163,7 +163,7 @@ def test_the_campaign_totals_its_unknown_costs_and_says_the_cost_is_incomplete()
         "the costs shown are lower bounds"
     assert board.to_dict()["cost_note"] == board.cost_note  # leaderboard.json carries it (both drivers write it)
     assert "**Cost incomplete: 3 trial cost(s) unknown" in to_markdown(board)
-    assert "cost incomplete: 3 trial cost(s) unknown" in leaderboard_table(board, lambda _: None).lower()
+    assert "cost incomplete: 3 trial cost(s) unknown" in leaderboard_table(board, lambda _: None)
     known = leaderboard([TrialResult.from_record(records[0])], baseline=None)
     assert known.cost_note is None and "incomplete" not in to_markdown(known).split("Scoring profile")[0]
     assert cost_note(1, 0) == "cost incomplete: 1 trial cost(s) unknown; the costs shown are lower bounds"

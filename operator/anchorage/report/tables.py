@@ -78,7 +78,7 @@ def board_notes(board: Leaderboard) -> list[str]:
     notes.append(f"Campaign total cost: {total_cost_text(board)} (every trial, infrastructure failures included); "
                  f"{board.cells_scored} of {board.cells_planned} planned cells (entry × task × seed) scored.")
     if board.cost_note:
-        notes.append(f"{board.cost_note[0].upper()}{board.cost_note[1:]}.")
+        notes.append(board.cost_note)
     return notes
 
 
@@ -164,7 +164,7 @@ def to_markdown(board: Leaderboard) -> str:
     parts = [f"# Leaderboard — scoring profile {board.profile}", "",
              _md_table(columns, leader), "",
              *[f"- {note}" for note in notes], "",
-             *([f"**{cost}**", ""] if cost else []),
+             *([f"**{cost[0].upper()}{cost[1:]}.**", ""] if cost else []),
              f"Scoring profile: {board.profile}. Standard deviation: {board.std}. "
              f"Baseline entry (F): {board.baseline or 'none (F from each task configuration)'}.",
              "", board.ranking, ""]
