@@ -8,18 +8,24 @@ a score record and a log per trial; no agent runs), then, in one run, side by si
 * **page, uncached** — ``GET /campaigns/big/`` from the viewer (aiohttp on 127.0.0.1) with the campaign cache off
   (``--refresh 0``): every request reads the campaign again, as the first visit does;
 * **page, cached** — the same page within the cache's lifetime (``--refresh``: 5 s by default);
-* **report** — ``anchorage report``'s rebuild of the folder (plots included) and report.html's size.
+* **report** — ``anchorage report``'s rebuild of the folder (plots included) and report.html's size;
+* with ``--before TREE`` (another checkout, e.g. main before this change): the campaign page built in a process
+  of its own by that tree's code and by this one's, side by side (CPU per build, the page's size), and that
+  tree's report rebuild (its size).
 
 Per request: the wall time seen by the client on loopback and the CPU the process spent (the client waits idle, so
 that CPU is the server's). Figures: the median and the best of ``--rounds`` requests. Run it under the bench lock:
 
-    flock /work/coord/bench.lock .venv/bin/python bench/viewer.py --rounds 5
+    flock /work/coord/bench.lock .venv/bin/python bench/viewer.py --rounds 5 [--before /path/to/other/checkout]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -58,10 +64,53 @@ def get(url: str) -> int:
         return len(answer.read())
 
 
+BUILD = """
+import sys, time
+from pathlib import Path
+from anchorage.report.runs import LocalRuns
+from anchorage.viewer.app import Viewer
+viewer = Viewer(LocalRuns(Path(sys.argv[1]).parent), ttl=0.0)
+for _ in range(int(sys.argv[2])):
+    cpu = time.process_time()
+    page = viewer.campaign_page(Path(sys.argv[1]).name)
+    print(time.process_time() - cpu, len(page.encode()))
+"""
+
+REBUILD = """
+import sys, time
+from pathlib import Path
+from anchorage.report.writing import rebuild
+cpu = time.process_time()
+out = rebuild(Path(sys.argv[1]))
+print(time.process_time() - cpu, out["html"].stat().st_size)
+"""
+
+
+def in_tree(tree: Path, code: str, *args: str) -> list[list[float]]:
+    """Run ``code`` with ``tree``'s operator/ first on the import path; its lines of numbers."""
+    env = {**os.environ, "PYTHONPATH": f"{tree / 'operator'}{os.pathsep}{tree / 'devcluster'}"}
+    done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, check=True,
+                          timeout=3600)
+    return [[float(x) for x in line.split()] for line in done.stdout.splitlines() if line.strip()]
+
+
+def side_by_side(before: Path, folder: Path, rounds: int) -> None:
+    for label, tree in (("before", before), ("after", REPO)):
+        built = in_tree(tree, BUILD, str(folder), str(rounds))
+        cpus = [b[0] for b in built]
+        print(f"page build, {label:<6}  CPU median {statistics.median(cpus):6.3f} s (best {min(cpus):6.3f})   "
+              f"{built[0][1] / 1e6:.2f} MB   ({tree})")
+    copy = folder.parent / "before-report" / folder.name
+    shutil.copytree(folder, copy)
+    [[cpu, size]] = in_tree(before, REBUILD, str(copy))
+    print(f"report (rebuild), before  CPU {cpu:6.3f} s   report.html {size / 1e6:.2f} MB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--before", type=Path, help="Another checkout whose viewer and report to measure beside.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="anchorage-bench-viewer-") as tmp:
         started = time.perf_counter()
@@ -87,6 +136,8 @@ def main() -> None:
         walls, cpus = measure(lambda: rebuild(folder), 1)
         report = (folder / "report.html").stat().st_size
         print(line("report (rebuild)", walls, cpus, f"   report.html {report / 1e6:.2f} MB"))
+        if args.before is not None:
+            side_by_side(args.before.resolve(), folder, args.rounds)
 
 
 if __name__ == "__main__":

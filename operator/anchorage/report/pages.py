@@ -278,15 +278,20 @@ def data_table(table_id: str, columns: Sequence[Column], rows: Iterable[Sequence
     :data:`SCRIPT` (10,000 trials: one page of rows in the DOM). A value of a link column may be ``[text, href]``
     (its own link, or ``None`` for none); every string is made readable (:func:`anchorage.text.readable`)."""
     strings: dict[str, int] = {}
+    codes: dict[str, int] = {}          # a repeated string as written -> its index (made readable once)
     body: list[list[Any]] = []
     enum = [c.kind == "enum" for c in columns]
     for row in rows:
         line: list[Any] = []
         for value, interned in zip(row, enum, strict=True):
             if isinstance(value, str):
-                value = readable(value)
                 if interned:
-                    value = strings.setdefault(value, len(strings))
+                    code = codes.get(value)
+                    if code is None:
+                        code = codes[value] = strings.setdefault(readable(value), len(strings))
+                    value = code
+                else:
+                    value = readable(value)
             elif isinstance(value, list | tuple):
                 value = [readable(value[0]), value[1]]
             elif isinstance(value, float):
