@@ -9,6 +9,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from anchorage.report.writing import rebuild
 
 
@@ -126,7 +128,6 @@ def test_the_paper_table_has_every_number_a_reader_needs(tmp_path: Path) -> None
     import statistics
 
     from scipy.stats import t as student
-
     from tests.conftest import anchorage_cli
 
     directory = _run_folder(tmp_path)
@@ -137,8 +138,8 @@ def test_the_paper_table_has_every_number_a_reader_needs(tmp_path: Path) -> None
     values = [0.7, 0.9]                                          # good × t1: seeds 0 and 1
     half = student.ppf(0.975, 1) * statistics.stdev(values) / 2 ** 0.5
     assert good["n_seeds"] == "2" and float(good["o_eval_mean"]) == 0.8
-    assert float(good["o_eval_ci95_low"]) == __import__("pytest").approx(0.8 - half)
-    assert float(good["o_eval_std"]) == __import__("pytest").approx(statistics.stdev(values))
+    assert float(good["o_eval_ci95_low"]) == pytest.approx(0.8 - half)
+    assert float(good["o_eval_std"]) == pytest.approx(statistics.stdev(values))
     assert (good["profile"], good["price_snapshot"], good["cost_is_lower_bound"]) == ("paper@1", "2026-11-01", "false")
     overall = rows[("good", "(all tasks)")]
     board = json.loads(rebuild(directory)["json"].read_text())
@@ -171,10 +172,8 @@ def test_a_cell_without_a_scored_trial_has_no_numbers_in_the_paper_table(tmp_pat
     assert line.split(" & ")[2:5] == ["0", "--", "--"]
 
 
-def test_plot_titles_fit_their_figure(tmp_path: Path, monkeypatch: "pytest.MonkeyPatch") -> None:
+def test_plot_titles_fit_their_figure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A long campaign name and profile: every title line is drawn inside the figure (none clipped)."""
-    import pytest  # noqa: F401
-
     from anchorage.campaigns.aggregation import TrialResult, leaderboard
     from anchorage.report import plots
 
