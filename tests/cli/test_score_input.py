@@ -41,3 +41,17 @@ def test_an_artifact_of_another_task_is_bad_input(tmp_path: Path) -> None:
     empty.mkdir()
     missing = anchorage_cli("score", "--task", "smoke-inventory", str(empty))
     assert missing.returncode == 1                                     # no artifact at all: the model's failure
+
+
+def test_help_keeps_the_extras_name() -> None:
+    """Rich took "[inspect]" for markup and printed pip install 'anchorage'."""
+    done = anchorage_cli("export", "inspect", "--help")
+    assert done.returncode == 0 and "anchorage[inspect]" in done.stdout
+
+
+def test_no_negative_zero_is_ever_printed() -> None:
+    from anchorage.report.pages import num
+    from anchorage.report.tables import fixed
+
+    assert fixed(-5.2e-18) == "0.0000" and fixed(-5.2e-18, sign=True) == "+0.0000" and fixed(-0.00004) == "0.0000"
+    assert fixed(-0.00005) == "-0.0001" and fixed(None) == "—" and num(-1e-17, sign=True) == "+0.0000"

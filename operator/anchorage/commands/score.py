@@ -118,7 +118,7 @@ def _baseline(value: str | None) -> float | Path | None:
     except ValueError:
         return Path(value)
     if not math.isfinite(number) or not 0.0 <= number <= 1.0:
-        raise InputError(f"--baseline {value}: F is a raw panel score, a number from 0 to 1",
+        raise InputError(f"--baseline {value}: F is a raw panel score, a finite number from 0 to 1",
                          hint="e.g. --baseline 0.35 (the baseline entry's raw R), or the baseline's artifact or "
                               "score record")
     return number
