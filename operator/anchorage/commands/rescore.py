@@ -28,21 +28,22 @@ def rescore(
     from rich.console import Console
     from rich.table import Table
 
+    from anchorage.commands import markup, shown
     from anchorage.report.rescoring import rescore_run
-    from anchorage.report.tables import to_text
+    from anchorage.report.tables import board_notes, to_text
 
     out_dir, board, outputs = rescore_run(run_dir, profile, with_plots=plots)
     if as_json:
         print_json({"run": str(out_dir), "profile": board.profile, "leaderboard": board.to_dict(),
                     "outputs": {k: str(v) for k, v in sorted(outputs.items())}})
         return
-    table = Table(title=f"Leaderboard — {run_dir.name} — scoring profile {board.profile} (rescored)")
+    table = Table(title=markup(f"Leaderboard — {run_dir.name} — scoring profile {board.profile} (rescored)"))
     for column in ("entry", "Art.", "O-Eval", "Robust BO-Eval", "cost/seed"):
         table.add_column(column)
     for cells in to_text(board):
-        table.add_row(*cells[:5])
+        table.add_row(*map(markup, cells[:5]))
     Console(width=160).print(table)
-    if board.cost_note:
-        typer.echo(board.cost_note)
+    for note in board_notes(board):
+        typer.echo(shown(note))
     for kind, path in sorted(outputs.items()):
-        typer.echo(f"{kind}: {path}")
+        typer.echo(shown(f"{kind}: {path}"))

@@ -236,11 +236,15 @@ def _run_trial(trial: Any, runs_dir: Path, runtime: Any, as_json: bool) -> dict[
 
 
 def _print_trial(record: dict[str, Any], folder: Path) -> None:
+    from anchorage.commands import shown
+    from anchorage.report.tables import fixed
+
     score = record.get("score") or {}
-    typer.echo(f"trial {record['name']}: {record['phase']} ({record['reason']}) {record.get('message', '')}".rstrip())
+    typer.echo(shown(f"trial {record['name']}: {record['phase']} ({record['reason']}) {record.get('message', '')}"
+                     .rstrip()))
     if score.get("raw") is not None:
-        typer.echo(f"  raw {score.get('raw'):.4f}  O-Eval {score.get('o_eval'):.4f}  BO-Eval {score.get('bo_eval'):+.4f}"
-                   f"  gradable {score.get('gradable')}")
+        typer.echo(f"  raw {fixed(score.get('raw'))}  O-Eval {fixed(score.get('o_eval'))}  BO-Eval "
+                   f"{fixed(score.get('bo_eval'), sign=True)}  gradable {score.get('gradable')}")
     if record.get("panel"):
         panel = record["panel"]
         typer.echo(f"  panel: {panel.get('outcome')} (status {panel.get('status')}, {panel.get('calls')} calls)")
@@ -300,20 +304,51 @@ def _print_board(outcome: Any, outputs: dict[str, Path]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from anchorage.report.tables import to_text
+    from anchorage.commands import markup
+    from anchorage.report.tables import board_notes, to_text
 
-    table = Table(title=f"Leaderboard — {outcome.directory.name} — scoring profile {outcome.board.profile}")
+    board = outcome.board
+    table = Table(title=markup(f"Leaderboard — {outcome.directory.name} — scoring profile {board.profile}"))
     columns = ["entry", "Art.", "O-Eval (mean ± std)", "Robust BO-Eval (mean ± std)", "cost/seed"]
-    for column in columns + (["panel confirmed"] if outcome.board.has_panel else []) + (
-            ["CBU"] if outcome.board.has_cbu else []):
+    for column in columns + (["panel confirmed"] if board.has_panel else []) + (
+            ["CBU"] if board.has_cbu else []):
         table.add_column(column, justify="left" if column == "entry" else "right")
-    for row in to_text(outcome.board):
-        table.add_row(*row)
+    for row in to_text(board):
+        table.add_row(*map(markup, row))
     console = Console(file=sys.stdout, width=120)
     console.print(table)
-    if any(row.incomplete for row in outcome.board.rows):
-        console.print(outcome.board.ranking)
-    if outcome.board.cost_note:
-        console.print(outcome.board.cost_note, style="yellow")
-    console.print(f"{outcome.ran} trials run, {outcome.reused} resumed from {outcome.directory}")
-    console.print(f"report: {outputs['html']}  ·  leaderboard: {outputs['md']}")
+    notes = board_notes(board)
+    cost = notes.pop() if board.cost_note else None
+    for note in notes:
+        console.print(markup(note), style="yellow" if note.startswith(tuple(f"{r.entry}: " for r in board.rows
+                                                                             if r.no_score)) else None)
+    if any(row.incomplete for row in board.rows):
+        console.print(markup(board.ranking))
+    if cost:
+        console.print(markup(cost), style="yellow")
+    for line in infrastructure_lines(outcome.extra.get("selected", outcome.records)):
+        console.print(markup(line), style="yellow")
+    console.print(markup(f"{outcome.ran} trials run, {outcome.reused} resumed from {outcome.directory}"))
+    console.print(markup(f"report: {outputs['html']}  ·  leaderboard: {outputs['md']}"))
+
+
+def infrastructure_lines(records: list[dict[str, Any]], *, examples: int = 3) -> list[str]:
+    """The platform's failures among ``records``, grouped by reason and message (the message says why and, where
+    the platform knows it, the fix — e.g. the install command of a missing agent CLI)."""
+    from anchorage.commands import shown
+
+    groups: dict[tuple[str, str], list[str]] = {}
+    for record in records:
+        if record.get("phase") == "InfrastructureFailed":
+            key = (str(record.get("reason") or "unknown"), shown(record.get("message") or "no message recorded"))
+            groups.setdefault(key, []).append(str(record.get("name")))
+    if not groups:
+        return []
+    total = sum(len(names) for names in groups.values())
+    lines = [f"{total} trial(s) failed for the platform (never counted as a model's zero; rerun them with "
+             "--retry-infra once fixed):"]
+    for (reason, message), names in sorted(groups.items(), key=lambda item: -len(item[1])):
+        shown_names = ", ".join(names[:examples]) + (f" and {len(names) - examples} more" if len(names) > examples
+                                                      else "")
+        lines.append(f"  {reason} ×{len(names)} ({shown_names}): {message}")
+    return lines

@@ -17,6 +17,7 @@ from typing import Any
 
 from anchorage.campaigns.aggregation import Leaderboard, TrialResult, leaderboard
 from anchorage.errors import InputError
+from anchorage.report.runs import PROFILES
 from anchorage.report.writing import load_run, write_outputs
 from anchorage.scoring import score_artifact
 from anchorage.scoring.profiles import get_profile
@@ -24,7 +25,7 @@ from anchorage.tasks import load_task, resolve_task
 from anchorage.trials.phases import Phase
 from anchorage.trials.records import SCORE_KEYS
 
-PROFILES_DIR = "profiles"
+PROFILES_DIR = PROFILES
 
 
 def rescore_run(run_dir: Path, profile: str, *, with_plots: bool = True) -> tuple[Path, Leaderboard, dict[str, Path]]:

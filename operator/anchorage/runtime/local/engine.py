@@ -233,7 +233,8 @@ def run_campaign(
         if not campaign.spec.suspend:
             _run_all(todo, tasks, directory, runtime, campaign.spec.parallelism, records, notify, earlier)
     ordered = [records[p.name] for p in planned if p.name in records]
-    board = leaderboard([TrialResult.from_record(r) for r in ordered], campaign.spec.baseline)
+    board = leaderboard([TrialResult.from_record(r) for r in ordered], campaign.spec.baseline,
+                        [(p.entry, p.task, p.seed) for p in planned])
     selected = [records[p.name] for p in planned if p.name in records and selection.wants(p)]
     return CampaignOutcome(directory, ordered, board, ran=len(ordered) - reused, reused=reused,
                            extra={"selected": selected, "not_run": len([p for p in planned if p.name not in records])})
