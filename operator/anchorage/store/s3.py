@@ -1,22 +1,31 @@
-"""``s3://bucket/prefix`` artifact store on boto3 (AWS, MinIO, any S3 endpoint; moto in tests).
+"""``s3://bucket/prefix`` artifact store on boto3 (AWS, versitygw, SeaweedFS, any S3 endpoint).
 
-Endpoint and credentials follow boto3's usual chain (``AWS_ENDPOINT_URL[_S3]``,
-``AWS_ACCESS_KEY_ID``..., profiles, instance roles); an explicit endpoint switches to path-style
-addressing, which S3-compatible servers expect. Integrity and retries:
+Endpoint and credentials follow boto3's usual chain (``AWS_ENDPOINT_URL[_S3]``, ``AWS_ACCESS_KEY_ID``...,
+``AWS_PROFILE`` and its shared files, a web identity token file with ``AWS_ROLE_ARN``, instance roles); an
+explicit endpoint switches to path-style addressing, which S3-compatible servers expect. Integrity and retries:
 
-* every object carries its SHA-256 in metadata (``x-amz-meta-sha256``), checked on download;
-* botocore's ``standard`` retry mode retries 5xx, throttling and connection errors (bounded);
-  on top of it a whole upload or download is retried a few times with backoff (a reset in the
-  middle of a multipart upload, a checksum mismatch) before an :class:`InfrastructureError`;
+* every object carries its SHA-256 in metadata (``x-amz-meta-sha256``), checked on download, and is sent with an
+  ``x-amz-checksum-sha256`` header (each part's own for multipart uploads) that the server checks before it stores
+  anything (a body changed on the way is refused: ``BadDigest``);
+* botocore's ``standard`` retry mode retries 5xx, throttling (``503 SlowDown``) and connection errors (bounded,
+  with backoff); on top of it a whole upload or download is retried a few times with backoff (a reset in the
+  middle of a multipart upload, a checksum mismatch) before an :class:`InfrastructureError`; refusals that a
+  retry cannot cure (bad credentials, access denied, no such bucket) fail at once with the fix;
 * files above ``multipart_threshold`` go up in parts (boto3 ``TransferConfig``), and an upload is
-  verified with a HEAD (size and checksum) before it counts as stored.
+  verified with a HEAD (size and checksum) before it counts as stored;
+* ``put_bytes(..., exclusive=True)`` sends ``If-None-Match: *``: the server stores the object only when the key
+  is free (``412 PreconditionFailed`` otherwise: :class:`~anchorage.store.base.AlreadyStored` unless the object
+  there is these very bytes, a retried write of ours). A server that answers ``501 NotImplemented`` gets a
+  HEAD-then-PUT instead, which is not atomic (logged once; docs/design-notes.md, "Store").
 
-Botocore's own flexible checksums are set to ``when_required``: many S3-compatible servers reject
-trailing checksums, and the SHA-256 above covers integrity end to end.
+Botocore's own automatic checksums stay ``when_required`` (the ones above are asked for explicitly and go in
+headers: trailing checksums in ``aws-chunked`` bodies are refused by many S3-compatible servers).
 """
 
 from __future__ import annotations
 
+import base64
+import logging
 import os
 import tempfile
 import time
@@ -28,22 +37,47 @@ import boto3
 from boto3.exceptions import Boto3Error
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ProfileNotFound
 
-from anchorage.errors import InfrastructureError
-from anchorage.store.base import ArtifactStore, check_key, join, sha256_bytes, sha256_file
+from anchorage.errors import InfrastructureError, InputError
+from anchorage.store.base import AlreadyStored, ArtifactStore, check_key, join, sha256_bytes, sha256_file
 
 T = TypeVar("T")
 SHA_KEY = "sha256"
 MISSING = frozenset({"404", "NoSuchKey", "NotFound"})
+TAKEN = frozenset({"412", "PreconditionFailed"})
+UNSUPPORTED = frozenset({"501", "NotImplemented"})
+#: Refusals no retry cures: the error names the fix at once.
+FATAL = {
+    "InvalidAccessKeyId": "the access key is unknown to the server: check AWS_ACCESS_KEY_ID, AWS_PROFILE or the "
+                          "web identity settings",
+    "SignatureDoesNotMatch": "the secret key does not match the access key: check AWS_SECRET_ACCESS_KEY or the "
+                             "profile's aws_secret_access_key",
+    "AccessDenied": "the credentials may not do this: grant them s3:GetObject, PutObject, DeleteObject and "
+                    "ListBucket on the bucket",
+    "403": "the server refused the credentials: check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE",
+    "ExpiredToken": "the session credentials expired: renew them (a web identity token file is re-read by boto3)",
+    "NoSuchBucket": "the bucket does not exist: create it (aws s3 mb s3://BUCKET) or fix the store URI",
+    "InvalidBucketName": "the bucket name is not valid: use 3-63 lowercase letters, digits, dots or hyphens",
+}
+log = logging.getLogger(__name__)
 
 
 class ChecksumMismatch(InfrastructureError):
     """A downloaded or uploaded object does not match its recorded SHA-256."""
 
 
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code"))
+
+
 def _missing(exc: ClientError) -> bool:
-    return str(exc.response.get("Error", {}).get("Code")) in MISSING
+    return _code(exc) in MISSING
+
+
+def _b64(hex_digest: str) -> str:
+    """A hex SHA-256 as the base64 of its bytes (the form of ``x-amz-checksum-sha256``)."""
+    return base64.b64encode(bytes.fromhex(hex_digest)).decode("ascii")
 
 
 class S3Store(ArtifactStore):
@@ -56,6 +90,7 @@ class S3Store(ArtifactStore):
         self.bucket, self.prefix = bucket, prefix.strip("/")
         self.uri = f"s3://{bucket}/{self.prefix}".rstrip("/")
         self.attempts, self.backoff_seconds = attempts, backoff_seconds
+        self.conditional_writes = True  # until the server answers If-None-Match with 501 NotImplemented
         endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         config = Config(
             retries={"mode": "standard", "max_attempts": botocore_attempts},
@@ -63,7 +98,12 @@ class S3Store(ArtifactStore):
             s3={"addressing_style": "path" if endpoint else "auto"},
             request_checksum_calculation="when_required", response_checksum_validation="when_required",
         )
-        self.client = client or boto3.session.Session().client("s3", endpoint_url=endpoint, config=config)
+        try:
+            self.client = client or boto3.session.Session().client("s3", endpoint_url=endpoint, config=config)
+        except ProfileNotFound as exc:
+            raise InputError(f"{self.uri}: the AWS profile {os.environ.get('AWS_PROFILE')!r} does not exist",
+                             hint="name a profile of AWS_CONFIG_FILE / AWS_SHARED_CREDENTIALS_FILE (~/.aws/config, "
+                                  "~/.aws/credentials) in AWS_PROFILE, or unset it") from exc
         self.transfer = TransferConfig(multipart_threshold=multipart_threshold,
                                        multipart_chunksize=multipart_chunksize, use_threads=False)
 
@@ -78,10 +118,16 @@ class S3Store(ArtifactStore):
             except ClientError as exc:
                 if _missing(exc):
                     raise FileNotFoundError(f"{self.uri}: {what}: no such object") from exc
+                if _code(exc) in FATAL:
+                    raise InfrastructureError(f"{self.uri}: {what} refused: {exc}", hint=FATAL[_code(exc)]) from exc
                 failure: Exception = exc
+            except (FileNotFoundError, FileExistsError):
+                raise
+            except NoCredentialsError as exc:
+                raise InfrastructureError(f"{self.uri}: {what}: no credentials found", hint=(
+                    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or AWS_ROLE_ARN with "
+                    "AWS_WEB_IDENTITY_TOKEN_FILE")) from exc
             except (BotoCoreError, Boto3Error, ChecksumMismatch, OSError) as exc:
-                if isinstance(exc, FileNotFoundError):
-                    raise
                 failure = exc
             if attempt == self.attempts:
                 raise InfrastructureError(
@@ -93,23 +139,57 @@ class S3Store(ArtifactStore):
 
     # ----- writes --------------------------------------------------------------------------------
 
-    def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None) -> None:
-        extra = {"ContentType": content_type} if content_type else {}
+    def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None, exclusive: bool = False) -> None:
+        extra: dict[str, str] = {"ContentType": content_type} if content_type else {}
         digest = sha256_bytes(data)
 
         def put() -> None:
-            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
-                                   Metadata={SHA_KEY: digest}, **extra)
+            conditional = exclusive and self.conditional_writes
+            if exclusive and not conditional and self._holds(key):
+                self._same_or_taken(key, digest)
+                return
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, Metadata={SHA_KEY: digest},
+                                       ChecksumSHA256=_b64(digest), **({"IfNoneMatch": "*"} if conditional else {}),
+                                       **extra)
+            except ClientError as exc:
+                if exclusive and _code(exc) in TAKEN:
+                    self._same_or_taken(key, digest)
+                    return
+                if conditional and _code(exc) in UNSUPPORTED:
+                    log.warning("%s: the server does not support If-None-Match on PUT; exclusive writes fall back to "
+                                "HEAD then PUT, which two concurrent writers can both pass", self.uri)
+                    self.conditional_writes = False
+                    put()
+                    return
+                raise
             self._verify_stored(key, len(data), digest)
 
         self._retrying(f"put {key}", put)
+
+    def _holds(self, key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as exc:
+            if _missing(exc):
+                return False
+            raise
+        return True
+
+    def _same_or_taken(self, key: str, digest: str) -> None:
+        """An exclusive write found ``key`` taken: nothing wrong when the object there is these very bytes (our own
+        earlier attempt, whose answer was lost), else :class:`AlreadyStored`."""
+        stored = self.client.head_object(Bucket=self.bucket, Key=self._key(key)).get("Metadata", {}).get(SHA_KEY)
+        if stored != digest:
+            raise AlreadyStored(f"{self.uri_of(key)} already exists with other content (sha256 {stored}, not "
+                                f"{digest})")
 
     def put_file(self, key: str, path: Path) -> None:
         digest, size = sha256_file(path), path.stat().st_size
 
         def upload() -> None:
-            self.client.upload_file(str(path), self.bucket, self._key(key),
-                                    ExtraArgs={"Metadata": {SHA_KEY: digest}}, Config=self.transfer)
+            self.client.upload_file(str(path), self.bucket, self._key(key), Config=self.transfer,
+                                    ExtraArgs={"Metadata": {SHA_KEY: digest}, "ChecksumAlgorithm": "SHA256"})
             self._verify_stored(key, size, digest)
 
         self._retrying(f"upload {path} to {key}", upload)
