@@ -20,7 +20,8 @@ from aiohttp import web
 
 from anchorage.gateway import BackgroundServer
 
-HOP_BY_HOP = {"host", "content-length", "transfer-encoding", "connection", "expect", "keep-alive"}
+HOP_BY_HOP = {"content-length", "transfer-encoding", "connection", "expect", "keep-alive"}
+"""Not forwarded (aiohttp sets its own); ``Host`` is (a real server checks the signature, which covers it)."""
 
 
 @dataclass

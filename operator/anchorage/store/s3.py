@@ -71,6 +71,14 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code"))
 
 
+def _answer(exc: BaseException) -> ClientError | None:
+    """The server's answer behind ``exc`` (itself, or the ClientError a boto3 transfer error was raised from)."""
+    seen: BaseException | None = exc
+    while seen is not None and not isinstance(seen, ClientError):
+        seen = seen.__cause__ or seen.__context__
+    return seen
+
+
 def _missing(exc: ClientError) -> bool:
     return _code(exc) in MISSING
 
@@ -115,11 +123,13 @@ class S3Store(ArtifactStore):
         for attempt in range(1, self.attempts + 1):
             try:
                 return action()
-            except ClientError as exc:
-                if _missing(exc):
+            except (ClientError, Boto3Error) as exc:  # boto3's transfers wrap the server's answer in their own error
+                answer = _answer(exc)
+                if answer is not None and _missing(answer):
                     raise FileNotFoundError(f"{self.uri}: {what}: no such object") from exc
-                if _code(exc) in FATAL:
-                    raise InfrastructureError(f"{self.uri}: {what} refused: {exc}", hint=FATAL[_code(exc)]) from exc
+                if answer is not None and _code(answer) in FATAL:
+                    raise InfrastructureError(f"{self.uri}: {what} refused: {answer}",
+                                              hint=FATAL[_code(answer)]) from exc
                 failure: Exception = exc
             except (FileNotFoundError, FileExistsError):
                 raise
@@ -127,7 +137,7 @@ class S3Store(ArtifactStore):
                 raise InfrastructureError(f"{self.uri}: {what}: no credentials found", hint=(
                     "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or AWS_ROLE_ARN with "
                     "AWS_WEB_IDENTITY_TOKEN_FILE")) from exc
-            except (BotoCoreError, Boto3Error, ChecksumMismatch, OSError) as exc:
+            except (BotoCoreError, ChecksumMismatch, OSError) as exc:
                 failure = exc
             if attempt == self.attempts:
                 raise InfrastructureError(
