@@ -11,8 +11,9 @@ explicit endpoint switches to path-style addressing, which S3-compatible servers
   with backoff); on top of it a whole upload or download is retried a few times with backoff (a reset in the
   middle of a multipart upload, a checksum mismatch) before an :class:`InfrastructureError`; refusals that a
   retry cannot cure (bad credentials, access denied, no such bucket) fail at once with the fix;
-* files above ``multipart_threshold`` go up in parts (boto3 ``TransferConfig``), and an upload is
-  verified with a HEAD (size and checksum) before it counts as stored;
+* files above ``multipart_threshold`` go up in parts (boto3 ``TransferConfig``), and such an upload is
+  verified with a HEAD (size and checksum) before it counts as stored; a single PUT counts as stored when the
+  server's answer echoes the SHA-256 it checked (else it is verified with a HEAD too);
 * ``put_bytes(..., exclusive=True)`` sends ``If-None-Match: *``: the server stores the object only when the key
   is free (``412 PreconditionFailed`` otherwise: :class:`~anchorage.store.base.AlreadyStored` unless the object
   there is these very bytes, a retried write of ours). A server that answers ``501 NotImplemented`` gets a
@@ -29,7 +30,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -99,6 +100,7 @@ class S3Store(ArtifactStore):
         self.uri = f"s3://{bucket}/{self.prefix}".rstrip("/")
         self.attempts, self.backoff_seconds = attempts, backoff_seconds
         self.conditional_writes = True  # until the server answers If-None-Match with 501 NotImplemented
+        self._written: dict[str, tuple[str, str]] = {}  # key -> (ETag, sha256) of what this store wrote and checked
         endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         config = Config(
             retries={"mode": "standard", "max_attempts": botocore_attempts},
@@ -159,9 +161,9 @@ class S3Store(ArtifactStore):
                 self._same_or_taken(key, digest)
                 return
             try:
-                self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, Metadata={SHA_KEY: digest},
-                                       ChecksumSHA256=_b64(digest), **({"IfNoneMatch": "*"} if conditional else {}),
-                                       **extra)
+                answer = self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
+                                                Metadata={SHA_KEY: digest}, ChecksumSHA256=_b64(digest),
+                                                **({"IfNoneMatch": "*"} if conditional else {}), **extra)
             except ClientError as exc:
                 if exclusive and _code(exc) in TAKEN:
                     self._same_or_taken(key, digest)
@@ -173,7 +175,10 @@ class S3Store(ArtifactStore):
                     put()
                     return
                 raise
-            self._verify_stored(key, len(data), digest)
+            if answer.get("ChecksumSHA256") == _b64(digest):  # the server checked our checksum
+                self._remember(key, answer.get("ETag"), digest)
+            else:
+                self._verify_stored(key, len(data), digest)
 
         self._retrying(f"put {key}", put)
 
@@ -195,7 +200,11 @@ class S3Store(ArtifactStore):
                                 f"{digest})")
 
     def put_file(self, key: str, path: Path) -> None:
-        digest, size = sha256_file(path), path.stat().st_size
+        size = path.stat().st_size
+        if size < self.transfer.multipart_threshold:  # one request: no transfer manager to set up
+            self.put_bytes(key, path.read_bytes())
+            return
+        digest = sha256_file(path)
 
         def upload() -> None:
             self.client.upload_file(str(path), self.bucket, self._key(key), Config=self.transfer,
@@ -210,6 +219,14 @@ class S3Store(ArtifactStore):
         if head.get("ContentLength") != size or stored != digest:
             raise ChecksumMismatch(f"{self.uri_of(key)}: stored object has size {head.get('ContentLength')} "
                                    f"and sha256 {stored}, expected {size} and {digest}")
+        self._remember(key, head.get("ETag"), digest)
+
+    def _remember(self, key: str, etag: str | None, digest: str) -> None:
+        """What this store wrote (a completion manifest then needs no HEAD for it while its ETag is unchanged)."""
+        if etag:
+            if len(self._written) > 100_000:
+                self._written.clear()
+            self._written[self._key(key)] = (etag, digest)
 
     # ----- reads ---------------------------------------------------------------------------------
 
@@ -285,5 +302,26 @@ class S3Store(ArtifactStore):
         strip = len(self.prefix) + 1 if self.prefix else 0
         return sorted(k[strip:] for k in self._retrying(f"list {prefix or '/'}", collect))
 
+    def described(self, prefix: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """As :meth:`ArtifactStore.described`, from one listing: an object this store wrote itself (same ETag in the
+        listing) is described from what it sent and the server checked; any other gets a HEAD."""
+        root = join(self.prefix, check_key(prefix))
+
+        def collect() -> list[dict[str, Any]]:
+            items: list[dict[str, Any]] = []
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=root + "/"):
+                items += page.get("Contents", [])
+            return items
+
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        for item in sorted(self._retrying(f"list {prefix}", collect), key=lambda entry: str(entry["Key"])):
+            key: str = item["Key"][strip:]
+            known = self._written.get(item["Key"])
+            if known is not None and known[0] == item.get("ETag"):
+                yield key, {"size": item.get("Size"), "sha256": known[1]}
+            else:
+                yield key, self.describe(key)
+
     def delete(self, key: str) -> None:
+        self._written.pop(self._key(key), None)
         self._retrying(f"delete {key}", lambda: self.client.delete_object(Bucket=self.bucket, Key=self._key(key)))
