@@ -5,7 +5,8 @@ throttling, ``501 NotImplemented``), reset the connection after reading part of 
 middle of an upload), forward the request and then reset the connection (the server did it, the answer is lost),
 flip a byte of the request body on its way to the server (which its checksum must catch) or of a response body
 (a bad download). ``chaos(rate)`` adds random faults on top: that share of all requests answered ``503 SlowDown``
-or reset half of the time each. Every request is logged in ``seen`` (method, path and query).
+or reset half of the time each. Every request is logged in ``seen`` (method, path and query) and
+``headers``.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self.injected: list[str] = []
         self.seen: list[str] = []
+        self.headers: list[dict[str, str]] = []  # of every request, in order
         self._chaos: tuple[float, random.Random] | None = None
         app = web.Application(client_max_size=1024**3)
         app.router.add_route("*", "/{tail:.*}", self._handle)
@@ -75,6 +77,7 @@ class FaultProxy:
     def _take(self, request: web.Request) -> Fault | None:
         with self._lock:
             self.seen.append(f"{request.method} {request.path_qs}")
+            self.headers.append(dict(request.headers))
             if self._chaos is not None and self._chaos[1].random() < self._chaos[0]:
                 fault = Fault("status" if self._chaos[1].random() < 0.5 else "reset")
                 self.injected.append(f"{fault.kind} {request.method} {request.path_qs}")

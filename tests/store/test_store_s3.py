@@ -8,6 +8,7 @@ import base64
 import hashlib
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -181,6 +182,33 @@ def test_credentials_from_a_profile(real_s3: Backend, bucket_on_real: str, tmp_p
     with pytest.raises(InputError, match="profile 'missing-profile'") as failure:
         open_store(f"s3://{bucket_on_real}/runs")
     assert "AWS_CONFIG_FILE" in (failure.value.hint or "")
+
+
+def test_credentials_from_a_web_identity_token_file(moto_endpoint: str, s3_credentials: None, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE (a pod's projected ServiceAccount token): boto3's chain calls
+    AssumeRoleWithWebIdentity and the store signs every request with the session credentials it got. On moto's STS:
+    versitygw's STS fetches an issuer's JWKS only over https, port 443, from an address that is neither loopback nor
+    private (its SSRF guard), so no test on loopback can reach it (docs/design-notes.md, "Store")."""
+    server = Backend("moto", moto_endpoint, "testing", "testing")
+    bucket = new_bucket(server)
+    (tmp_path / "token").write_text("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6YSJ9.c2ln")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/anchorage-trials")
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(tmp_path / "token"))
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", moto_endpoint)
+    proxy = FaultProxy(moto_endpoint)
+    try:
+        store = open_store(f"s3://{bucket}/runs", endpoint_url=proxy.url)
+        store.put_bytes("c/t/trial.json", b"{}")
+        assert store.get_bytes("c/t/trial.json") == b"{}"
+        keys = {re.search(r"Credential=([^/]+)/", h["Authorization"]).group(1) for h in proxy.headers}  # type: ignore[union-attr]
+        tokens = {h.get("X-Amz-Security-Token") for h in proxy.headers}
+    finally:
+        proxy.stop()
+    assert len(keys) == 1 and keys.pop().startswith("ASIA")  # temporary credentials, not the environment's
+    assert len(tokens) == 1 and None not in tokens
 
 
 @pytest.fixture
