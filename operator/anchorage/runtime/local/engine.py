@@ -278,12 +278,12 @@ def _publish(publisher: Publisher, trial: str, trial_dir: Path, unpublished: lis
     the trial's result. Returns the record another run stored first, if one did."""
     try:
         theirs = publisher.publish(trial, trial_dir)
-    except InfrastructureError as exc:
+        if theirs is not None:
+            publisher.fetch(trial, trial_dir)
+    except Exception as exc:  # the store's failure (or a bug) costs this upload, never the run
         unpublished.append(trial)
-        log.warning("trial %s is finished but not published: %s", trial, exc)
+        log.warning("trial %s is finished but not published: %s: %s", trial, type(exc).__name__, exc)
         return None
-    if theirs is not None:
-        publisher.fetch(trial, trial_dir)
     return theirs
 
 
