@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from anchorage.cli import app
 from anchorage.store import COMPLETE_MARKER, open_store
 from engine.conftest import campaign_yaml
+from store.faults import Fault, FaultProxy
 
 pytestmark = [pytest.mark.sandbox]
 
@@ -103,3 +104,29 @@ def test_the_store_keeps_the_first_record_of_a_trial(mechanism: str, bucket: str
     _run(manifest, tmp_path / "b", uri)
     assert store.get_bytes(f"race/{trial}/trial.json") == theirs
     assert (tmp_path / "b" / "race" / trial / "trial.json").read_bytes() == theirs
+
+
+def test_a_store_that_refuses_costs_the_upload_never_the_trial(mechanism: str, bucket: str, s3_server_env: Any,
+                                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store refuses one trial's objects (403): that trial is finished but unpublished (exit code 3, listed);
+    the next run publishes it without running it again."""
+    proxy = FaultProxy(s3_server_env.endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+    try:
+        manifest = tmp_path / "c.yaml"
+        manifest.write_text(campaign_yaml("deny", ENTRIES, seeds=3, parallelism=1))
+        proxy.add(Fault("status", method="PUT", path_has="-s1/", status=403, code="AccessDenied", times=10**6))
+        uri = f"s3://{bucket}/runs"
+        result = CliRunner().invoke(app, ["run", str(manifest), "--runs-dir", str(tmp_path / "runs"), "--no-plots",
+                                          "--store", uri, "--json"])
+        assert result.exit_code == 3, result.output
+        (summary,) = json.loads(result.stdout)["results"]
+        assert summary["unpublished"] == ["deny-quick-smoke-inventory-s1"] and summary["ran"] == 3
+        local = (tmp_path / "runs" / "deny" / "deny-quick-smoke-inventory-s1" / "trial.json").read_bytes()
+        proxy.clear()
+        again = _run(manifest, tmp_path / "runs", uri)
+        assert again["results"][0]["ran"] == 0 and again["results"][0]["unpublished"] == []
+        assert open_store(uri).get_bytes("deny/deny-quick-smoke-inventory-s1/trial.json") == local
+        assert len(open_store(uri).completed_prefixes("deny")) == 3
+    finally:
+        proxy.stop()

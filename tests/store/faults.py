@@ -30,6 +30,7 @@ class Fault:
     kind: str  # "status" | "reset" | "corrupt" | "corrupt_request" | "lose_answer"
     method: str | None = None
     query_has: str | None = None
+    path_has: str | None = None
     header: str | None = None  # only requests that carry this header
     status: int = 503
     code: str = "SlowDown"
@@ -39,6 +40,7 @@ class Fault:
     def matches(self, request: web.Request) -> bool:
         return ((self.method is None or request.method == self.method)
                 and (self.query_has is None or self.query_has in request.query_string)
+                and (self.path_has is None or self.path_has in request.path)
                 and (self.header is None or self.header in request.headers))
 
 
