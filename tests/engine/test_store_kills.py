@@ -29,10 +29,10 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 ANCHORAGE = [sys.executable, "-c", "from anchorage.cli import main; main()"]
-ENTRIES = """\
-    - name: quick
-      agent: {kind: command, command: ["/bin/sh", "-c", "echo '{}' > /root/results/{task}_result.json"]}"""
-TRIALS, KILLS, CAMPAIGN = 300, 5, "kills"
+COMMAND = """{kind: command, command: ["/bin/sh", "-c", "echo '{}' > /root/results/{task}_result.json"]}"""
+ENTRIES = "\n".join(f"    - name: {name}\n      agent: {COMMAND}" for name in ("a", "b", "c"))
+SEEDS, KILLS, CAMPAIGN = 100, 5, "kills"
+TRIALS = 3 * SEEDS  # three entries (a manifest has at most 100 seeds)
 
 
 def _records(store: ArtifactStore) -> dict[str, bytes]:
@@ -55,7 +55,7 @@ def test_300_trials_after_5_kills_are_stored_once_each(mechanism: str, s3_server
     if fault_rate:
         proxy.chaos(fault_rate, seed=29)
     manifest = tmp_path / "c.yaml"
-    manifest.write_text(campaign_yaml(CAMPAIGN, ENTRIES, seeds=TRIALS, parallelism=4))
+    manifest.write_text(campaign_yaml(CAMPAIGN, ENTRIES, seeds=SEEDS, parallelism=4))
     runs = tmp_path / "runs"
     command = [*ANCHORAGE, "run", str(manifest), "--runs-dir", str(runs), "--no-plots", "--store", uri]
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'operator'}:{REPO / 'devcluster'}", "AWS_ENDPOINT_URL": proxy.url}
@@ -63,13 +63,15 @@ def test_300_trials_after_5_kills_are_stored_once_each(mechanism: str, s3_server
     stored: dict[str, bytes] = {}
     try:
         for kill in range(1, KILLS + 1):
-            process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                       start_new_session=True)
+            log = tmp_path / f"run-{kill}.log"
+            with log.open("wb") as output:
+                process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT,
+                                           start_new_session=True)
             deadline = time.monotonic() + 300
             while (_finished_here(runs) < kill * TRIALS // (KILLS + 1) and process.poll() is None
                    and time.monotonic() < deadline):
                 time.sleep(0.05)
-            assert process.poll() is None, f"the run ended before kill {kill}"
+            assert process.poll() is None, f"the run ended before kill {kill}: {log.read_text()[-3000:]}"
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             now = _records(store)
