@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml devcluster/pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 SYSTEM_PACKAGES := bubblewrap prometheus poppler-utils iproute2 chromium buildah debootstrap
 
-.PHONY: demo test lint unit system venv agents kube images lock clean
+.PHONY: demo test lint unit system venv agents kube s3 images lock clean
 
 ## demo: run the demo campaign on the embedded default and print the leaderboard
 demo: venv system
@@ -15,7 +15,7 @@ demo: venv system
 
 ## test: lint (ruff, mypy strict, import-linter, CRD drift) and the whole test suite (the real-cluster tests
 ## run against the control plane `make kube` builds once into the cache)
-test: venv system kube
+test: venv system kube s3
 	@status=0; \
 	$(MAKE) --no-print-directory lint || { status=1; echo "lint FAILED (the tests run anyway)"; }; \
 	$(MAKE) --no-print-directory unit || status=1; \
@@ -28,6 +28,10 @@ lint: venv
 
 unit: venv system agents
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## s3: build (once, cached by version) the pinned S3 server the store's tests run against: versitygw (needs Go)
+s3:
+	@bash tools/s3/build.sh
 
 ## images: build the agent, verifier and operator images with buildah (no Docker engine) and run their smoke commands
 images: venv
