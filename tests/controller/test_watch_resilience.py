@@ -5,7 +5,9 @@
 * a server that ends every watch at once sees a few requests in the first seconds, then fewer (backoff after short
   clean ends; before: 6,410 requests in 2 s);
 * a connection that goes silent is given up within the silence limit and the watch resumed from its version, and
-  the server is asked to end each watch before that limit.
+  the server is asked to end each watch before that limit;
+* through an ``https://`` proxy (TLS to the proxy, checked with the cluster's CA, the server's TLS inside it) the
+  watch lists and watches as the API client's requests do.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ import contextlib
 import itertools
 import json
 import logging
+import socket
+import ssl
+import threading
+from pathlib import Path
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -25,6 +31,7 @@ from aiohttp import web
 from prometheus_client import REGISTRY
 
 from anchorage.controller import kube, watching
+from anchorage_devcluster import pki
 
 Obj = dict[str, Any]
 PATH = "/apis/batch/v1/namespaces/ns/jobs"
@@ -60,15 +67,17 @@ async def _event(response: web.StreamResponse, type_: str, obj: Obj) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _serving(api: Api) -> AsyncIterator[kube.Client]:
+async def _serving(api: Api, tls: ssl.SSLContext | None = None, **settings: Any) -> AsyncIterator[kube.Client]:
     app = web.Application()
     app.router.add_get(PATH, api.handle)
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.1)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls)
     await site.start()
     configuration = kubernetes.client.Configuration()
-    configuration.host = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    configuration.host = f"{'https' if tls else 'http'}://127.0.0.1:{runner.addresses[0][1]}"
+    for key, value in settings.items():
+        setattr(configuration, key, value)
     try:
         yield kube.Client(configuration)
     finally:
@@ -82,7 +91,7 @@ async def _watching(client: kube.Client, events: list[tuple[str, str]], **option
             raise KeyError("spec")
         events.append((type_, obj["metadata"]["name"]))
 
-    async with aiohttp.ClientSession() as session:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client.tls_context())) as session:  # as Watcher
         watch = watching.Watch(client, session, PATH, "", record, **options)
         task = asyncio.get_running_loop().create_task(watch.run())
         try:
@@ -184,3 +193,69 @@ async def test_the_server_is_asked_to_end_a_watch_before_the_silence_limit() -> 
     async with _serving(api) as client, _watching(client, [], timeout=300):
         await _until(lambda: len(api.watches) >= 1, "a watch")
     assert api.watches[0][1]["timeoutSeconds"] == "50"
+
+
+def _tls_connect_proxy(context: ssl.SSLContext, seen: list[bytes]) -> socket.socket:
+    """An HTTPS proxy that pipes ``CONNECT`` tunnels."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def pipe(a: Any, b: Any) -> None:
+        with contextlib.suppress(OSError):
+            while data := a.recv(65536):
+                b.sendall(data)
+        for end in (a, b):
+            with contextlib.suppress(OSError):
+                end.close()
+
+    def serve(conn: socket.socket) -> None:
+        try:
+            inner = context.wrap_socket(conn, server_side=True)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += inner.recv(1)
+        except OSError:
+            conn.close()
+            return
+        seen.append(head)
+        host, port = head.split(b" ")[1].decode().rsplit(":", 1)
+        upstream = socket.create_connection((host, int(port)))
+        inner.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        threading.Thread(target=pipe, args=(upstream, inner), daemon=True).start()
+        pipe(inner, upstream)
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener
+
+
+async def test_the_watch_goes_through_an_https_proxy(tmp_path: Path) -> None:
+    async def one_event(number: int, response: web.StreamResponse, params: dict[str, str]) -> None:
+        await _event(response, "ADDED", _job(f"via-proxy-{number}", "11"))
+        await asyncio.sleep(30)
+
+    authority = pki.Authority(tmp_path / "pki")
+    contexts = []
+    for name in ("server", "proxy"):
+        pair = authority.issue(name, name, server=True, hosts=("127.0.0.1",))
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(str(pair.cert), str(pair.key))
+        contexts.append(context)
+    seen: list[bytes] = []
+    proxy = _tls_connect_proxy(contexts[1], seen)
+    events: list[tuple[str, str]] = []
+    try:
+        async with _serving(Api(one_event), contexts[0], ssl_ca_cert=str(authority.pair.cert),
+                            proxy=f"https://127.0.0.1:{proxy.getsockname()[1]}") as client, \
+                _watching(client, events):
+            await _until(lambda: ("ADDED", "via-proxy-0") in events, "the watch through the proxy")
+    finally:
+        proxy.close()
+    assert events[0] == (watching.LISTED, "listed")
+    assert seen and all(head.startswith(b"CONNECT 127.0.0.1:") for head in seen)

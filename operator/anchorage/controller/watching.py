@@ -381,7 +381,8 @@ class Watcher:
     async def start(self, namespaces: list[str], timeout: int) -> None:
         client = kube.client()
         # One connection per watch (a watch holds its connection); large objects within one line.
-        connector = aiohttp.TCPConnector(ssl=client.ssl_context() or False, limit=0)
+        # (the TLS settings also check an https:// proxy's certificate, for an http:// server too)
+        connector = aiohttp.TCPConnector(ssl=client.tls_context(), limit=0)
         self.session = aiohttp.ClientSession(connector=connector, read_bufsize=2 ** 22, trust_env=False)
         self.watches = [Watch(client, self.session, path, JOBS_SELECTOR, self.events, timeout=timeout)
                         for path in job_paths(namespaces)]
