@@ -20,8 +20,8 @@ import logging
 import socket
 import ssl
 import threading
-from pathlib import Path
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp

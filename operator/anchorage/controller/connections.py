@@ -7,8 +7,9 @@ proxy (an ``http://`` server's requests in absolute form, an ``https://`` server
 IPv6 server as ``[::1]:6443``). The proxy is an ``http://`` one, or an ``https://`` one (TLS to the proxy, its
 certificate checked with the context the caller gives, then for an ``https://`` server TLS inside that TLS, by
 urllib3's :class:`~urllib3.util.ssltransport.SSLTransport`); a ``socks`` proxy is refused when the client is made
-(no SOCKS implementation among the dependencies: the kubernetes package too needs PySocks for it). It replaced urllib3 and ``http.client`` there: their per-request machinery (header parsing through
-``email.parser``, response wrappers, decoders) cost ~0.4 (PATCH) to ~0.55 ms (GET) more CPU per request than a
+(no SOCKS implementation among the dependencies: the kubernetes package too needs PySocks for it).
+
+It replaced urllib3 and ``http.client`` there: their per-request machinery (header parsing through ``email.parser``, response wrappers, decoders) cost ~0.4 (PATCH) to ~0.55 ms (GET) more CPU per request than a
 request here, seven requests per trial (``bench/README.md``, "Operator", session 6); a request here costs a
 ``sendall`` of one buffer and a few ``recv`` calls fed to httptools (the gateway's HTTP parser,
 :mod:`anchorage.gateway.http`).
