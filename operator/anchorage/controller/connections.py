@@ -9,10 +9,10 @@ certificate checked with the context the caller gives, then for an ``https://`` 
 urllib3's :class:`~urllib3.util.ssltransport.SSLTransport`); a ``socks`` proxy is refused when the client is made
 (no SOCKS implementation among the dependencies: the kubernetes package too needs PySocks for it).
 
-It replaced urllib3 and ``http.client`` there: their per-request machinery (header parsing through ``email.parser``, response wrappers, decoders) cost ~0.4 (PATCH) to ~0.55 ms (GET) more CPU per request than a
-request here, seven requests per trial (``bench/README.md``, "Operator", session 6); a request here costs a
-``sendall`` of one buffer and a few ``recv`` calls fed to httptools (the gateway's HTTP parser,
-:mod:`anchorage.gateway.http`).
+It replaced urllib3 and ``http.client`` there: their per-request machinery (header parsing through ``email.parser``,
+response wrappers, decoders) cost ~0.4 (PATCH) to ~0.55 ms (GET) more CPU per request than a request here, seven
+requests per trial (``bench/README.md``, "Operator", session 6); a request here costs a ``sendall`` of one buffer
+and a few ``recv`` calls fed to httptools (the gateway's HTTP parser, :mod:`anchorage.gateway.http`).
 
 Errors are :class:`OSError`\\ s (the socket's own, :class:`ssl.SSLError`, ``TimeoutError``, and
 :class:`ConnectionLost` for a connection that ended or answered something that is not HTTP), which the client's
