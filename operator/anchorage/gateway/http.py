@@ -193,9 +193,6 @@ class Channel(asyncio.Protocol):
         if self._phase == HEAD and self._head_raw > self._limits.max_head_bytes and not self._refused:
             self._head_too_large()
 
-    def eof_received(self) -> bool | None:
-        return None  # the client is done sending: close (a request being answered still gets its answer written)
-
     def connection_lost(self, exc: Exception | None) -> None:
         server = self._server
         server.channels.discard(self)
