@@ -38,7 +38,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from aiohttp import web
 
@@ -241,7 +241,8 @@ class GatewayApp:
     def _auth(self, request: Request) -> tuple[TrialAccount, TokenClaims] | None:
         """What the gate found (a server without a gate: the token checked now)."""
         if request.auth is not None:
-            return cast(tuple[TrialAccount, TokenClaims], request.auth)
+            auth: tuple[TrialAccount, TokenClaims] = request.auth
+            return auth
         token = self._token(request)
         return self.ledger.authenticate(token) if token else None
 
