@@ -15,7 +15,7 @@ what only a person can write, kept across runs: ``disagreement`` (``kind`` errat
 ``reason``, ``check``), ``notes``, ``volatile`` (artifact paths that change from run to run, such as CPU
 timings, not compared with the committed result) and ``supplementary`` (files the statement asks for that the
 reproduction writes beside its artifact, such as filled result templates). The table (between the ``anchor-table`` markers of
-``tasks/README.md``) lists every task: its anchor source (reproduces / close / disagrees from its
+``tasks/README.md``) lists every task: its anchor source (reproduces / exceeds_anchor / close / disagrees from its
 comparison, else the ``task.toml`` marker), O-Eval of the reproduction, run time, and the metrics outside
 their tolerance.
 """
