@@ -96,6 +96,39 @@ def test_the_seed_replay_equals_counting_every_sample_at_every_step() -> None:
     assert covering >= 30   # not vacuous: most clouds cover the target for a while
 
 
+def test_the_whole_target_replay_is_a_lower_bound_of_the_seed_s() -> None:
+    """A cloud hiding the whole target hides all 27 samples: part by part and union by union, never more."""
+    rng = np.random.default_rng(11)
+    for _ in range(12):
+        clouds = random_clouds(rng, int(rng.integers(1, 10)))
+        (whole, whole_unions), (seed, seed_unions) = smoke._replay(clouds), smoke._seed_replay(clouds)
+        assert all(w <= s for w, s in zip(whole, seed, strict=True))
+        assert all(whole_unions[m] <= seed_unions[m] for m in smoke.MISSILES)
+
+
+@pytest.mark.parametrize("factor", [0.5, 1.0, 1.1, 1.25, 1.4, 1.6, 2.0, 3.0])
+@pytest.mark.parametrize("source", ["tests/expected_result.json", "solution/reproduced_result.json"])
+def test_the_gate_s_verdict_is_the_full_seed_replay_s(source: str, factor: float) -> None:
+    """Claims scaled up and down: the gate (which skips the seed replay where the whole-target one already
+    supports a missile's claims) decides as holding every claim to the full seed replay would."""
+    plan = read(TASKS / SMOKE / source)
+    for row in plan["q5"]["strategies"]:
+        row["individual_duration_s"] *= factor
+        if isinstance(row.get("durations_s"), dict):
+            row["durations_s"] = {m: v * factor for m, v in row["durations_s"].items()}
+    claimed = plan["experiment_result"]["q5_union_duration_s"]
+    for key in claimed:
+        claimed[key] *= factor
+    clouds = clouds_of(plan)
+    parts, unions = smoke._seed_replay(clouds)
+    slack = lambda c: max(smoke.SEED_TOL_ABS, smoke.SEED_TOL_REL * c)  # noqa: E731
+    fails = any(r["individual_duration_s"] > n * smoke.REPLAY_DT + slack(r["individual_duration_s"])
+                for r, n in zip(plan["q5"]["strategies"], parts, strict=True))
+    fails |= any(claimed[m] > unions[m] * smoke.REPLAY_DT + slack(claimed[m]) for m in smoke.MISSILES)
+    gate = results("smoke_screen_coverage", plan)["smoke_q5_shielding_replay"]
+    assert gate.status == ("failed" if fails else "passed"), gate.message
+
+
 def test_the_seed_replay_supports_the_published_plan_to_within_its_rounding() -> None:
     """The 27-sample reading of the reference's criterion replays each published part to within 0.08 s."""
     plan = read(TASKS / SMOKE / "tests" / "expected_result.json")

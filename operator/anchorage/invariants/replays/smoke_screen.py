@@ -669,7 +669,14 @@ WHOLE_TARGET_CRITERION = _Criterion(
 
 
 def _replay_claims(prefix: str, rows: list[_Row], upath: str, union: Any) -> list[GateResult]:
-    """The claimed parts and unions held to each replay (the seed's, then the whole-target one)."""
+    """The claimed parts and unions held to each replay (the seed's, then the whole-target one).
+
+    The whole-target replay runs first: a cloud that hides the whole target hides all 27 samples (the points
+    hidden from the missile by a ball form a convex set, and the samples lie in the hull of the 96 rim points),
+    so it is a lower bound of the seed's replay, part by part and slot by slot. The seed's replay runs only for
+    the missiles with a claim the lower bound does not already support (less two grid steps against rounding);
+    for the others the verdict cannot differ, and the record says the figures are that lower bound.
+    """
     clouds: dict[_Cloud, int] = {}   # memo within this call: one replay per distinct cloud
     todo: list[tuple[_Row, str, Decimal, int]] = []
     for row in rows:
@@ -683,34 +690,70 @@ def _replay_claims(prefix: str, rows: list[_Row], upath: str, union: Any) -> lis
     if not todo:
         return [_gate(c.gate, (prefix,), None, "no grenade with a burst time and point to replay")
                 for c in (SEED_CRITERION, WHOLE_TARGET_CRITERION)]
-    return [_held_to(c, list(clouds), todo, prefix, upath, union) for c in (SEED_CRITERION, WHOLE_TARGET_CRITERION)]
+    every = list(clouds)
+    counts, slots = _replay(every)
+    claims = _claims(todo, union)
+    margin = 2 * REPLAY_DT
+    short = {m for m, claimed, replayed in _pairs_of(claims, counts, slots)
+             if claimed > replayed + _slack(SEED_CRITERION, claimed) - margin}
+    seed_counts, seed_slots = list(counts), dict(slots)
+    if short:
+        chosen = [i for i, c in enumerate(every) if c.missile in short]
+        part, per = _seed_replay([every[i] for i in chosen])
+        for i, n in zip(chosen, part, strict=True):
+            seed_counts[i] = n
+        seed_slots.update({m: per[m] for m in short})
+    bound = sorted(set(MISSILES) - short)
+    return [_held_to(SEED_CRITERION, seed_counts, seed_slots, claims, prefix, upath,
+                     {"lower_bound_for": bound} if bound else {}),
+            _held_to(WHOLE_TARGET_CRITERION, counts, slots, claims, prefix, upath, {})]
 
 
-def _held_to(criterion: _Criterion, clouds: list[_Cloud], todo: list[tuple[_Row, str, Decimal, int]], prefix: str,
-             upath: str, union: Any) -> GateResult:
-    counts, slots = criterion.replay(clouds)
-    problems: list[str] = []
-    replayed: dict[str, float] = {}
-    for row, missile, claimed, index in todo:
-        replay = counts[index] * REPLAY_DT
-        replayed[row.tag] = round(replay, 2)
-        if float(claimed) > replay + max(criterion.tol_abs, criterion.tol_rel * float(claimed)):
-            problems.append(f"{row.tag} ({row.data.get('uav')}→{missile}): claims {float(claimed):.2f} s, "
-                            f"{criterion.label} gives {replay:.2f} s")
+class _Claim(NamedTuple):
+    label: str          # the message's name of the claim
+    key: str            # its key in the record's values
+    missile: str
+    seconds: float
+    index: int | None   # the cloud of a part; None for a missile's union
+
+
+def _claims(todo: list[tuple[_Row, str, Decimal, int]], union: Any) -> list[_Claim]:
+    out = [_Claim(f"{row.tag} ({row.data.get('uav')}→{missile})", row.tag, missile, float(claimed), index)
+           for row, missile, claimed, index in todo]
     for m in MISSILES:
         claimed_union = _exact(union.get(m)) if isinstance(union, Mapping) else None
-        replay_union = slots[m] * REPLAY_DT
-        replayed[f"{upath}.{m}"] = round(replay_union, 2)
-        slack = max(criterion.tol_abs, criterion.tol_rel * float(claimed_union or 0))
-        if claimed_union is not None and float(claimed_union) > replay_union + slack:
-            problems.append(f"{upath}.{m}: claims {float(claimed_union):.2f} s, the replayed union is "
-                            f"{replay_union:.2f} s")
+        if claimed_union is not None:
+            out.append(_Claim(f"{{upath}}.{m}", f"{{upath}}.{m}", m, float(claimed_union), None))
+    return out
+
+
+def _pairs_of(claims: list[_Claim], counts: list[int], slots: dict[str, int]) -> list[tuple[str, float, float]]:
+    """(missile, claimed seconds, replayed seconds) of every claim."""
+    return [(c.missile, c.seconds, (counts[c.index] if c.index is not None else slots[c.missile]) * REPLAY_DT)
+            for c in claims]
+
+
+def _slack(criterion: _Criterion, claimed: float) -> float:
+    return max(criterion.tol_abs, criterion.tol_rel * claimed)
+
+
+def _held_to(criterion: _Criterion, counts: list[int], slots: dict[str, int], claims: list[_Claim], prefix: str,
+             upath: str, extra: dict[str, Any]) -> GateResult:
+    problems: list[str] = []
+    replayed: dict[str, float] = {}
+    for claim, (_, claimed, replay) in zip(claims, _pairs_of(claims, counts, slots), strict=True):
+        replayed[claim.key.format(upath=upath)] = round(replay, 2)
+        if claimed > replay + _slack(criterion, claimed):
+            name = claim.label.format(upath=upath)
+            problems.append(f"{name}: claims {claimed:.2f} s, {criterion.label} gives {replay:.2f} s"
+                            if claim.index is not None else
+                            f"{name}: claims {claimed:.2f} s, the replayed union is {replay:.2f} s")
     allowed = f"max({criterion.tol_abs:g} s, {100 * criterion.tol_rel:g} %)"
     if problems:
         problems[0] += f" (a claim may exceed the replay by {allowed})"
     return _gate(criterion.gate, (prefix, upath), problems,
                  f"every claimed part and union is met by {criterion.label} within {allowed}",
-                 severity=criterion.severity, values={"replayed_s": replayed})
+                 severity=criterion.severity, values={"replayed_s": replayed, **extra})
 
 
 @replay_check("smoke_screen_coverage")
