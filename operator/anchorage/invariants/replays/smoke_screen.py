@@ -714,7 +714,7 @@ class _Claim(NamedTuple):
     key: str            # its key in the record's values
     missile: str
     seconds: float
-    index: int | None   # the cloud of a part; None for a missile's union
+    cloud: int | None   # the cloud of a part; None for a missile's union
 
 
 def _claims(todo: list[tuple[_Row, str, Decimal, int]], union: Any) -> list[_Claim]:
@@ -729,7 +729,7 @@ def _claims(todo: list[tuple[_Row, str, Decimal, int]], union: Any) -> list[_Cla
 
 def _pairs_of(claims: list[_Claim], counts: list[int], slots: dict[str, int]) -> list[tuple[str, float, float]]:
     """(missile, claimed seconds, replayed seconds) of every claim."""
-    return [(c.missile, c.seconds, (counts[c.index] if c.index is not None else slots[c.missile]) * REPLAY_DT)
+    return [(c.missile, c.seconds, (counts[c.cloud] if c.cloud is not None else slots[c.missile]) * REPLAY_DT)
             for c in claims]
 
 
@@ -746,7 +746,7 @@ def _held_to(criterion: _Criterion, counts: list[int], slots: dict[str, int], cl
         if claimed > replay + _slack(criterion, claimed):
             name = claim.label.format(upath=upath)
             problems.append(f"{name}: claims {claimed:.2f} s, {criterion.label} gives {replay:.2f} s"
-                            if claim.index is not None else
+                            if claim.cloud is not None else
                             f"{name}: claims {claimed:.2f} s, the replayed union is {replay:.2f} s")
     allowed = f"max({criterion.tol_abs:g} s, {100 * criterion.tol_rel:g} %)"
     if problems:
