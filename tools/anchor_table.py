@@ -19,7 +19,7 @@ paths that change from run to run, such as CPU timings, not compared with the co
 filled result templates). ``--check`` also validates the tolerances against the committed result and fails
 when a value inside them would change what the scorer decides (:func:`anchorage.scoring.rerun.band_flips`).
 The table (between the ``anchor-table`` markers of ``tasks/README.md``) lists every task: its anchor source
-(reproduces / close / disagrees from its comparison, else the ``task.toml`` marker), O-Eval of the
+(reproduces / exceeds_anchor / close / disagrees from its comparison, else the ``task.toml`` marker), O-Eval of the
 reproduction, run time, the fields with a declared run tolerance, and the metrics outside their tolerance.
 """
 
