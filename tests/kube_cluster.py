@@ -118,10 +118,12 @@ class RealCluster:
         else:
             base = cluster.merge_values(cluster.release_values(self.images, self.s3, trials_namespace),
                                         {"operator": {"logFormat": "plain"}})
-            cluster.store_secret(self.local, self.s3, namespace, trials_namespace)
+            cluster.store_secret(self.local, self.s3, namespace)
         merged = cluster.merge_values(base, {"crds": {"enabled": crds}, **(values or {})})
         manifest = cluster.install_chart(self.local, REPO / "charts" / "anchorage", release=name, namespace=namespace,
                                          values=merged)
+        if not simulated:
+            cluster.store_secret(self.local, self.s3, trials_namespace)
         if simulated:
             self.local.plane.namespace(trials_namespace, pod_security=None, nodes=SIMULATED_NODES,
                                        tolerate=SIMULATED_TAINT)

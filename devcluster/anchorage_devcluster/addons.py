@@ -37,7 +37,7 @@ from anchorage_devcluster.lifetimes import die_with_parent
 from anchorage_devcluster.network import CLUSTER_DNS
 
 REGISTRY_PORT = 5000
-DNS_PORT = 1053  # CoreDNS listens here unprivileged; the Service maps 53 to it
+DNS_PORT = 53  # in the pod too, as in every cluster: NetworkPolicies name the pod's port (53), not the Service's
 STORE_NAMESPACE = "anchorage-store"
 STORE_PORT = 7070
 STORE_NODE_PORT = 30070
@@ -201,11 +201,14 @@ def manifests(coredns_image: str) -> list[dict[str, Any]]:
          "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
              "metadata": {"labels": labels},
              "spec": {"serviceAccountName": "coredns", "priorityClassName": "system-cluster-critical",
+                      # port 53 without root or a capability: a safe sysctl of the pod's own network namespace
                       "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
-                                          "seccompProfile": {"type": "RuntimeDefault"}},
+                                          "seccompProfile": {"type": "RuntimeDefault"},
+                                          "sysctls": [{"name": "net.ipv4.ip_unprivileged_port_start", "value": "0"}]},
                       "containers": [{
                           "name": "coredns", "image": coredns_image, "imagePullPolicy": "IfNotPresent",
-                          "args": ["-conf", "/etc/coredns/Corefile"], "securityContext": restricted,
+                          "args": ["-conf", "/etc/coredns/Corefile"],
+                          "securityContext": restricted,
                           "ports": [{"name": "dns", "containerPort": DNS_PORT, "protocol": "UDP"},
                                     {"name": "dns-tcp", "containerPort": DNS_PORT, "protocol": "TCP"}],
                           "readinessProbe": probe,

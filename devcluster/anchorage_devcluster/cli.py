@@ -89,9 +89,10 @@ def _serve_nodes(found: binaries.Binaries, *, kubeconfig: Path, crds_dir: Path, 
         echo(f"store: {store.uri} on the S3 server in namespace anchorage-store ({store.host_endpoint} from here: "
              f"AWS_ACCESS_KEY_ID={store.access_key} AWS_SECRET_ACCESS_KEY={store.secret_key})")
         if chart is not None and chart.is_dir():
-            cluster.store_secret(local, store, "anchorage", TRIALS_NAMESPACE)
+            cluster.store_secret(local, store, "anchorage")
             cluster.install_chart(local, chart, values=cluster.merge_values(
                 cluster.release_values(pushed, store, TRIALS_NAMESPACE), {"crds": {"enabled": False}}))
+            cluster.store_secret(local, store, TRIALS_NAMESPACE)  # the chart made that namespace
             echo("chart installed (release anchorage, namespace anchorage; its operator and gateway run as pods): "
                  "kubectl apply -n anchorage -f examples/trial.yaml")
         echo(serving.READY)

@@ -259,7 +259,8 @@ def release_values(images: dict[str, str], store: addons.Store, trials_namespace
 
 def store_secret(local: LocalCluster, store: addons.Store, *namespaces: str) -> None:
     """The store's credentials as :data:`STORE_SECRET` in each of ``namespaces`` (created if absent): the release's
-    (the operator reads the store) and the trials' (the upload sidecars and verifiers write it)."""
+    (the operator reads the store), before the chart is installed, and the trials' (the upload sidecars and
+    verifiers write it), after (the chart makes that namespace)."""
     for namespace in namespaces:
         local.plane.kubectl("create", "namespace", namespace, check=False)
         local.plane.kubectl("create", "secret", "generic", STORE_SECRET, "-n", namespace,
