@@ -25,12 +25,24 @@ _by_test: collections.Counter[str] = collections.Counter()
 _marked_slow: set[str] = set()
 
 
+def _group(item: pytest.Item, name: str) -> None:
+    """Put ``item`` in xdist group ``name`` under ``--dist loadgroup``. pytest-xdist (3.8, the newest) groups by the
+    ``@name`` suffix its own hook writes to ``Item._nodeid``, which pytest 9 no longer reads (a node's id is ``_id``):
+    without this every worker would start its own session cluster. The suffix is written here, where pytest reads it."""
+    item.add_marker(pytest.mark.xdist_group(name))
+    if getattr(item.config.option, "loadgroup", False) and not item.nodeid.endswith(f"@{name}"):
+        from _pytest.nodeid import coerce_node_id
+
+        item._id = coerce_node_id(f"{item.nodeid}@{name}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the group marks to schedule
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         uses_cluster = item.get_closest_marker("cluster") is not None or "real_cluster" in getattr(
             item, "fixturenames", ())
         if uses_cluster:
-            item.add_marker(pytest.mark.xdist_group("cluster"))
+            _group(item, "cluster")
             if item.get_closest_marker("timeout") is None:  # the first one also waits for the cluster to start
                 item.add_marker(pytest.mark.timeout(CLUSTER_TIMEOUT))
 

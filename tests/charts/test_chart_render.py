@@ -176,7 +176,12 @@ def test_operator_flags_follow_the_values(render: Render) -> None:
     params = cli_params("operator", args[1:])
     assert sorted(params["namespace"]) == ["anchorage-trials", "team-a", "team-b"]
     assert (params["standalone"], params["priority"], params["peering_lifetime"]) == (False, 7, 30)  # peering
-    assert (params["storage_secret"], params["kueue_queue"], params["task_source"]) == ("s3-creds", "evals", "/opt/tasks")
+    assert (params["storage_secret"], params["kueue_queue"]) == ("s3-creds", "evals")
+    # the task bundle image wins over operator.taskSource; without a bundle the operator image's folders are the tasks
+    assert params["task_image"].startswith("ghcr.io/anchorage/tasks") and params["task_source"] == ""
+    unbundled = container(render({**FULL, "tasks": {"image": {"repository": ""}}}), "anchorage-operator")["args"]
+    assert (cli_params("operator", unbundled[1:])["task_source"], cli_params("operator", unbundled[1:])["task_image"]) \
+        == ("/opt/tasks", "")
     defaults = cli_params("operator", container(render({}), "anchorage-operator")["args"][1:])
     assert (defaults["standalone"], defaults["priority"], defaults["peering_lifetime"]) == (False, 100, 60)
     standalone = container(render({"operator": {"peering": {"enabled": False}}}), "anchorage-operator")["args"]
