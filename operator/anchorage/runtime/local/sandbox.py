@@ -697,7 +697,8 @@ def _supervise(
                              evidence={"engine_error": logs})
     status_read, status_write = _pipe()
     setup_read, setup_write = _pipe()
-    # Sandboxed, bubblewrap's own output goes to the setup pipe (no descriptor inside links to a host file);
+    # Sandboxed, the chain starts in "/" (a shell exports its working directory as PWD) and bubblewrap's own
+    # output goes to the setup pipe (no descriptor inside links to a host file);
     # unsandboxed, the agent writes to its log files directly.
     out, err = (logs if mechanism == "none" else (setup_write, setup_write))
     keyring = ""
@@ -705,7 +706,7 @@ def _supervise(
         try:
             spawned = keyrings.popen(
                 command, stdin=status_write, stdout=out, stderr=err, env=env, start_new_session=True,
-                close_fds=True, pass_fds=tuple(fds.fds), cwd=spec.results_dir if mechanism == "none" else None,
+                close_fds=True, pass_fds=tuple(fds.fds), cwd=spec.results_dir if mechanism == "none" else "/",
             )
             process, keyring = spawned.process, spawned.keyring
         except OSError as exc:
