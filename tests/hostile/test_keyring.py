@@ -8,6 +8,7 @@ afterwards the test checks from outside that the keyrings hold exactly what it p
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import subprocess
@@ -91,10 +92,8 @@ def planted() -> Iterator[Planted]:
     finally:
         for key, ring in ((session_key, session_ring), (user_key, user_ring)):
             for op, args in ((KEYCTL_UNLINK, (key, ring)), (KEYCTL_REVOKE, (key,))):
-                try:
+                with contextlib.suppress(OSError):
                     _keyctl(op, *args)
-                except OSError:
-                    pass
 
 
 ATTACK = """

@@ -112,6 +112,10 @@ class OperatorConfig(BaseModel):
     ttl_seconds_after_finished: int = Field(default=3600, ge=0, description="Job TTL after it ends.")
     verifier_deadline_sec: int = Field(default=180, gt=0, description="Verifier Job deadline.")
     task_source: str | None = Field(default=None, description="ANCHORAGE_TASKS inside the operator image.")
+    agent_seccomp_profile: str | None = Field(
+        default=None, description="seccomp profile of agent containers, relative to the kubelet's seccomp root "
+        "(e.g. anchorage/agent.json, installed on the nodes from `python -m anchorage.runtime.seccomp_policy`: the "
+        "local sandbox's filter); default: the runtime's own (RuntimeDefault).")
 
     def admin_url(self) -> str:
         """Base URL of the gateway's admin API: ``gateway_admin_url``, else ``gateway_url``'s scheme and host on
@@ -246,10 +250,10 @@ def writable_volumes(spec: TrialSpec, defaults: dict[str, float]) -> list[Manife
     return volumes + [{"name": name, "emptyDir": {"sizeLimit": scratch}} for name in ("home", "tmp")]
 
 
-def _restricted(read_only_root: bool = True) -> Manifest:
+def _restricted(read_only_root: bool = True, seccomp: str | None = None) -> Manifest:
     return {"runAsNonRoot": True, "runAsUser": 65532, "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": read_only_root, "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"}}
+            "seccompProfile": {"type": "Localhost", "localhostProfile": seccomp} if seccomp else {"type": "RuntimeDefault"}}
 
 
 def _pod_security() -> Manifest:
@@ -356,7 +360,7 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
         "containers": [{
             "name": "agent", "image": spec.agent.image or config.agent_image, "command": wrapped, "env": env,
             "workingDir": "/root", "resources": _resources(spec, task_defaults),
-            "securityContext": _restricted(), "volumeMounts": agent_mounts,
+            "securityContext": _restricted(seccomp=config.agent_seccomp_profile), "volumeMounts": agent_mounts,
         }],
         "volumes": [{"name": v, "emptyDir": {}} for v in ("task", "run", "upload-tmp")]
         + writable_volumes(spec, task_defaults),
