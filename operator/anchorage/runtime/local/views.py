@@ -20,7 +20,8 @@ link in the same folder instead (:meth:`Views.file`), so sandboxes reach it wher
 
 Views are made on first use and kept for the engine's life (a few dozen at most: the interpreter, the
 helpers, ``/etc``, each task's data and each agent CLI; least recently used ones are unmounted beyond
-:data:`MAX_VIEWS`), keyed by the folder's path and inode so a replaced folder gets a new view. Where
+:data:`MAX_VIEWS`; a sandbox still starting with an evicted view fails before the agent runs, a
+``sandbox_error`` that is retried), keyed by the folder's path and inode so a replaced folder gets a new view. Where
 overlayfs is missing, a read-only bind mount is used instead (the folder is reachable, its path shows).
 At exit the engine unmounts its views; :func:`sweep_stale` unmounts those of engines killed with -9.
 """
