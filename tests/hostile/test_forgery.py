@@ -61,7 +61,7 @@ os._exit(125)
 def test_honest_twin_a_sandbox_that_never_started_is_infrastructure(attack: RunAttack, mech: sandbox.Mechanism,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     missing = Path("/nonexistent/anchorage-missing-prefix")
-    layout = replace(interpreter.layout(), binds=((missing, str(missing)),))
+    layout = replace(interpreter.layout(), binds=(interpreter.Bind(missing, str(missing)),))
     monkeypatch.setattr(interpreter, "layout", lambda: layout)
     result = attack("print('never runs')", mech)
     assert result.phase_reason == ("InfrastructureFailed", "sandbox_error"), result.record

@@ -46,8 +46,12 @@ for pid in sorted(p for p in os.listdir("/proc") if p.isdigit()):
         show(f"{pid}/fd/{fd}", lambda: os.readlink(f"/proc/{pid}/fd/{fd}"))
     show(f"{pid}/cwd", lambda: os.readlink(f"/proc/{pid}/cwd"))
     show(f"{pid}/exe", lambda: os.readlink(f"/proc/{pid}/exe"))
-import importlib.util, numpy
+import glob, numpy
 print("numpy", numpy.__file__)
+site = glob.glob(sys.prefix + "/lib/python3*/site-packages")[0]
+for path in sorted(glob.glob(site + "/*.pth") + glob.glob(site + "/__editable__*") + glob.glob(site + "/*/direct_url.json")
+                   + glob.glob(site + "/__pycache__/__editable__*")):
+    print("file", path, open(path, "rb").read().decode(errors="replace"))
 print("pyvenv.cfg", open(sys.prefix + "/pyvenv.cfg").read())
 """
 
@@ -99,6 +103,10 @@ def test_nothing_inside_names_a_host_path(mech: sandbox.Mechanism, tmp_path: Pat
     assert f"numpy {interpreter.VENV}/lib/" in out
     assert "/fd/1 /logs/agent/stdout.log" in out and "/fd/2 /logs/agent/stderr.log" in out
     assert "command" not in out.split("pyvenv.cfg", 1)[1], out.split("pyvenv.cfg", 1)[1][:500]
+    if interpreter.layout().binds[-1].cover:  # editable installs: their hooks are there, and empty
+        hooks = [line for line in out.splitlines() if line.startswith("file ") and "__editable__" in line]
+        assert hooks and all(line.endswith(".pth ") or line.endswith(".py ") or line.endswith(".pyc ")
+                             for line in hooks), hooks
     if mech == "bwrap":  # pid 1 is bubblewrap, whose options (and with them the host paths) came from a memfd
         first = next(line for line in out.splitlines() if line.startswith("1/cmdline"))
         assert first.startswith("1/cmdline bwrap --args "), first

@@ -73,8 +73,8 @@ print("home-write ok")
 
 
 def test_read_only_binds_cannot_be_remounted(attack: RunAttack, mech: sandbox.Mechanism, smoke_task: Task) -> None:
-    prefix = interpreter.layout().binds[-1][1]  # the interpreter's packages, in the sandbox
-    host_prefix = interpreter.layout().binds[-1][0]
+    prefix = interpreter.layout().binds[-1].target  # the interpreter's packages, in the sandbox
+    host_prefix = interpreter.layout().binds[-1].source
     code = f"""
 MS_REMOUNT, MS_BIND = 32, 4096
 for target in ("/usr", "/etc", "/root/data", "{prefix}", "/"):

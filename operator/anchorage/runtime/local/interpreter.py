@@ -9,8 +9,9 @@ at :data:`VENV`, next to a ``pyvenv.cfg`` written for the sandbox (the host's na
 ``command`` line) and ``bin/python3`` links to the base interpreter. The virtualenv's own ``bin`` is not
 shown (its scripts' ``#!`` lines name the host path; ``python3 -m pip`` and the like work). Editable
 installs' path hooks (``__editable__*``) and ``direct_url.json`` files that name the checkout are
-hidden behind empty files. The base interpreter stays at its own path: a pyenv- or uv-built Python
-finds ``libpython`` through a RUNPATH fixed at build time (under ``/usr`` it is bound with ``/usr``).
+covered by empty files (a layer of the ``lib`` folder's view, :mod:`.views`: no mount per run). The
+base interpreter stays at its own path: a pyenv- or uv-built Python finds ``libpython`` through a
+RUNPATH fixed at build time (under ``/usr`` it is bound with ``/usr``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 VENV = "/opt/anchorage/venv"
@@ -27,15 +28,23 @@ _KEPT_KEYS = ("home", "include-system-site-packages", "version", "implementation
 
 
 @dataclass(frozen=True)
+class Bind:
+    """A host folder shown read-only at ``target``, the files at the ``cover`` paths (relative) emptied."""
+
+    source: Path
+    target: str
+    cover: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Layout:
-    """What the sandbox shows of the interpreter: all paths on the left are in-sandbox paths."""
+    """What the sandbox shows of the interpreter (``files`` and ``links`` are keyed by in-sandbox paths)."""
 
     python: str
     bin_dirs: tuple[str, ...]
-    binds: tuple[tuple[Path, str], ...] = ()
+    binds: tuple[Bind, ...] = ()
     files: tuple[tuple[str, bytes], ...] = ()
     links: tuple[tuple[str, str], ...] = ()
-    masked: tuple[str, ...] = field(default=())
 
 
 def _base_prefixes() -> list[str]:
@@ -54,28 +63,27 @@ def _pyvenv_cfg(venv: Path) -> bytes:
     return ("\n".join(kept) + "\n").encode()
 
 
-def _masked(lib: Path, venv_lib: str) -> list[str]:
-    """In-sandbox paths of site-packages files that name host folders (editable installs' hooks)."""
+def _covered(lib: Path) -> list[str]:
+    """Paths (relative to ``lib``) of site-packages files that name host folders (editable installs' hooks)."""
     out: list[str] = []
     for site in sorted(lib.glob("python3*/site-packages")):
-        inside = f"{venv_lib}/{site.relative_to(lib)}"
         for item in sorted([*site.glob("__editable__*"), *site.glob("__pycache__/__editable__*")]):
             if item.is_file() and not item.is_symlink():
-                out.append(f"{inside}/{item.relative_to(site)}")
+                out.append(str(item.relative_to(lib)))
         for record in sorted(site.glob("*.dist-info/direct_url.json")):
             try:
                 mentions_file = "file://" in record.read_text(errors="replace")
             except OSError:
                 continue
             if mentions_file:
-                out.append(f"{inside}/{record.relative_to(site)}")
+                out.append(str(record.relative_to(lib)))
     return out
 
 
 @functools.lru_cache(maxsize=1)
 def layout() -> Layout:
     """The interpreter's layout in the sandbox (computed once per process)."""
-    base_binds = tuple((Path(p), p) for p in _base_prefixes())
+    base_binds = tuple(Bind(Path(p), p) for p in _base_prefixes())
     base_python = os.path.realpath(sys.executable)
     base_bin = str(Path(os.path.realpath(sys.base_prefix)) / "bin")
     if sys.prefix == sys.base_prefix:  # no virtualenv: the interpreter as it is
@@ -89,10 +97,9 @@ def layout() -> Layout:
     return Layout(
         python=f"{VENV}/bin/python3",
         bin_dirs=(f"{VENV}/bin", base_bin),
-        binds=(*base_binds, (venv / "lib", f"{VENV}/lib")),
+        binds=(*base_binds, Bind(venv / "lib", f"{VENV}/lib", tuple(_covered(venv / "lib")))),
         files=((f"{VENV}/pyvenv.cfg", _pyvenv_cfg(venv)),),
         links=tuple(links),
-        masked=tuple(_masked(venv / "lib", f"{VENV}/lib")),
     )
 
 

@@ -303,23 +303,22 @@ class _Descriptors:
         self.fds.clear()
 
 
-def _ro_source(source: Path) -> Path:
+def _ro_source(bind: interpreter.Bind) -> Path:
     """What to bind for a read-only host folder or file: its view (:mod:`.views`), or itself."""
-    if source.is_dir():
-        return views.of(source).path
-    if source.parent.is_dir():
-        return views.of(source.parent).path / source.name
-    return source  # missing: bubblewrap fails with the path, the sandbox never starts
+    if bind.source.is_dir():
+        return views.of(bind.source, bind.cover).path
+    if bind.source.parent.is_dir():
+        return views.of(bind.source.parent).path / bind.source.name
+    return bind.source  # missing: bubblewrap fails with the path, the sandbox never starts
 
 
-def _read_only_binds(spec: SandboxSpec, etc_dir: Path) -> list[tuple[Path, str]]:
-    """(host source, in-sandbox path) of every read-only bind after ``/usr``, parents before children."""
-    binds = [(etc_dir, "/etc")]
-    binds += [(source, target) for source, target in interpreter.layout().binds]
+def _read_only_binds(spec: SandboxSpec, etc_dir: Path) -> list[interpreter.Bind]:
+    """Every read-only bind after ``/usr``, parents before children."""
+    binds = [interpreter.Bind(etc_dir, "/etc"), *interpreter.layout().binds]
     if spec.data_dir is not None:
-        binds.append((spec.data_dir, DATA))
-    binds.append((INSIDE_DIR, INSIDE_MOUNT))
-    binds += [(source, target) for target, source in sorted(spec.ro_binds.items())]
+        binds.append(interpreter.Bind(spec.data_dir, DATA))
+    binds.append(interpreter.Bind(INSIDE_DIR, INSIDE_MOUNT))
+    binds += [interpreter.Bind(source, target) for target, source in sorted(spec.ro_binds.items())]
     return binds
 
 
@@ -337,16 +336,14 @@ def _bwrap_options(spec: SandboxSpec, etc_dir: Path, fds: _Descriptors) -> list[
     args += ["--size", str(limits.tmp_mb * MIB), "--tmpfs", "/tmp"]
     args += ["--perms", "0700", "--size", str(limits.tmp_mb * MIB), "--tmpfs", identity.HOME]
     layout = interpreter.layout()
-    for source, target in _read_only_binds(spec, etc_dir):
-        args += ["--ro-bind", str(_ro_source(source)), target]
+    for bind in _read_only_binds(spec, etc_dir):
+        args += ["--ro-bind", str(_ro_source(bind)), bind.target]
     if spec.data_dir is None:
         args += ["--dir", DATA]
     for target, content in layout.files:
         args += ["--perms", "0644", "--file", str(fds.data("file", content)), target]
     for target, link in layout.links:
         args += ["--symlink", link, target]
-    for target in layout.masked:
-        args += ["--ro-bind-data", str(fds.data("mask", b"")), target]
     args += ["--bind", str(spec.results_dir), RESULTS, "--bind", str(spec.logs_dir), LOGS]
     if spec.gateway_socket is not None:
         args += ["--ro-bind", str(views.file(spec.gateway_socket)), GATEWAY_SOCKET]
@@ -377,7 +374,6 @@ while [ "$1" != "--" ]; do
     ro|rw) if [ -d "$src" ]; then mkdir -p "$dst"; else mkdir -p "$(dirname "$dst")"; : > "$dst"; fi
            mount --rbind "$src" "$dst"
            [ "$kind" = ro ] && mount -o remount,bind,ro,nosuid,nodev "$dst" ;;
-    mask)  mount --bind /dev/null "$dst" ;;
     text)  mkdir -p "$(dirname "$dst")"; [ -e "$dst" ] || : > "$dst"
            n=$R/.anchorage-text-$(printf %s "$rel" | tr / _); printf %s "$src" > "$n"; chmod 644 "$n"
            mount --bind "$n" "$dst"; mount -o remount,bind,ro "$dst" ;;
@@ -410,8 +406,8 @@ def _unshare_argv(spec: SandboxSpec, root: Path, etc_dir: Path, who: Identity, f
             triples += ["link", os.readlink(link), link]
     triples += ["tmpfs", f"size={limits.tmp_mb}m,mode=1777", "/tmp",
                 "tmpfs", f"size={limits.tmp_mb}m,mode=0700,uid={who.host_uid},gid={who.host_gid}", identity.HOME]
-    for source, target in _read_only_binds(spec, etc_dir):
-        triples += ["ro", str(_ro_source(source)), target]
+    for bind in _read_only_binds(spec, etc_dir):
+        triples += ["ro", str(_ro_source(bind)), bind.target]
     if spec.data_dir is None:
         triples += ["dir", "-", DATA]
     for name, text in identity.generated_files(who.uid, who.gid).items():
@@ -422,8 +418,6 @@ def _unshare_argv(spec: SandboxSpec, root: Path, etc_dir: Path, who: Identity, f
         triples += ["text", content.decode(), target]
     for target, link in layout.links:
         triples += ["link", link, target]
-    for target in layout.masked:
-        triples += ["mask", "-", target]
     triples += ["rw", str(spec.results_dir), RESULTS, "rw", str(spec.logs_dir), LOGS]
     if spec.gateway_socket is not None:
         triples += ["ro", str(views.file(spec.gateway_socket)), GATEWAY_SOCKET]

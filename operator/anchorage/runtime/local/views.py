@@ -8,8 +8,9 @@ for each mount, its root within its filesystem (``/work/checkout/.venv``), which
 the checkout, the cache, and so the answer keys, live. And bubblewrap runs as an unprivileged host id
 (:mod:`.uids`), which may not walk through folders like ``/root`` to reach a source.
 
-A view is an overlayfs with the folder as its only layer (and an empty folder as a second, since
-overlayfs wants two lower layers without an upper one), mounted read-only by the engine under a folder
+A view is an overlayfs with the folder as its lower layer and, above it, an empty folder (overlayfs wants
+two lower layers without an upper one) or a folder of empty files at paths to cover (the editable
+installs' hooks that name the checkout: :mod:`.interpreter`), mounted read-only by the engine under a folder
 that only sandboxes may walk through (``/tmp/anchorage-views-<owner tag>-*``, mode 0710, the sandbox
 group). Its mountinfo line shows ``/`` as root and the layers as ``/proc/self/fd/N`` (the engine opens
 the folders and names them by descriptor), so no host path appears. Reads go through with the engine's
@@ -31,6 +32,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import shutil
 import tempfile
 import threading
 from collections import OrderedDict
@@ -58,25 +60,26 @@ class Views:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._folder: Path | None = None
-        self._views: OrderedDict[tuple[str, int, int], View] = OrderedDict()
+        self._views: OrderedDict[tuple[str, int, int, tuple[str, ...]], View] = OrderedDict()
         self._count = 0
         self._files: dict[tuple[int, int], Path] = {}
         self._mounted_files: list[Path] = []
         self.overlay_problem = ""
 
-    def of(self, source: Path) -> View:
-        """The view of folder ``source`` (the folder itself when the engine is not root)."""
+    def of(self, source: Path, cover: tuple[str, ...] = ()) -> View:
+        """The view of folder ``source``, the files at the ``cover`` paths (relative) shown empty; the folder itself
+        when the engine is not root."""
         if os.geteuid() != 0:
             return View(source, False)
         real = os.path.realpath(source)
         info = os.stat(real)
-        key = (real, info.st_dev, info.st_ino)
+        key = (real, info.st_dev, info.st_ino, cover)
         with self._lock:
             found = self._views.get(key)
             if found is not None:
                 self._views.move_to_end(key)
                 return found
-            view = self._mount(real)
+            view = self._mount(real, cover)
             self._views[key] = view
             while len(self._views) > MAX_VIEWS:
                 _, old = self._views.popitem(last=False)
@@ -115,18 +118,25 @@ class Views:
             self._folder = folder
         return self._folder
 
-    def _mount(self, real: str) -> View:
+    def _mount(self, real: str, cover: tuple[str, ...]) -> View:
         base = self._base()
         self._count += 1
         target = base / str(self._count)
         target.mkdir(mode=0o755)
+        top = base / "empty"
+        if cover:  # an upper layer of empty files at the covered paths
+            top = base / f"{self._count}-cover"
+            for relative in cover:
+                path = top / relative
+                path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+                path.touch(mode=0o644)
         if not self.overlay_problem:
             layer = os.open(real, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-            empty = os.open(base / "empty", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            empty = os.open(top, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             try:
                 mounts.mount(SOURCE_PREFIX + leftovers.owner_tag(), target, "overlay",
                              mounts.MS_RDONLY | mounts.MS_NOSUID | mounts.MS_NODEV,
-                             f"lowerdir=/proc/self/fd/{layer}:/proc/self/fd/{empty}")
+                             f"lowerdir=/proc/self/fd/{empty}:/proc/self/fd/{layer}")
                 return View(target, True)
             except OSError as exc:
                 self.overlay_problem = f"overlayfs: {exc.strerror}"
@@ -159,18 +169,16 @@ class Views:
             with contextlib.suppress(OSError):
                 view.path.rmdir()
         if folder is not None:
-            with contextlib.suppress(OSError):
-                (folder / "empty").rmdir()
-                folder.rmdir()
+            shutil.rmtree(folder, ignore_errors=True)  # the cover layers, "empty" (nothing mounted is left there)
 
 
 VIEWS = Views()
 atexit.register(VIEWS.close)
 
 
-def of(source: Path) -> View:
+def of(source: Path, cover: tuple[str, ...] = ()) -> View:
     """:meth:`Views.of` of this process's views."""
-    return VIEWS.of(source)
+    return VIEWS.of(source, cover)
 
 
 def file(source: Path) -> Path:
@@ -191,15 +199,9 @@ def sweep_stale() -> int:
                 mounts.umount(target)
                 removed += 1
     for folder in base.glob(f"{FOLDER_PREFIX}*"):
-        if folder.is_dir() and not folder.is_symlink() and _dead_owner(folder / "x", base) is not None:
-            for child in folder.iterdir():
-                with contextlib.suppress(OSError):
-                    if child.name.startswith("file-"):
-                        child.unlink()
-                    else:
-                        child.rmdir()
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        dead = folder.is_dir() and not folder.is_symlink() and _dead_owner(folder / "x", base) is not None
+        if dead and not any(target.startswith(f"{folder}/") for _, _, target in mounts.table()):
+            shutil.rmtree(folder, ignore_errors=True)
     return removed
 
 
