@@ -197,3 +197,13 @@ print("own", res(libc.syscall({add}, b"user", b"x", b"y", 1, -3)))
     assert lines[2:4] == ["add EACCES"] * 2, out
     assert lines[4] == "own ok", out  # keyctl itself works here: the refusals above are the id's, not a filter's
     assert {ring: _ring_contents(ring) for ring in before} == before
+
+
+def test_a_sandbox_that_asks_for_its_parents_death_signal_outlives_its_start() -> None:
+    """bubblewrap's --die-with-parent is PR_SET_PDEATHSIG, which fires when the *thread* that forked it exits: the
+    spawner thread forks every sandbox and lives on, so a process that sets the signal at once is never killed."""
+    spawned = [keyrings.popen(["setpriv", "--pdeathsig", "KILL", "--", "/bin/sh", "-c", "sleep 0.5; echo alive"],
+                              stdout=subprocess.PIPE) for _ in range(12)]
+    outputs = [item.process.communicate(timeout=30)[0] for item in spawned]
+    assert outputs == [b"alive\n"] * 12, outputs
+    assert [item.process.returncode for item in spawned] == [0] * 12
