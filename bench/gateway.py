@@ -191,7 +191,9 @@ def serve_gateway(port: int, upstream: str, tree: str, loop: str, ledger_dir: st
         assert Path(anchorage.__file__).resolve().is_relative_to(Path(tree).resolve()), anchorage.__file__
     logging.basicConfig(level=logging.WARNING)
     os.environ["BENCH_SECRET"] = SECRET
-    extra = {"ledger_dir": ledger_dir} if ledger_dir != "-" else {}
+    extra: dict[str, Any] = {"ledger_dir": ledger_dir} if ledger_dir != "-" else {}
+    if "front_door" in GatewayConfig.model_fields:  # all the load comes from one address with one token: the
+        extra["front_door"] = {"max_connections_per_client": 4096, "max_connections_per_token": 4096}  # caps above it
     config = GatewayConfig(upstreams=[{"name": "mock", "base_url": upstream}],
                            port=port, token_secret_env="BENCH_SECRET", **extra)
     app, ledger = build_app(config)

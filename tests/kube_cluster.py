@@ -1,15 +1,19 @@
-"""The real control plane for the tests: one per session, started the first time a test asks for it.
+"""The real cluster for the tests: one per session, started the first time a test asks for it.
 
-Loaded from ``tests/conftest.py`` (``pytest_plugins``). ``real_cluster`` starts the pinned Kubernetes
-control plane that ``make kube`` builds (``anchorage_devcluster``: etcd, kube-apiserver with TLS, RBAC and
-Node authorizers, PodSecurity, controller manager, scheduler) with two nodes — ``sandbox-1``, the sandbox
-node agent that runs pods under bubblewrap, and ``simulated-1``, the same agent in simulate mode (pods write
-what Anchorage's pod programs would, ``simulated_pods``) — installs ``charts/anchorage`` with the Helm
-library (release ``anchorage`` in namespace ``anchorage``, trials namespace ``anchorage-trials`` enforcing
-PodSecurity ``restricted``, a ``file://`` store both nodes write to) and mints a kubeconfig of the chart's
-operator ServiceAccount. A namespace's pods go to one kind of node (:meth:`RealCluster.namespace`:
-``PodNodeSelector``). Without the binaries every test using it skips with the reason (``make kube`` builds
-them; ``make test`` does that first).
+Loaded from ``tests/conftest.py`` (``pytest_plugins``). ``real_cluster`` starts the pinned Kubernetes control
+plane that ``make kube`` builds (``anchorage_devcluster``: etcd, kube-apiserver with TLS, RBAC and Node
+authorizers, PodSecurity, controller manager, scheduler) on a bridge of its own, a registry, two **real nodes**
+(``node-1``, ``node-2``: kubelet, containerd + runc, CNI, kube-proxy, kube-router as the NetworkPolicy engine,
+CoreDNS) and ``simulated-1``, the node agent in simulate mode (pods write what Anchorage's pod programs would,
+``simulated_pods``; tainted, so only the load tests' namespaces reach it). Anchorage's images (agent, verifier,
+operator, task bundle: ``tools/images.py``, cached by content) are pushed to the registry and pulled by the nodes;
+the artifact store is the project's real S3 server running as a pod (``addons.store_manifests``). The chart is
+installed as a user installs it (release ``anchorage`` in namespace ``anchorage``, trials namespace
+``anchorage-trials`` enforcing PodSecurity ``restricted``): its operator and gateway run as pods from their
+images. Releases whose trials go to the simulated node (:meth:`RealCluster.install` with ``simulated``) are
+installed the same way (their operator a pod on a real node, the same store), only their trials namespace pinned to
+that node; the simulated pods write to the store from this machine. Without the binaries every test using it
+skips with the reason (``make kube`` builds them; ``make test`` does that first).
 """
 
 from __future__ import annotations
@@ -17,9 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,42 +32,17 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-SANDBOX_NODES = "anchorage.dev/node-agent=sandbox"
+REAL_NODES = ("node-1", "node-2")
+REAL_NODE_LABEL = "anchorage.dev/node"
+REAL_SELECTOR = f"{REAL_NODE_LABEL}=real"
 SIMULATED_NODES = "anchorage.dev/node-agent=simulated"
+SIMULATED_TAINT = "anchorage.dev/simulated"
+#: The images the real nodes pull, by the name of their folder under images/.
+IMAGES = ("agent-base", "verifier", "operator", "tasks")
 RELEASE, OPERATOR_NAMESPACE, TRIALS_NAMESPACE = "anchorage", "anchorage", "anchorage-trials"
 #: Namespaces of the chart's releases whose ServiceAccounts' requests the API server's audit log records
 #: (``RealCluster.audited``): the session's release, and the simulated-node one of ``tests/kube/test_real_operator.py``.
 AUDITED_NAMESPACES = (OPERATOR_NAMESPACE, "crash")
-
-
-@dataclass
-class Operator:
-    """An ``anchorage operator`` process started by a test (restartable, killable)."""
-
-    argv: list[str]
-    env: dict[str, str]
-    root: Path
-    proc: subprocess.Popen[bytes] | None = None
-    logs: list[Path] = field(default_factory=list)
-
-    def start(self) -> None:
-        log = self.root / f"operator-{len(self.logs)}.log"
-        self.logs.append(log)
-        with log.open("wb") as handle:
-            self.proc = subprocess.Popen(self.argv, env=self.env, stdout=handle, stderr=subprocess.STDOUT)
-
-    def stop(self, *, kill: bool = False) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            (self.proc.kill if kill else self.proc.terminate)()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
-
-    def tail(self, size: int = 4000) -> str:
-        return self.logs[-1].read_text(errors="replace")[-size:] if self.logs else ""
 
 
 @dataclass
@@ -90,7 +67,9 @@ class RealCluster:
 
     local: Any  # anchorage_devcluster.cluster.LocalCluster
     root: Path
-    store: Path
+    store: Path  # the host folder behind the session release's store (the S3 bucket's folder)
+    s3: Any = None  # anchorage_devcluster.addons.Store: the S3 server the session release stores to
+    images: dict[str, str] = field(default_factory=dict)  # registry references by images/ folder name
     releases: dict[str, Release] = field(default_factory=dict)
 
     @property
@@ -103,11 +82,18 @@ class RealCluster:
         """``helm install`` the chart (as the admin, with the Helm library) and mint its operator's token."""
         from anchorage_devcluster import cluster
 
-        merged = cluster.merge_values(chart_values(self.store, trials_namespace), {"crds": {"enabled": crds}, **(values or {})})
+        base = cluster.merge_values(cluster.release_values(self.images, self.s3, trials_namespace),
+                                    {"operator": {"logFormat": "plain"}})
+        cluster.store_secret(self.local, self.s3, namespace)
+        merged = cluster.merge_values(base, {"crds": {"enabled": crds}, **(values or {})})
         manifest = cluster.install_chart(self.local, REPO / "charts" / "anchorage", release=name, namespace=namespace,
                                          values=merged)
-        self.local.plane.namespace(trials_namespace, pod_security=None,
-                                   nodes=SIMULATED_NODES if simulated else SANDBOX_NODES)
+        cluster.store_secret(self.local, self.s3, trials_namespace)
+        if simulated:
+            self.local.plane.namespace(trials_namespace, pod_security=None, nodes=SIMULATED_NODES,
+                                       tolerate=SIMULATED_TAINT)
+        else:
+            self.local.plane.namespace(trials_namespace, pod_security=None, nodes=REAL_SELECTOR)
         kubeconfig = self.local.operator_kubeconfig(self.root / f"{name}-operator.kubeconfig", namespace=namespace,
                                                     service_account=operator_account(manifest))
         self.releases[name] = Release(name, namespace, trials_namespace, manifest, kubeconfig)
@@ -132,22 +118,32 @@ class RealCluster:
         return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
 
     def namespace(self, name: str, *, simulated: bool = False, pod_security: str | None = "restricted") -> str:
-        """A namespace whose pods run on the simulated node (else the sandbox node)."""
-        self.local.plane.namespace(name, pod_security=pod_security, nodes=SIMULATED_NODES if simulated else SANDBOX_NODES)
+        """A namespace whose pods run on the simulated node (else on the real nodes)."""
+        if simulated:
+            self.local.plane.namespace(name, pod_security=pod_security, nodes=SIMULATED_NODES, tolerate=SIMULATED_TAINT)
+        else:
+            self.local.plane.namespace(name, pod_security=pod_security, nodes=REAL_SELECTOR)
         return name
 
-    def chart_operator(self, root: Path, *, release: str = RELEASE, extra: tuple[str, ...] = (),
-                       env: dict[str, str] | None = None) -> Operator:
-        """``anchorage operator`` with the chart's own arguments (from the installed release's Deployment),
-        authenticated as the chart's ServiceAccount; the liveness endpoint on a free port."""
+    def s3_env(self) -> dict[str, str]:
+        """The AWS_* variables of a client on this machine that reads the session release's store."""
+        env: dict[str, str] = self.s3.env()
+        return env
+
+    def operator_logs(self, release: str = RELEASE, tail: int = 80) -> str:
+        """The last lines of a release's operator pod's log (for failure messages)."""
         installed = self.releases[release]
-        deployment = operator_deployment(installed.manifest)
-        args = [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-                if not a.startswith("--liveness=") and not a.startswith("--log-format=")]
-        argv = [str(Path(sys.executable).parent / "anchorage"), *args, "--log-format=plain",
-                f"--liveness=http://127.0.0.1:{_free_port()}/healthz", *extra]
-        return Operator(argv, {**self.env(installed.operator_kubeconfig), "POD_NAMESPACE": installed.namespace,
-                               **(env or {})}, root)
+        deployment = operator_deployment(installed.manifest)["metadata"]["name"]
+        out = self.kubectl("logs", "-n", installed.namespace, f"deployment/{deployment}", f"--tail={tail}", check=False)
+        return out.stdout + out.stderr
+
+    def operator_pods(self, release: str = RELEASE) -> list[dict[str, Any]]:
+        """A release's operator pods (running or terminating)."""
+        installed = self.releases[release]
+        labels = operator_deployment(installed.manifest)["spec"]["selector"]["matchLabels"]
+        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        items: list[dict[str, Any]] = self.get("pods", "-n", installed.namespace, "-l", selector)["items"]
+        return items
 
     def audited(self, release: str) -> list[dict[str, Any]]:
         """The audit log's completed requests of a release's operator (its ServiceAccount), oldest first."""
@@ -156,17 +152,20 @@ class RealCluster:
         entries = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
         return [e for e in entries if e.get("stage") == "ResponseComplete" and e["user"]["username"] == user]
 
-    def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str,
-                 operator: Operator | None = None) -> None:
+    def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str, release: str = RELEASE) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if predicate():
                 return
             time.sleep(1)
-        tail = operator.tail() if operator is not None else ""
+        tail = self.operator_logs(release) if release in self.releases else ""
         raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{tail}\n{self.node_log()[-2000:]}")
 
-    def node_log(self, node: str = "sandbox-1") -> str:
+    def node_log(self, node: str = REAL_NODES[0]) -> str:
+        """The tails of a node's programs' logs (a real node's kubelet, runtime, ...; the simulated node's agent)."""
+        real = self.local.real_nodes.get(node)
+        if real is not None:
+            return str(real.log_tails())
         path = self.root / "plane" / "logs" / f"node-{node}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
@@ -192,49 +191,51 @@ def kubectl_env(env: dict[str, str]) -> dict[str, str]:
     return {**env, "PATH": f"{binaries.kube_dir()}{os.pathsep}{env.get('PATH', '')}"}
 
 
-def _free_port() -> int:
-    import socket
+@pytest.fixture(scope="session")
+def cluster_images() -> dict[str, str]:
+    """Anchorage's images built here (``tools/images.py``: buildah on a debootstrap base, cached by content): their
+    local names by folder."""
+    import imagetool
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def chart_values(store: Path, trials_namespace: str) -> dict[str, Any]:
-    """The chart's values for the tests: a file:// store, the repository's tasks, plain logs."""
-    return {"store": {"uri": f"file://{store}"}, "trials": {"namespace": trials_namespace},
-            "operator": {"taskSource": str(REPO / "tasks"), "logFormat": "plain"}}
+    tool = imagetool.ready()
+    base = tool.build_base()
+    built: dict[str, str] = {}
+    for name in IMAGES:
+        tool.build_image(name, base, {}, built)
+    return {name: built[name] for name in IMAGES}
 
 
 @pytest.fixture(scope="session")
-def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
-    """The real control plane with a sandbox node and a simulated node, and the chart installed (see above)."""
-    from anchorage_devcluster import binaries, cluster
+def real_cluster(tmp_path_factory: pytest.TempPathFactory, cluster_images: dict[str, str]) -> Iterator[RealCluster]:
+    """The control plane with two real nodes and a simulated node, the images in its registry, the store as a pod and
+    the chart installed (see above)."""
+    from anchorage_devcluster import binaries, cluster, realnode, s3server
 
     found = binaries.find()
     if isinstance(found, str):
         pytest.skip(found)
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap (bwrap) is not installed: the sandbox node runs pods with it (apt install bubblewrap)")
+    s3_binary = s3server.find()
+    for reason in (realnode.missing_requirements(), s3_binary if isinstance(s3_binary, str) else None):
+        if reason:
+            pytest.skip(reason)
     pytest.importorskip("helm_sdkpy", reason="helm-sdkpy is not installed (pip install --ignore-requires-python "
                         "helm-sdkpy): the chart is installed with it")
     root = tmp_path_factory.mktemp("real-cluster")
-    store = root / "runs"
-    store.mkdir()
-    local = cluster.start(root / "plane", found, audit_groups=tuple(
-        f"system:serviceaccounts:{namespace}" for namespace in AUDITED_NAMESPACES))
+    local, images, s3 = cluster.bring_up(root / "plane", found, images=cluster_images, nodes=REAL_NODES,
+                                         labels={REAL_NODE_LABEL: "real"}, s3_binary=Path(s3_binary),
+                                         audit_groups=tuple(f"system:serviceaccounts:{namespace}"
+                                                            for namespace in AUDITED_NAMESPACES))
     try:
-        from anchorage import agents
-
-        # the agent CLIs where the agent image has them (the node runs no images: the host's installed ones)
-        binds, path = cluster.agent_image(agents.tools_root(), agents.AGENTS_MOUNT)
-        local.start_node("sandbox-1", writable=(store,), image_binds=binds, image_path=path)
-        local.start_node("simulated-1", simulate="simulated_pods:anchorage_pod",  # runs nothing: room for every pod
-                         capacity={"pods": "5000", "cpu": "100000", "memory": "1000Ti", "ephemeral-storage": "1000Ti"},
-                         env={"PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "tests"), os.environ.get(
-                             "PYTHONPATH", "")) if p)})
-        real = RealCluster(local, root, store)
+        # the simulated pods write to the store from this machine: its endpoint as seen from here
+        local.start_simulated_node("simulated-1", simulate="simulated_pods:anchorage_pod", taint=SIMULATED_TAINT,
+                                   capacity={"pods": "5000", "cpu": "100000", "memory": "1000Ti",
+                                             "ephemeral-storage": "1000Ti"},
+                                   env={**s3.env(), "PYTHONPATH": os.pathsep.join(
+                                       p for p in (str(REPO / "tests"), os.environ.get("PYTHONPATH", "")) if p)})
+        real = RealCluster(local, root, s3.folder, s3, images)
         real.install(RELEASE, OPERATOR_NAMESPACE, TRIALS_NAMESPACE, crds=True)
+        real.kubectl("wait", "--for=condition=Available", "deployment", "--all", "-n", OPERATOR_NAMESPACE,
+                     "--timeout=300s")
         yield real
     finally:
         with contextlib.suppress(Exception):

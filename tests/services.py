@@ -1,8 +1,10 @@
-"""Session fixtures that start real services on loopback: moto's S3 server and a Prometheus server.
+"""Session fixtures that start real services on loopback: a real S3 server, moto's S3 server, Prometheus.
 
-Loaded from ``tests/conftest.py`` (``pytest_plugins``). Used by the store tests (moto, behind the
-fault-injecting proxy of ``tests/store``), the gateway's metrics test and, later, the dashboard
-query tests (Prometheus). Both skip with a reason when their program is missing.
+Loaded from ``tests/conftest.py`` (``pytest_plugins``). ``s3_server`` is versitygw (``make s3`` builds it:
+``anchorage_devcluster.s3server``), the S3 endpoint of the store's tests (behind the fault-injecting proxy of
+``tests/store``), the viewer's and the exports' S3 sources and the local engine's ``--store`` tests; moto stays
+where a test says why. Prometheus serves the gateway's metrics test and the dashboard query tests. Each skips
+with a reason when its program is missing; the session header names the S3 server and its version.
 """
 
 from __future__ import annotations
@@ -24,13 +26,56 @@ import pytest
 PROMETHEUS = "/usr/bin/prometheus"
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    """``s3 server: versitygw v1.8.0 (path)``, as the binary itself reports its version, or why it is missing."""
+    from anchorage_devcluster import s3server
+
+    found = s3server.find()
+    if isinstance(found, str):
+        return f"s3 server: none ({found})"
+    try:
+        printed = subprocess.run([str(found), "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"s3 server: {s3server.S3_NAME} at {found} does not run: {exc}"
+    version = next((line.split(":", 1)[1].strip() for line in printed.splitlines() if line.startswith("Version")),
+                   "unknown version")
+    return f"s3 server: {s3server.S3_NAME} {version} ({found})"
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-# ----- S3 (moto) -------------------------------------------------------------------------------------
+# ----- S3 (versitygw; moto) ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The real S3 server (:class:`anchorage_devcluster.s3server.S3Server`), one per session on a free loopback
+    port with its own data folder and a random root key; buckets per test. Skips with the reason when not built."""
+    from anchorage_devcluster import s3server
+
+    found = s3server.find()
+    if isinstance(found, str):
+        pytest.skip(found)
+    server = s3server.start(tmp_path_factory.mktemp("s3-server"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_server_env(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The real server's endpoint and root credentials in the environment (as a user sets them), no AWS config
+    file or profile read; returns the server."""
+    for name, value in {**s3_server.env(), "AWS_CONFIG_FILE": "/dev/null",
+                        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_ROLE_ARN",
+                 "AWS_WEB_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    return s3_server
 
 
 @pytest.fixture(scope="session")

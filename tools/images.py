@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import hashlib
 import json
 import os
@@ -35,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,9 +49,12 @@ from anchorage.agents.installing import load_pins  # noqa: E402
 SUITE = "bookworm"
 MIRROR = os.environ.get("ANCHORAGE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "passwd")
-IMAGES = ("agent-base", "verifier", "operator")
+IMAGES = ("agent-base", "verifier", "operator", "tasks")
+#: Images built on another of these images instead of the base (the task bundle adds tasks/ to the operator image).
+BUILT_ON = {"tasks": "operator"}
 BUILD_TIMEOUT_SEC = 7200
 KEEP = 2  # builds kept per image (see prune)
+YOUNG_SEC = 6 * 3600  # ... and every build younger than this
 _DIRECTIVE = re.compile(r"#\s*(syntax|escape|check)\s*=", re.IGNORECASE)
 #: How images are built; part of every image's content hash (a change here rebuilds them).
 RECIPE = ("bud", "--isolation", "chroot", "--layers=false", "--format", "docker")
@@ -216,18 +221,45 @@ def build(name: str, base: str, args: dict[str, str] | None = None) -> str:
     return tag
 
 
-def prune(name: str, keep: int = KEEP) -> list[str]:
+def build_image(name: str, base: str, args: dict[str, str] | None = None, built: dict[str, str] | None = None) -> str:
+    """:func:`build` of ``images/<name>``, on the image it is built on (:data:`BUILT_ON`, built first) or ``base``;
+    each image's tag lands in ``built`` (by name), so one image is built once per call chain."""
+    built = built if built is not None else {}
+    if name not in built:
+        under = BUILT_ON.get(name)
+        if under is not None:
+            build_image(under, base, args, built)
+        built[name] = build(name, built[under] if under is not None else base, args)
+    return built[name]
+
+
+def prune(name: str, keep: int = KEEP, young_sec: float = YOUNG_SEC) -> list[str]:
     """Remove all but the ``keep`` newest builds of ``images/<name>`` (each content change leaves one behind,
-    gigabytes in vfs storage); what was removed. Two are kept so a branch and main do not rebuild in turn."""
+    gigabytes in vfs storage) and any younger than ``young_sec`` (another build on this machine may be using it as
+    the base of its next image right now); what was removed. Two are kept so a branch and main do not rebuild in
+    turn."""
     out = buildah("images", "--json", quiet=True)
     prefix = f"localhost/anchorage/{name}:"
-    built = sorted(((image.get("created", 0), tag) for image in json.loads(out or "[]")
+    built = sorted(((_created(image), tag) for image in json.loads(out or "[]")
                     for tag in image.get("names") or [] if tag.startswith(prefix)), reverse=True)
     removed = []
-    for _, tag in built[keep:]:  # one a working container still uses stays (buildah refuses; no harm)
+    old = [(created, tag) for created, tag in built[keep:] if time.time() - created > young_sec]
+    for _, tag in old:  # one a working container still uses stays (buildah refuses; no harm)
         if subprocess.run(["buildah", *storage(), "rmi", tag], capture_output=True, check=False).returncode == 0:
             removed.append(tag)
     return removed
+
+
+def _created(image: dict[str, object]) -> float:
+    """When buildah made an image (its ``created`` Unix time, or its ISO ``createdatraw``), 0 when unknown."""
+    created = image.get("created")
+    if isinstance(created, (int, float)):
+        return float(created)
+    text = str(image.get("createdatraw") or "")
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00").split(".")[0]).timestamp()
+    except ValueError:
+        return 0.0
 
 
 # ----- smoke commands -----------------------------------------------------------------------------------------
@@ -319,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     build_cmd.add_argument("--base", help="base image from a registry instead of the debootstrap base")
     build_cmd.add_argument("--smoke", action="store_true", help="run each image's smoke command after building")
     build_cmd.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE")
+    build_cmd.add_argument("--json", action="store_true", help="end with one line: the built tags by name (JSON)")
     args = parser.parse_args(argv)
     try:
         ensure_tools()
@@ -327,12 +360,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "base":
             return 0
         extra = dict(item.split("=", 1) for item in args.build_arg)
+        built: dict[str, str] = {}
         for name in args.names:
-            tag = build(name, base, extra)
+            tag = build_image(name, base, extra, built)
             if args.smoke:
                 smokes = {"agent-base": smoke_agent, "verifier": smoke_verifier, "operator": smoke_operator}
                 smoke = smokes[name](tag) if name in smokes else {}
                 print(f"{name}: smoke ok {json.dumps(smoke)}")
+        if args.json:
+            print(json.dumps({name: built[name] for name in args.names}))
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

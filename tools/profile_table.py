@@ -53,6 +53,8 @@ def row(root: Path) -> str:
                 for k, v in m.items() if isinstance(v, dict)]
     if compat.gates_removed:
         changes.append("not hard: " + ", ".join(f"`{g['gate']}`" for g in compat.gates_removed))
+    if compat.gates_added:
+        changes.append("hard instead: " + ", ".join(f"`{g['gate']}`" for g in compat.gates_added))
     if compat.baseline is not None:
         changes.append(f"F = {compat.baseline['raw']:.6f}")
     classes = ", ".join(sorted({g.seed_class for g in declared.gates.paper})) or "—"

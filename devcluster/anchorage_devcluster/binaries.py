@@ -1,13 +1,17 @@
 """Where the pinned Kubernetes binaries are: the versions ``tools/kube/`` builds and the cache they land in.
 
-Used by ``controlplane`` (to start them), ``cli`` (``anchorage dev cluster`` falls back to the fake
+Used by ``controlplane`` and ``realnode`` (to start them), ``cli`` (``anchorage dev cluster`` falls back to the fake
 without them) and the tests' session fixture (which skips with :func:`find`'s reason). The versions
 here must equal the ``require`` lines of ``tools/kube/*/go.mod`` (``tests/kube/test_binaries.py`` checks);
-``tools/kube/build.sh`` builds into ``<cache>/kube/<KUBE_VERSION>/`` and ``<cache>/etcd/<ETCD_VERSION>/``.
+``tools/kube/build.sh`` builds into ``<cache>/kube/<KUBE_VERSION>/`` (control plane, kubelet, kube-proxy),
+``<cache>/etcd/<ETCD_VERSION>/``, ``<cache>/registry/<REGISTRY_VERSION>/`` and, keyed by their version and a hash of
+their build folder (:func:`source_key`, the same as build.sh's ``sources``), ``<cache>/coredns/``,
+``<cache>/kube-router/`` and ``<cache>/pause/``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from dataclasses import dataclass
@@ -15,8 +19,12 @@ from pathlib import Path
 
 KUBE_VERSION = "v1.34.4"
 ETCD_VERSION = "v3.6.16"
-KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+COREDNS_VERSION = "v1.14.2"
+KUBE_ROUTER_VERSION = "v2.1.0"
+REGISTRY_VERSION = "v3.1.2"
+KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kube-proxy")
 GO_FALLBACK = Path("/usr/local/go/bin/go")
+TOOLS = Path(__file__).resolve().parents[1].parent / "tools" / "kube"
 
 
 def cache_root() -> Path:
@@ -35,7 +43,13 @@ class Binaries:
     kube_controller_manager: Path
     kube_scheduler: Path
     kubectl: Path
+    kubelet: Path
+    kube_proxy: Path
     etcd: Path
+    kube_router: Path
+    coredns: Path
+    pause: Path
+    registry: Path
 
     @property
     def folder(self) -> Path:
@@ -51,14 +65,34 @@ def etcd_dir() -> Path:
     return cache_root() / "etcd" / ETCD_VERSION
 
 
+def source_key(module: str) -> str:
+    """The hash of a build folder of ``tools/kube`` that keys its cached binary (``sources`` in build.sh)."""
+    folder = TOOLS / module
+    digest = hashlib.sha256()
+    names = sorted(p.name for p in folder.iterdir() if p.name in ("go.mod", "go.sum") or p.suffix == ".go")
+    for name in sorted(names, key=lambda n: n.encode()):
+        digest.update(name.encode() + b"\n" + (folder / name).read_bytes())
+    return digest.hexdigest()[:10]
+
+
+def node_paths() -> dict[str, Path]:
+    """Where the real node's own programs are built to."""
+    root = cache_root()
+    return {"kube-router": root / "kube-router" / f"{KUBE_ROUTER_VERSION}-{source_key('kube-router')}" / "kube-router",
+            "coredns": root / "coredns" / f"{COREDNS_VERSION}-{source_key('coredns')}" / "coredns",
+            "pause": root / "pause" / source_key("pause") / "pause",
+            "registry": root / "registry" / f"{REGISTRY_VERSION}-{source_key('registry')}" / "registry"}
+
+
 def find() -> Binaries | str:
     """The binaries, or a sentence saying what is missing and how to get it."""
-    paths = {name: kube_dir() / name for name in KUBE_COMMANDS} | {"etcd": etcd_dir() / "etcd"}
+    paths = {name: kube_dir() / name for name in KUBE_COMMANDS} | {"etcd": etcd_dir() / "etcd"} | node_paths()
     missing = [str(path) for path in paths.values() if not os.access(path, os.X_OK)]
     if not missing:
-        return Binaries(*(paths[name] for name in (*KUBE_COMMANDS, "etcd")))
+        return Binaries(*(paths[name] for name in (*KUBE_COMMANDS, "etcd", "kube-router", "coredns", "pause",
+                                                   "registry")))
     go = shutil.which("go") or (str(GO_FALLBACK) if GO_FALLBACK.exists() else None)
     how = ("run `make kube` (tools/kube/build.sh builds them with Go and the Go module proxy, a few minutes once)"
            if go else "Go is not installed, so tools/kube/build.sh cannot build them: install Go >= 1.24, then "
            "run `make kube`")
-    return f"the Kubernetes {KUBE_VERSION} control plane is not built ({', '.join(missing)} missing): {how}"
+    return f"the Kubernetes {KUBE_VERSION} binaries are not built ({', '.join(missing)} missing): {how}"

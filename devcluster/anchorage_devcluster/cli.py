@@ -1,19 +1,22 @@
 """``anchorage dev cluster``: a local cluster to try the operator on (the product finds this through the
 ``anchorage.dev`` entry point, so it works only where anchorage-devcluster is installed).
 
-With the pinned Kubernetes binaries built (``make kube``) it starts the real control plane, one sandbox
-node agent, applies ``crds/``, creates the trials namespace (PodSecurity ``restricted`` enforced), installs
-``charts/anchorage`` when the Helm library is there, and prints two kubeconfigs: the admin's and one with
-a token of the chart's operator ServiceAccount (run ``anchorage operator`` with it and the chart's RBAC is
-what it gets). Without the binaries — or with ``fake=True`` — it serves the HTTP-level API fake instead and
-says so.
+With the pinned Kubernetes binaries built (``make kube``) it starts what a managed cluster is: the real control
+plane, ``nodes`` real nodes (kubelet, containerd, CNI, kube-proxy, kube-router as the NetworkPolicy engine, CoreDNS),
+a registry holding Anchorage's images (built first by ``tools/images.py``, cached by content) and the project's S3
+server as the store; it applies ``crds/`` and installs ``charts/anchorage`` from those images, so the operator and
+the gateway run as pods, and prints the kubeconfig. ``kubelet=False`` starts the control plane alone (no node).
+Without the binaries — or with ``fake=True`` — it serves the HTTP-level API fake instead and says so.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,10 +24,11 @@ from typing import Any
 from anchorage_devcluster import binaries, cluster, serving
 
 TRIALS_NAMESPACE = "anchorage-trials"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def cluster_command(*, port: int, kubeconfig: Path, crds_dir: Path, store: str, kubelet: bool, fake: bool = False,
-                    chart: Path | None = None, echo: Any = print) -> None:
+                    chart: Path | None = None, nodes: int = 1, echo: Any = print) -> None:
     """Run a local cluster until interrupted (see the module docstring)."""
     found = binaries.find()
     if fake or isinstance(found, str):
@@ -32,59 +36,89 @@ def cluster_command(*, port: int, kubeconfig: Path, crds_dir: Path, store: str, 
         serving.serve_forever(port=port, kubeconfig=kubeconfig, crds_dir=crds_dir, store=store, kubelet=kubelet,
                               note=f", {why}")
         return
-    _serve_real(found, kubeconfig=kubeconfig.resolve(), crds_dir=crds_dir, store=store, kubelet=kubelet,
-                chart=chart, echo=echo)
+    if kubelet:
+        _serve_nodes(found, kubeconfig=kubeconfig.resolve(), crds_dir=crds_dir, chart=chart, nodes=nodes, echo=echo)
+    else:
+        _serve_plane(found, kubeconfig=kubeconfig.resolve(), crds_dir=crds_dir, echo=echo)
 
 
-def _serve_real(found: binaries.Binaries, *, kubeconfig: Path, crds_dir: Path, store: str, kubelet: bool,
-                chart: Path | None, echo: Any) -> None:
+def _serve_plane(found: binaries.Binaries, *, kubeconfig: Path, crds_dir: Path, echo: Any) -> None:
+    """The control plane alone (no node: nothing runs pods), on loopback."""
     root = kubeconfig.parent / "cluster"
     shutil.rmtree(root, ignore_errors=True)
-    writable = (Path(store.removeprefix("file://")).resolve(),) if store.startswith("file://") else ()
-    for path in writable:
-        path.mkdir(parents=True, exist_ok=True)
     local = cluster.start(root, found)
     try:
         echo(f"Kubernetes {binaries.KUBE_VERSION} control plane on {local.plane.url} (etcd, kube-apiserver, "
-             f"controller manager, scheduler; logs in {root / 'logs'})")
+             f"controller manager, scheduler; no node; logs in {root / 'logs'})")
         kubeconfig.write_text(local.plane.admin_kubeconfig.read_text())
         echo(f"export KUBECONFIG={kubeconfig}")
-        if kubelet:
-            from anchorage import agents
-
-            binds, bins = cluster.agent_image(agents.tools_root(), agents.AGENTS_MOUNT)
-            local.start_node("anchorage-node-1", writable=writable, image_binds=binds, image_path=bins)
-            echo("node anchorage-node-1: the sandbox node agent (runs pods under bubblewrap; images are not used)")
         if crds_dir.is_dir():
             cluster.apply_crds(local, crds_dir)
-        operator = kubeconfig.with_name("operator.kubeconfig")
-        echo(_chart(local, chart, operator))
+        _namespace(local)
         echo(serving.READY)
         _wait_for_signal()
     finally:
         local.stop()
 
 
+def _serve_nodes(found: binaries.Binaries, *, kubeconfig: Path, crds_dir: Path, chart: Path | None, nodes: int,
+                 echo: Any) -> None:
+    """Real nodes, Anchorage's images in the cluster's registry, the store as a pod and the chart installed."""
+    from anchorage_devcluster import realnode, s3server
+
+    s3 = s3server.find()
+    problem = realnode.missing_requirements() or (s3 if isinstance(s3, str) else None)
+    if problem is not None:
+        raise SystemExit(f"error: a cluster with nodes cannot start here: {problem}\n"
+                         "(--no-kubelet starts the control plane alone; --fake the API fake)")
+    echo("building Anchorage's images (tools/images.py: cached by content, tens of minutes the first time) ...")
+    images = build_images()
+    root = kubeconfig.parent / "cluster"
+    shutil.rmtree(root, ignore_errors=True)
+    names = tuple(f"anchorage-node-{i}" for i in range(1, nodes + 1))
+    local, pushed, store = cluster.bring_up(root, found, images=images, nodes=names, s3_binary=Path(str(s3)))
+    try:
+        kubeconfig.write_text(local.plane.admin_kubeconfig.read_text())
+        registry = local.registry.address if local.registry is not None else "-"
+        echo(f"Kubernetes {binaries.KUBE_VERSION}: control plane on {local.plane.url}, nodes {', '.join(names)} "
+             f"(kubelet, containerd, CNI, kube-proxy, kube-router, CoreDNS), registry {registry}; logs in "
+             f"{root / 'logs'}")
+        echo(f"export KUBECONFIG={kubeconfig}")
+        if crds_dir.is_dir():
+            cluster.apply_crds(local, crds_dir)
+        echo(f"store: {store.uri} on the S3 server in namespace anchorage-store ({store.host_endpoint} from here: "
+             f"AWS_ACCESS_KEY_ID={store.access_key} AWS_SECRET_ACCESS_KEY={store.secret_key})")
+        if chart is not None and chart.is_dir():
+            cluster.store_secret(local, store, "anchorage")
+            cluster.install_chart(local, chart, values=cluster.merge_values(
+                cluster.release_values(pushed, store, TRIALS_NAMESPACE), {"crds": {"enabled": False}}))
+            cluster.store_secret(local, store, TRIALS_NAMESPACE)  # the chart made that namespace
+            echo("chart installed (release anchorage, namespace anchorage; its operator and gateway run as pods): "
+                 "kubectl apply -n anchorage -f examples/trial.yaml")
+        echo(serving.READY)
+        _wait_for_signal()
+    finally:
+        local.stop()
+
+
+def build_images() -> dict[str, str]:
+    """Anchorage's images, built (or found, cached by content) by the repository's ``tools/images.py``: local tags
+    by ``images/`` folder."""
+    names = ("agent-base", "verifier", "operator", "tasks")
+    done = subprocess.run([sys.executable, str(REPO / "tools" / "images.py"), "build", *names, "--json"],
+                          stdout=subprocess.PIPE, text=True, check=False)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise SystemExit(f"error: tools/images.py could not build the images (exit {done.returncode}); run `make "
+                         "images` to see why")
+    tags: dict[str, str] = json.loads(lines[-1])
+    return tags
+
+
 def _namespace(local: cluster.LocalCluster) -> None:
     local.plane.kubectl("create", "namespace", TRIALS_NAMESPACE, check=False)
     local.plane.kubectl("label", "namespace", TRIALS_NAMESPACE, "--overwrite",
                         "pod-security.kubernetes.io/enforce=restricted")
-
-
-def _chart(local: cluster.LocalCluster, chart: Path | None, operator: Path) -> str:
-    if chart is None or not chart.is_dir():
-        _namespace(local)
-        return "no chart installed (pass --chart charts/anchorage to install it and get the operator's kubeconfig)"
-    try:
-        import helm_sdkpy  # noqa: F401
-    except ImportError:
-        _namespace(local)
-        return ("no chart installed: the Helm library is missing (pip install --ignore-requires-python helm-sdkpy); "
-                "the admin kubeconfig above works for everything")
-    cluster.install_chart(local, chart, values={"crds": {"enabled": False}})
-    local.operator_kubeconfig(operator)
-    return (f"chart installed (release anchorage, namespace anchorage); the operator's ServiceAccount:\n"
-            f"  KUBECONFIG={operator} anchorage operator -n anchorage --trials-namespace {TRIALS_NAMESPACE} ...")
 
 
 def _wait_for_signal() -> None:

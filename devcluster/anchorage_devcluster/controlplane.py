@@ -18,12 +18,13 @@ tests' session fixture. Run as a real cluster is run, on 127.0.0.1 only:
 etcd keeps its data: Kubernetes' defaults unless a caller (the load bench) asks for :data:`BATCH`, the settings
 an operator of a batch cluster would raise.
 
-Nodes are added separately (``nodeagent``). Each component logs to ``<root>/logs/<name>.log``.
+Nodes are added separately (``realnode``, ``simulatednode``). Each component logs to ``<root>/logs/<name>.log``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -40,6 +41,7 @@ import yaml
 
 from anchorage_devcluster import pki
 from anchorage_devcluster.binaries import Binaries
+from anchorage_devcluster.lifetimes import die_with_parent
 
 SERVICE_CIDR = "10.96.0.0/16"  # addresses of Services (never routed here: no kube-proxy)
 ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -135,14 +137,20 @@ class ControlPlane:
                                                             "client-key": str(pair.key)}))
         return path
 
-    def namespace(self, name: str, *, pod_security: str | None = "restricted", nodes: str | None = None) -> None:
+    def namespace(self, name: str, *, pod_security: str | None = "restricted", nodes: str | None = None,
+                  tolerate: str | None = None) -> None:
         """Create namespace ``name`` (if absent) enforcing PodSecurity ``pod_security``; ``nodes``: a node label
-        selector (``key=value``) its pods are pinned to (``PodNodeSelector``)."""
+        selector (``key=value``) its pods are pinned to (``PodNodeSelector``); ``tolerate``: a taint key its pods
+        tolerate (``PodTolerationRestriction``'s default tolerations)."""
         self.kubectl("create", "namespace", name, check=False)
         if pod_security:
             self.kubectl("label", "namespace", name, "--overwrite", f"pod-security.kubernetes.io/enforce={pod_security}")
         if nodes:
             self.kubectl("annotate", "namespace", name, "--overwrite", f"scheduler.alpha.kubernetes.io/node-selector={nodes}")
+        if tolerate:
+            toleration = json.dumps([{"key": tolerate, "operator": "Exists"}])
+            self.kubectl("annotate", "namespace", name, "--overwrite",
+                         f"scheduler.alpha.kubernetes.io/defaultTolerations={toleration}")
 
     def service_account_kubeconfig(self, namespace: str, name: str, path: Path, *, hours: int = 48) -> Path:
         """A kubeconfig with a bound token of ServiceAccount ``namespace/name`` (TokenRequest, as a pod gets)."""
@@ -183,7 +191,7 @@ def _spawn(plane: ControlPlane, name: str, argv: list[str]) -> None:
     logs.mkdir(exist_ok=True)
     with (logs / f"{name}.log").open("ab") as log:
         plane.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             start_new_session=True, cwd=plane.root)
+                                             start_new_session=True, cwd=plane.root, preexec_fn=die_with_parent)
 
 
 def _wait(plane: ControlPlane, name: str, ready: Callable[[], bool], timeout: float) -> None:
@@ -227,9 +235,12 @@ def _audit_flags(root: Path, users: tuple[str, ...], groups: tuple[str, ...] = (
 
 
 def start(root: Path, binaries: Binaries, *, timeout: float = 180.0, audit_users: tuple[str, ...] = (),
-          audit_groups: tuple[str, ...] = (), throughput: Throughput = Throughput()) -> ControlPlane:
+          audit_groups: tuple[str, ...] = (), throughput: Throughput = Throughput(),
+          address: str = "127.0.0.1") -> ControlPlane:
     """Start a control plane under ``root`` (certificates, etcd data, kubeconfigs, logs); ready when it returns.
 
+    ``address``: where the API server listens (``127.0.0.1``, or the host's address on the cluster's bridge when real
+    nodes join: ``network``); etcd, the controller manager and the scheduler stay on loopback, which no pod reaches.
     ``audit_users``, ``audit_groups``: users, and groups of users (e.g. ``system:serviceaccounts:<namespace>``,
     every ServiceAccount of a namespace), whose requests the API server records in ``<root>/audit.log`` (the load
     bench and the kill -9 test count the operator's requests there); ``throughput``: see :class:`Throughput`."""
@@ -238,18 +249,18 @@ def start(root: Path, binaries: Binaries, *, timeout: float = 180.0, audit_users
     authority = pki.Authority(pki_dir)
     port, etcd_port, peer_port = free_port(), free_port(), free_port()
     serving = authority.issue("apiserver", "kube-apiserver", server=True, hosts=(
-        "127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+        address, "127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
         "kubernetes.default.svc.cluster.local", "10.96.0.1"))
     admin = authority.issue("admin", "anchorage-admin", groups=("system:masters",))
     sa = pki.service_account_keys(pki_dir)
-    url = f"https://127.0.0.1:{port}"
+    url = f"https://{address}:{port}"
     admin_kubeconfig = root / "admin.kubeconfig"
     admin_kubeconfig.write_text(kubeconfig(url, authority.pair.cert, user={"client-certificate": str(admin.cert),
                                                                              "client-key": str(admin.key)}))
     plane = ControlPlane(root, binaries, url, authority, admin_kubeconfig)
     try:
         _start_all(plane, serving, admin, sa, port, etcd_port, peer_port, timeout,
-                   _audit_flags(root, audit_users, audit_groups), throughput)
+                   _audit_flags(root, audit_users, audit_groups), throughput, address)
     except BaseException:
         plane.stop()
         raise
@@ -257,7 +268,7 @@ def start(root: Path, binaries: Binaries, *, timeout: float = 180.0, audit_users
 
 
 def _start_all(plane: ControlPlane, serving: pki.Pair, admin: pki.Pair, sa: pki.Pair, port: int, etcd_port: int,
-               peer_port: int, timeout: float, extra: list[str], throughput: Throughput) -> None:
+               peer_port: int, timeout: float, extra: list[str], throughput: Throughput, address: str) -> None:
     root, binaries, ca = plane.root, plane.binaries, plane.ca
     etcd_url, peer_url = f"http://127.0.0.1:{etcd_port}", f"http://127.0.0.1:{peer_port}"
     _spawn(plane, "etcd", [
@@ -267,14 +278,28 @@ def _start_all(plane: ControlPlane, serving: pki.Pair, admin: pki.Pair, sa: pki.
         f"--initial-advertise-peer-urls={peer_url}", f"--initial-cluster=default={peer_url}",
         "--unsafe-no-fsync", "--log-level=warn", f"--quota-backend-bytes={8 * 1024 ** 3}"])
     _wait(plane, "etcd", lambda: _port_open(etcd_port), timeout)
+    # the kubelets' API: the API server proves itself with a client certificate, and checks theirs against the CA
+    kubelet_client = plane.authority.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
+                                           groups=("system:masters",))
+    loopback = address == "127.0.0.1"
     _spawn(plane, "kube-apiserver", [
-        str(binaries.kube_apiserver), f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1", f"--secure-port={port}", f"--tls-cert-file={serving.cert}",
+        str(binaries.kube_apiserver), f"--etcd-servers={etcd_url}", f"--bind-address={address}",
+        f"--advertise-address={address}", f"--secure-port={port}", f"--tls-cert-file={serving.cert}",
         f"--tls-private-key-file={serving.key}", f"--client-ca-file={ca}",
         f"--service-account-issuer={ISSUER}", f"--service-account-key-file={sa.cert}",
         f"--service-account-signing-key-file={sa.key}", "--authorization-mode=Node,RBAC",
-        "--enable-admission-plugins=NodeRestriction,PodNodeSelector", f"--service-cluster-ip-range={SERVICE_CIDR}",
-        "--endpoint-reconciler-type=none", "--allow-privileged=false", "--profiling=false", "--event-ttl=2h",
+        "--enable-admission-plugins=NodeRestriction,PodNodeSelector,PodTolerationRestriction",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        # on loopback the ``kubernetes`` Service cannot point at the server; on the bridge its pods reach it there
+        f"--endpoint-reconciler-type={'none' if loopback else 'lease'}",
+        f"--kubelet-client-certificate={kubelet_client.cert}", f"--kubelet-client-key={kubelet_client.key}",
+        f"--kubelet-certificate-authority={ca}", "--kubelet-preferred-address-types=InternalIP",
+        # webhooks and aggregated APIs are reached at their pods' addresses (the host routes the pod CIDRs; it
+        # runs no kube-proxy for Service addresses), as a control plane without a node of its own does
+        "--enable-aggregator-routing=true",
+        # a pod of a lost node is evicted after 15 s, not 5 minutes (NotReady within 20 s, see the controllers)
+        "--default-not-ready-toleration-seconds=15", "--default-unreachable-toleration-seconds=15",
+        "--allow-privileged=false", "--profiling=false", "--event-ttl=2h",
         *extra])
     context = ssl.create_default_context(cafile=str(ca))
     context.load_cert_chain(str(admin.cert), str(admin.key))
@@ -294,7 +319,9 @@ def _start_all(plane: ControlPlane, serving: pki.Pair, admin: pki.Pair, sa: pki.
         "--use-service-account-credentials", f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle-controller",
         f"--kube-api-qps={throughput.controller_qps:g}", f"--kube-api-burst={throughput.controller_burst}",
-        f"--concurrent-job-syncs={throughput.job_syncs}"])
+        f"--concurrent-job-syncs={throughput.job_syncs}",
+        # a node whose kubelet stopped renewing its lease (every 2.5 s) is NotReady after 20 s
+        "--node-monitor-period=2s", "--node-monitor-grace-period=20s"])
     scheduler_config = root / "kube-scheduler.kubeconfig"
     (root / "kube-scheduler.yaml").write_text(yaml.safe_dump({
         "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",

@@ -19,6 +19,7 @@ import typer
 from anchorage import __version__, commands
 from anchorage.commands import EXIT_BAD_INPUT, EXIT_CODES_HELP, EXIT_INFRASTRUCTURE
 from anchorage.errors import AnchorageError, InfrastructureError
+from anchorage.text import readable
 
 app = typer.Typer(
     name="anchorage",
@@ -59,8 +60,8 @@ def main() -> None:
     try:
         app()
     except InfrastructureError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {readable(str(exc))}", err=True)
         sys.exit(EXIT_INFRASTRUCTURE)
     except AnchorageError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {readable(str(exc))}", err=True)   # a message may quote what an agent wrote
         sys.exit(EXIT_BAD_INPUT)

@@ -73,9 +73,16 @@ UNMETERED = Counter(
     "(their trial's cost is unknown).", ["campaign", "entry", "model"],
 )
 GATEWAY_REFUSALS = Counter(
-    "anchorage_gateway_refusals_total", "Requests refused by the gateway (auth, rate, budget, websocket upgrades).",
-    ["reason"]
+    "anchorage_gateway_refusals_total", "Connections and requests refused by the gateway: its front door (auth, "
+    "another trial's token, head and body deadlines and sizes, connection and in-flight byte caps) and its handlers "
+    "(rate, budget, websocket upgrades).", ["reason"]
 )
+OPERATOR_WATCH_RESTARTS = Counter(
+    "anchorage_operator_watch_restarts_total", "The operator's watches of its Jobs and ScoringRuns resumed other than "
+    "at their normal end, by collection and cause (error, unexpected, silence, short_end, gone).", ["kind", "cause"])
+GATEWAY_CONNECTIONS = Gauge("anchorage_gateway_connections", "Open connections to the gateway's model API.")
+GATEWAY_INFLIGHT_BYTES = Gauge("anchorage_gateway_inflight_bytes",
+                               "Bytes of request bodies the gateway's model API holds now (read, not yet answered).")
 
 GATES = Counter(
     "anchorage_gates_checked_total", "Invariant gate results of scored trials, by status (passed, failed, missing).",

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,24 +20,28 @@ def value_at(data: Any, path: str) -> Any:
     return data
 
 
-def run_reproduction(task: Path, results: Path, *, timeout: float = 300) -> tuple[dict[str, Any], str]:
+def run_reproduction(task: Path, results: Path, *, timeout: float = 300,
+                     env: Mapping[str, str] | None = None) -> tuple[dict[str, Any], str]:
     """Run ``task``'s solve.sh on its own data with ``results`` as the results folder.
 
-    Returns the artifact it wrote and its standard output; fails the test with its stderr otherwise. A
-    successful run is cached like the oracle runs, by :func:`oracle_key` (solution code, task data, scorer and
-    library versions), under ``<cache>/reproduction/<task>-<key>/``: its results folder and its standard
-    output, copied back into ``results`` on a hit — so a reproduction runs once per change to what it depends on.
+    Returns the artifact it wrote and its standard output; fails the test with its stderr otherwise. ``env``
+    adds to the inherited environment (e.g. another BLAS kernel or thread count). A successful run is cached
+    like the oracle runs, by :func:`oracle_key` (solution code, task data, scorer and library versions, the
+    machine, the numerics the environment sets), under ``<cache>/reproduction/<task>-<key>/``: its results
+    folder and its standard output, copied back into ``results`` on a hit — so a reproduction runs once per
+    change to what it depends on.
     """
-    entry = cache_root() / "reproduction" / f"{task.name}-{oracle_key(task)}"
+    full_env = {**os.environ, **(env or {})}
+    entry = cache_root() / "reproduction" / f"{task.name}-{oracle_key(task, full_env)}"
     if (entry / "stdout.txt").is_file():
         shutil.copytree(entry / "results", results, dirs_exist_ok=True)
         stdout = (entry / "stdout.txt").read_text(encoding="utf-8")
     else:
         results.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "ANCHORAGE_DATA_DIR": str(task / "environment" / "data"),
-               "ANCHORAGE_RESULTS_DIR": str(results), "PYTHON": sys.executable}
-        proc = subprocess.run(["bash", str(task / "solution" / "solve.sh")], env=env, capture_output=True, text=True,
-                              timeout=timeout, check=False)
+        full_env.update({"ANCHORAGE_DATA_DIR": str(task / "environment" / "data"),
+                         "ANCHORAGE_RESULTS_DIR": str(results), "PYTHON": sys.executable})
+        proc = subprocess.run(["bash", str(task / "solution" / "solve.sh")], env=full_env, capture_output=True,
+                              text=True, timeout=timeout, check=False)
         assert proc.returncode == 0, proc.stderr[-4000:]
         stdout = proc.stdout
         staging = entry.with_name(f"{entry.name}.tmp-{os.getpid()}")
@@ -80,8 +85,35 @@ def tree_hash(root: Path, skip: tuple[str, ...] = ()) -> str:
     return digest.hexdigest()
 
 
-def oracle_key(task: Path) -> str:
-    """What a reproduction's artifact depends on: its solution code, the task's data, scorer and libraries."""
+NUMERIC_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR",
+               "NPY_DISABLE_CPU_FEATURES", "PYTHONHASHSEED")
+"""Environment variables that change a computation's digits (BLAS kernel and threads, numpy's SIMD dispatch,
+string hashing). The sandbox gives an oracle run none of them; a direct run inherits them."""
+
+
+def machine_identity() -> str:
+    """The processor a run's digits depend on: its architecture, model and instruction-set flags (BLAS and
+    numpy pick their kernels by them), so a cache carried to another machine runs the reproduction again."""
+    import platform
+
+    described = [platform.machine()]
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        first = cpuinfo.read_text(encoding="utf-8", errors="replace").split("\n\n", 1)[0]
+        described += [line.split(":", 1)[1].strip() for line in first.splitlines()
+                      if line.split(":", 1)[0].strip() in ("model name", "flags", "Features", "CPU part")]
+    else:
+        described.append(platform.processor())
+    return "|".join(described)
+
+
+def oracle_key(task: Path, env: Mapping[str, str] | None = None) -> str:
+    """What a reproduction's artifact depends on: its solution code, the task's data, scorer and libraries,
+    the machine, and (for a run that inherits ``env``) the :data:`NUMERIC_ENV` variables it sets.
+
+    Not the tolerances of ``solution/comparison.json`` (nor any file of :data:`OUTPUTS`): they decide how a
+    run is compared with the committed result, which the tests redo on every hit, not what the run computes.
+    """
     import hashlib
     from importlib import metadata
 
@@ -96,7 +128,8 @@ def oracle_key(task: Path) -> str:
             versions.append(f"{name}={metadata.version(name)}")
         except metadata.PackageNotFoundError:
             versions.append(f"{name}=absent")
-    digest.update(f"{SCORER_VERSION}|{sys.version}|{'|'.join(versions)}".encode())
+    numerics = sorted(f"{k}={env[k]}" for k in NUMERIC_ENV if env and k in env)
+    digest.update(f"{SCORER_VERSION}|{sys.version}|{'|'.join(versions)}|{machine_identity()}|{numerics}".encode())
     return digest.hexdigest()[:20]
 
 
@@ -130,27 +163,3 @@ def oracle_run(task: Path, work: Path) -> dict[str, Any]:
         staging.write_text(json.dumps(run), encoding="utf-8")
         os.replace(staging, entry / "run.json")   # atomic: a reader sees the whole entry or none
     return run
-
-
-def close_enough(ours: Any, committed: Any, *, rel: float = 1e-6, abs_: float = 1e-9, path: str = "$",
-                 volatile: frozenset[str] = frozenset()) -> list[str]:
-    """Where two JSON values differ (numbers within ``rel``/``abs_``; ``volatile`` paths are not compared)."""
-    if path in volatile:
-        return []
-    if isinstance(committed, dict):
-        if not isinstance(ours, dict) or set(ours) != set(committed):
-            return [f"{path}: keys differ"]
-        return [d for key in committed for d in close_enough(ours[key], committed[key], rel=rel, abs_=abs_,
-                                                               path=f"{path}.{key}", volatile=volatile)]
-    if isinstance(committed, list):
-        if not isinstance(ours, list) or len(ours) != len(committed):
-            return [f"{path}: lengths differ"]
-        return [d for i, (a, b) in enumerate(zip(ours, committed, strict=True))
-                for d in close_enough(a, b, rel=rel, abs_=abs_, path=f"{path}[{i}]", volatile=volatile)]
-    numbers = (int, float)
-    if isinstance(committed, numbers) and not isinstance(committed, bool) and isinstance(ours, numbers) \
-            and not isinstance(ours, bool):
-        if committed != committed:  # NaN
-            return [] if ours != ours else [f"{path}: {ours!r} != NaN"]
-        return [] if abs(ours - committed) <= max(abs_, rel * abs(committed)) else [f"{path}: {ours!r} != {committed!r}"]
-    return [] if ours == committed else [f"{path}: {ours!r} != {committed!r}"]

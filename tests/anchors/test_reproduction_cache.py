@@ -1,8 +1,9 @@
 """The reproduction cache of the anchor tests (``tests/anchors/reproduction.py``) on a small task built here.
 
-A reproduction runs once per change to what its artifact depends on (the solution's code, the task's data),
-and a hit gives back exactly what the run wrote and printed; its documentation and committed outputs are not
-part of the key, and a failed run is never cached.
+A reproduction runs once per change to what its artifact depends on (the solution's code, the task's data,
+the processor, the numerics its environment sets), and a hit gives back exactly what the run wrote and
+printed; its documentation, committed outputs and declared tolerances are not part of the key (they decide
+how a run is compared, which is redone on every hit), and a failed run is never cached.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from .reproduction import cache_root, oracle_key, run_reproduction
+from .reproduction import cache_root, machine_identity, oracle_key, run_reproduction
 
 SOLVE = """#!/usr/bin/env bash
 set -euo pipefail
 echo run >> "$COUNTER"
 value=$(cat "$ANCHORAGE_DATA_DIR/value.txt")
-printf '{"value": %s}\\n' "$value" > "$ANCHORAGE_RESULTS_DIR/fake-task_result.json"
+printf '{"value": %s, "threads": "%s"}\\n' "$value" "${OPENBLAS_NUM_THREADS:-}" > "$ANCHORAGE_RESULTS_DIR/fake-task_result.json"
 echo template > "$ANCHORAGE_RESULTS_DIR/answer_template.txt"
 echo "printed $value"
 """
@@ -45,7 +46,7 @@ def test_a_hit_gives_back_the_runs_artifact_output_and_files(task: Path, tmp_pat
     first = run_reproduction(task, tmp_path / "r1")
     second = run_reproduction(task, tmp_path / "r2")
     assert runs(task) == 1
-    assert first == second == ({"value": 1}, "printed 1\n")
+    assert first == second == ({"value": 1, "threads": first[0]["threads"]}, "printed 1\n")
     assert (tmp_path / "r2" / "answer_template.txt").read_text(encoding="utf-8") == "template\n"
     assert (cache_root() / "reproduction" / f"fake-task-{oracle_key(task)}" / "stdout.txt").is_file()
 
@@ -56,7 +57,7 @@ def test_a_change_to_the_code_or_the_data_runs_again_and_documentation_does_not(
     run_reproduction(task, tmp_path / "r2")
     assert runs(task) == 1
     (task / "environment" / "data" / "value.txt").write_text("2", encoding="utf-8")
-    assert run_reproduction(task, tmp_path / "r3")[0] == {"value": 2}
+    assert run_reproduction(task, tmp_path / "r3")[0]["value"] == 2
     assert runs(task) == 2
     (task / "solution" / "solve.sh").write_text(SOLVE.replace("printed", "wrote"), encoding="utf-8")
     assert run_reproduction(task, tmp_path / "r4")[1] == "wrote 2\n"
@@ -80,3 +81,27 @@ def test_bytecode_left_by_importing_a_solution_does_not_change_the_key(task: Pat
     assert oracle_key(task) == before
     (task / "solution" / "helper.py").write_text("VALUE = 1\n", encoding="utf-8")
     assert oracle_key(task) != before
+
+
+def test_tolerances_do_not_change_the_key_and_the_numerics_of_the_environment_do(task: Path, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    first = run_reproduction(task, tmp_path / "r1")[0]
+    (task / "solution" / "comparison.json").write_text(
+        '{"tolerances": [{"path": "value", "rel": 0.1, "abs": 0, "why": "test"}]}\n', encoding="utf-8")
+    assert run_reproduction(task, tmp_path / "r2")[0] == first
+    assert runs(task) == 1
+    assert run_reproduction(task, tmp_path / "r3", env={"UNRELATED": "1"})[0] == first
+    assert runs(task) == 1
+    assert run_reproduction(task, tmp_path / "r4", env={"OPENBLAS_NUM_THREADS": "2"})[0] == {"value": 1, "threads": "2"}
+    assert runs(task) == 2
+    assert oracle_key(task, {"OPENBLAS_CORETYPE": "Prescott"}) != oracle_key(task) == oracle_key(task, {"HOME": "/x"})
+
+
+def test_the_processor_is_part_of_the_key(task: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from . import reproduction
+
+    here = oracle_key(task)
+    assert machine_identity() and oracle_key(task) == here
+    monkeypatch.setattr(reproduction, "machine_identity", lambda: "aarch64|another processor")
+    assert oracle_key(task) != here

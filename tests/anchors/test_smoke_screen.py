@@ -117,17 +117,17 @@ def test_replay_rejects_teleporting_drops(artifact: dict[str, Any]) -> None:
         d["q5"]["strategies"][0]["explode_x"] += 50.0
     bad = failed(get("smoke_screen_coverage")(mutate(artifact, move)))
     assert bad["smoke_q5_kinematics"].hard_error and "burst point" in bad["smoke_q5_kinematics"].message
-    assert set(bad) <= {"smoke_q5_kinematics", "smoke_q5_shielding_replay"}   # the moved cloud may hide less
+    assert set(bad) <= {"smoke_q5_kinematics", "smoke_q5_whole_target_replay", "smoke_q5_shielding_replay"}
 
 
 def test_replay_rejects_the_reference_plan_for_changing_headings(reference_dir: Path) -> None:
     reference = json.loads((reference_dir / "tasks" / SLUG / "tests" / "expected_result.json").read_text(encoding="utf-8"))
     bad = failed(get("smoke_screen_coverage")(reference))
-    assert set(bad) == {"smoke_q5_one_heading", "smoke_q5_shielding_replay"}
+    assert set(bad) == {"smoke_q5_one_heading", "smoke_q5_whole_target_replay"}   # the seed's replay passes it
     assert bad["smoke_q5_one_heading"].hard_error                 # the statement fixes one heading per drone
-    assert not bad["smoke_q5_shielding_replay"].hard_error       # the shielding criterion is a modelling choice
+    assert not bad["smoke_q5_whole_target_replay"].hard_error    # the whole-target criterion is a modelling choice
     assert "FY3 flies several headings" in bad["smoke_q5_one_heading"].message
-    assert "whole-target replay gives" in bad["smoke_q5_shielding_replay"].message
+    assert "whole-target replay gives" in bad["smoke_q5_whole_target_replay"].message
 
 
 @slow
@@ -137,7 +137,10 @@ def test_replay_flags_an_overclaimed_part(artifact: dict[str, Any]) -> None:
         row["individual_duration_s"] += 2.0
         row["durations_s"][row["target_missile"]] += 2.0
     bad = failed(get("smoke_screen_coverage")(mutate(artifact, overclaim)))
-    assert set(bad) == {"smoke_q5_shielding_replay"} and not bad["smoke_q5_shielding_replay"].hard_error
+    assert set(bad) == {"smoke_q5_whole_target_replay", "smoke_q5_shielding_replay"}
+    assert not bad["smoke_q5_whole_target_replay"].hard_error
+    # 5.78 s claimed for a cloud the seed's coverage replay gives 4.02 s: beyond its max(0.3 s, 25 %), a penalty
+    assert bad["smoke_q5_shielding_replay"].hard_error and "gives 4.02 s" in bad["smoke_q5_shielding_replay"].message
 
 
 def test_replay_never_hard_fails_an_empty_artifact() -> None:

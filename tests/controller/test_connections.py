@@ -178,8 +178,9 @@ def test_an_answer_cut_short_or_not_http_is_a_connection_error(raw: Callable[...
     client.close()
 
 
-def _proxy(seen: list[bytes]) -> socket.socket:
-    """An HTTP proxy: answers absolute-form requests itself (``{"via":"proxy"}``), pipes ``CONNECT`` tunnels."""
+def _proxy(seen: list[bytes], tls: ssl.SSLContext | None = None) -> socket.socket:
+    """An HTTP proxy (``tls``: an HTTPS one): answers absolute-form requests itself (``{"via":"proxy"}``), pipes
+    ``CONNECT`` tunnels (to ``[v6]:port`` too)."""
     listener = socket.create_server(("127.0.0.1", 0))
 
     def pipe(a: socket.socket, b: socket.socket) -> None:
@@ -193,6 +194,12 @@ def _proxy(seen: list[bytes]) -> socket.socket:
             b.close()
 
     def serve(conn: socket.socket) -> None:
+        if tls is not None:
+            try:
+                conn = tls.wrap_socket(conn, server_side=True)
+            except OSError:  # a client that does not trust it
+                conn.close()
+                return
         buffer = bytearray()
         head = _read_request(conn, buffer)
         if head is None:
@@ -200,7 +207,7 @@ def _proxy(seen: list[bytes]) -> socket.socket:
         seen.append(head)
         if head.startswith(b"CONNECT "):
             host, port = head.split(b" ")[1].decode().rsplit(":", 1)
-            upstream = socket.create_connection((host, int(port)))
+            upstream = socket.create_connection((host.strip("[]"), int(port)))
             conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             threading.Thread(target=pipe, args=(upstream, conn), daemon=True).start()
             pipe(conn, upstream)
@@ -245,10 +252,75 @@ def test_http_proxies_absolute_form_and_connect_tunnels(raw: Callable[..., RawSe
             untrusted.request("GET", "/c")
         for client in (plain, tunnelled, untrusted):
             client.close()
-        with pytest.raises(ValueError, match="only http:// proxies") as refused:  # refused when made, not at first call
-            _client(server.url, proxy=f"https://user:secret@127.0.0.1:{proxy.getsockname()[1]}")
-        assert "secret" not in str(refused.value) and "http:// address" in str(refused.value), "the fix, no credentials"
-        with pytest.raises(ValueError, match="only http:// proxies"):
-            _client(server.url, proxy=f"socks5://127.0.0.1:{proxy.getsockname()[1]}")
+        with pytest.raises(ValueError, match="http:// and https:// proxies only") as refused:  # when made
+            _client(server.url, proxy=f"socks5://user:secret@127.0.0.1:{proxy.getsockname()[1]}")
+        assert "secret" not in str(refused.value) and "NO_PROXY" in str(refused.value), "the fix, no credentials"
+    finally:
+        proxy.close()
+
+
+def _tls_server(raw: Callable[..., RawServer], authority: pki.Authority, host: str = "127.0.0.1") -> RawServer:
+    pair = authority.issue(f"server-{host.replace(':', '_')}", "api", server=True, hosts=(host,))
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(str(pair.cert), str(pair.key))
+    return raw(lambda c, i, head: (_ok(), False), tls)
+
+
+def test_an_ipv6_server_is_tunnelled_as_brackets_host_port(raw: Callable[..., RawServer], tmp_path: Path) -> None:
+    authority = pki.Authority(tmp_path / "pki")
+    pair = authority.issue("server6", "api", server=True, hosts=("::1",))
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(str(pair.cert), str(pair.key))
+    listener = socket.create_server(("::1", 0), family=socket.AF_INET6)
+    port = listener.getsockname()[1]
+
+    def answer() -> None:
+        conn, _ = listener.accept()
+        with tls.wrap_socket(conn, server_side=True) as inner:
+            _read_request(inner, bytearray())
+            inner.sendall(_ok(b'{"over":"v6"}'))
+
+    threading.Thread(target=answer, daemon=True).start()
+    seen: list[bytes] = []
+    proxy = _proxy(seen)
+    try:
+        client = _client(f"https://[::1]:{port}", proxy=f"http://127.0.0.1:{proxy.getsockname()[1]}",
+                         ssl_ca_cert=str(authority.pair.cert))
+        assert client.request("GET", "/a") == {"over": "v6"}
+        assert seen[0].split(b"\r\n")[:2] == [f"CONNECT [::1]:{port} HTTP/1.1".encode(), f"Host: [::1]:{port}".encode()]
+        client.close()
+    finally:
+        proxy.close()
+        listener.close()
+
+
+def test_https_proxies_tls_to_the_proxy_and_tls_inside_it(raw: Callable[..., RawServer], tmp_path: Path) -> None:
+    authority = pki.Authority(tmp_path / "pki")
+    proxy_pair = authority.issue("proxy", "proxy", server=True, hosts=("127.0.0.1",))
+    proxy_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    proxy_tls.load_cert_chain(str(proxy_pair.cert), str(proxy_pair.key))
+    seen: list[bytes] = []
+    proxy = _proxy(seen, proxy_tls)
+    proxy_url = f"https://user:pw@127.0.0.1:{proxy.getsockname()[1]}"
+    server = _tls_server(raw, authority)
+    try:
+        # an https server: CONNECT over TLS to the proxy, then the server's own TLS inside it, its certificate checked
+        tunnelled = _client(server.url, proxy=proxy_url, ssl_ca_cert=str(authority.pair.cert))
+        assert tunnelled.request("GET", "/a") == {"ok": True}
+        assert tunnelled.request("GET", "/b") == {"ok": True}
+        assert seen[0].startswith(f"CONNECT 127.0.0.1:{server.port} HTTP/1.1\r\n".encode())
+        assert b"Proxy-Authorization: Basic dXNlcjpwdw==" in seen[0]
+        assert len(seen) == 1 and server.connections == 1, "one tunnel, kept alive"
+        # an http server: absolute form, over TLS to the proxy (whose certificate is checked with the same settings)
+        plain = _client("http://api.internal:8080", proxy=proxy_url, ssl_ca_cert=str(authority.pair.cert))
+        assert plain.request("GET", "/api") == {"via": "proxy"}
+        assert seen[1].startswith(b"GET http://api.internal:8080/api HTTP/1.1\r\n")
+        # a proxy whose certificate is not trusted is not spoken to
+        untrusting = _client("http://api.internal:8080", proxy=proxy_url)
+        with pytest.raises(ssl.SSLError):
+            untrusting.request("GET", "/api")
+        assert len(seen) == 2
+        for client in (tunnelled, plain, untrusting):
+            client.close()
     finally:
         proxy.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.server
 import json
 import logging
+import os
 import ssl
 import threading
 import time
@@ -139,6 +140,42 @@ def test_a_rotated_token_file_is_read_again(serve: Callable[..., Server], tmp_pa
                           (200, {}, {}))
     client.request("GET", "/b")  # the stale token is refused once, the file is read again at once
     assert [s.auth for s in server.seen] == ["Bearer first", "Bearer first", "Bearer second"]
+
+
+def test_a_token_file_of_a_merged_kubeconfig_is_read_again(serve: Callable[..., Server], tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """KUBECONFIG=a:b:c:d — the current context in a, the context and cluster in b, the user (a tokenFile relative
+    to c's folder) in c, a user of the same name with a token in d (the first definition wins)."""
+    server = serve()
+    files = {name: tmp_path / name / "config" for name in "abcd"}
+    for path in files.values():
+        path.parent.mkdir()
+    (tmp_path / "c" / "token").write_text("first\n")
+    docs = {"a": {"current-context": "ctx"},
+            "b": {"contexts": [{"name": "ctx", "context": {"cluster": "k", "user": "u"}}],
+                  "clusters": [{"name": "k", "cluster": {"server": server.url}}]},
+            "c": {"users": [{"name": "u", "user": {"tokenFile": "token"}}]},
+            "d": {"users": [{"name": "u", "user": {"token": "decoy"}}]}}
+    for name, doc in docs.items():
+        files[name].write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", **doc}))
+    joined = os.pathsep.join(str(files[name]) for name in "abcd")
+    monkeypatch.setenv("KUBECONFIG", joined)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert kube.kubeconfig_token_file() == (tmp_path / "c" / "token").resolve()
+    kube.client.cache_clear()
+    try:
+        client = kube.client()  # as the operator makes it
+        client.request("GET", "/a")
+        (tmp_path / "c" / "token").write_text("second\n")
+        server.answers.append(lambda s: (401, {"message": "Unauthorized"}, {}) if s.auth == "Bearer first" else
+                              (200, {}, {}))
+        client.request("GET", "/b")
+    finally:
+        kube.client.cache_clear()
+    assert [s.auth for s in server.seen] == ["Bearer first", "Bearer first", "Bearer second"]
+    docs["c"]["users"][0]["user"]["token"] = "inline"  # with a token too, the package sends the token: no file
+    files["c"].write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Config", **docs["c"]}))
+    assert kube.kubeconfig_token_file(joined) is None
 
 
 def test_the_token_is_read_once_per_ttl_and_refreshed_when_the_api_answers_401(serve: Callable[..., Server]) -> None:

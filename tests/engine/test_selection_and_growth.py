@@ -35,7 +35,9 @@ def test_a_subset_then_the_rest_and_exit_codes(mechanism: object, tmp_path: Path
     assert code == 0 and out["exit_code"] == 0                        # the one trial run was scored
     assert (result["ran"], result["resumed"], result["not_run"]) == (1, 0, 3)
     assert result["counts"] == {"Succeeded/completed": 1}
-    assert [row["entry"] for row in result["leaderboard"]] == ["ok"] and result["leaderboard"][0]["cells_scored"] == 1
+    board = {row["entry"]: row for row in result["leaderboard"]}
+    assert (board["ok"]["cells_scored"], board["ok"]["cells_expected"]) == (1, 2)   # counted against the plan
+    assert board["crash"]["cells_scored"] == 0 and board["crash"]["o_eval_mean"] is None   # planned, not run: no score
     assert set(result["outputs"]) >= {"json", "csv", "md", "html"}
     code, out = _run(manifest, tmp_path / "runs", "--entry", "ok")
     assert code == 0 and (out["results"][0]["ran"], out["results"][0]["resumed"]) == (1, 1)

@@ -126,11 +126,9 @@ def test_a_malformed_request_gets_one_400_json_error_and_the_connection_closes(
         assert closed(sock)
 
 
-def test_a_body_over_the_limit_gets_413(gateway_factory: Any, upstream_factory: Any,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("anchorage.gateway.server.MAX_BODY", 1000)
+def test_a_body_over_the_limit_gets_413(gateway_factory: Any, upstream_factory: Any) -> None:
     upstream = upstream_factory()
-    gateway = gateway_factory(upstream)
+    gateway = gateway_factory(upstream, front_door={"max_body_bytes": 1024})
     token = gateway.issue_token("trial-a")
     big = json.dumps({"model": "mock-model", "messages": [{"role": "user", "content": "x" * 2000}]}).encode()
     for framing in ("length", "chunked"):

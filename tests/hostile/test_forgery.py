@@ -94,6 +94,12 @@ class _Gateway:
     def issue_token(self, trial_id: str, **_: object) -> str:
         return "tok-" + trial_id
 
+    def open_trial_socket(self, trial_id: str) -> Path:
+        return self.fake.path
+
+    def close_trial_socket(self, trial_id: str) -> None:
+        pass
+
     def usage(self, trial_id: str) -> dict[str, object]:
         return {"requests": 0, "cost_usd": 0.0}
 

@@ -32,7 +32,8 @@ def test_the_demo_campaign_opens_in_inspects_reader(demo_runs: Path, tmp_path: P
     logs = {log.eval.metadata["entry"]: log for log in map(inspect_log.read_eval_log, map(str, files))}
     mock, oracle = logs["mock"], logs["oracle"]
     assert mock.status == "success" and mock.eval.task == "smoke-inventory" and mock.eval.model == "mock/mock-model"
-    assert oracle.eval.model == "none/none"
+    assert oracle.eval.model == "anchorage/oracle"                          # never "-" in inspect view
+    assert mock.eval.task_id != oracle.eval.task_id and mock.eval.run_id != oracle.eval.run_id   # not "retries"
     records = [json.loads(p.read_text()) for p in sorted((demo_runs / "demo").glob("demo-mock-*/trial.json"))]
     assert [s.metadata["seed"] for s in mock.samples] == [r["seed"] for r in records]
     o_evals = [r["score"]["o_eval"] for r in records]
@@ -44,6 +45,13 @@ def test_the_demo_campaign_opens_in_inspects_reader(demo_runs: Path, tmp_path: P
     failed_gates = [g["name"] for g in sample.scores["o_eval"].metadata["gates"] if g["status"] == "failed"]
     assert failed_gates and all(name in records[0]["message"] for name in failed_gates)
     assert "Original Contest Problem" in str(sample.input)              # the prompt the agent got
+    assert "experiment_result.total_annual_cost = " in str(sample.target)   # the anchors: TARGET
+    artifact = (demo_runs / "demo" / records[0]["name"] / records[0]["artifact"]["path"]).read_text()
+    assert sample.scores["o_eval"].answer == artifact                   # the scored answer: ANSWER
+    board = sample.scores["bo_eval"]
+    assert "against its F = " in (board.explanation or "") and "campaign baseline 'mock'" in (board.explanation or "")
+    kinds = [e.event for e in sample.events]
+    assert kinds[0] == "info" and kinds.count("model") == 1 and kinds[-2:] == ["score", "score"]   # the transcript
     assert sample.messages[-1].role == "assistant" and "problem_id" in sample.messages[-1].text   # the transcript
     calls = [e for e in sample.events if e.event == "model"]
     assert len(calls) == 1 and calls[0].call is not None and calls[0].call.request["messages"]   # the raw request
@@ -77,6 +85,7 @@ def test_infrastructure_failures_are_errors_and_unknown_costs_stay_unknown(demo_
     mock = next(inspect_log.read_eval_log(str(p)) for p in files if "_mock_" in p.name)
     by_seed = {s.metadata["seed"]: s for s in mock.samples}
     assert by_seed[2].scores is None and by_seed[2].error is not None and "bwrap" in by_seed[2].error.message
+    assert "sandbox_error" in by_seed[2].error.message
     assert by_seed[1].model_usage["mock-model"].total_cost is None and by_seed[1].metadata["cost_usd"] is None
     assert mock.results is not None and mock.results.completed_samples == 2
     assert mock.results.scores[0].unscored_samples == 1 and mock.results.metadata["infrastructure_failures"] == 1

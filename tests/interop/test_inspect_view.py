@@ -77,6 +77,23 @@ def page() -> Iterator[Any]:
         assert not errors, f"inspect view reported errors: {errors}"
 
 
+def test_every_exported_log_is_listed_with_its_model(inspect_view: tuple[str, dict[str, str]], page: Any) -> None:
+    """mock and oracle ran the same task: each log has its own task id, so inspect view lists both (it used to
+    take one for a retry of the other and hide it), each with a model name (the oracle's was "-")."""
+    url, files = inspect_view
+    page.goto(f"{url}/")
+    page.get_by_text("anchorage/oracle").first.wait_for(timeout=90_000)
+    page.get_by_text("mock/mock-model").first.wait_for(timeout=90_000)
+    page.get_by_text(f"{len(files)} items", exact=True).first.wait_for(timeout=30_000)   # the list's own count
+    assert len(files) == 2 and page.get_by_text("smoke-inventory", exact=True).count() == 2
+    screenshot(page, "inspect-logs")
+    page.goto(f"{url}/#/tasks/{files['oracle']}")
+    page.get_by_text("1 x 3 samples").first.wait_for(timeout=90_000)
+    page.get_by_text("experiment_result.total_annual_cost = 6843.674463").first.wait_for(timeout=60_000)   # TARGET
+    page.get_by_text('"problem_id": "smoke-inventory"', exact=False).first.wait_for(timeout=60_000)     # ANSWER
+    screenshot(page, "inspect-samples")
+
+
 def test_inspect_view_opens_the_exported_demo(inspect_view: tuple[str, dict[str, str]], page: Any) -> None:
     url, files = inspect_view
     page.goto(f"{url}/#/tasks/{files['mock']}")

@@ -1,10 +1,11 @@
-"""The exports read a campaign the same way from a runs folder and from an S3 prefix (moto's real server):
+"""The exports read a campaign the same way from a runs folder and from an S3 prefix (the real S3 server):
 the Harbor job and the Inspect logs written from either hold the same trials, rewards, files and messages."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -14,9 +15,9 @@ from anchorage.report.runs import LocalRuns, StoreRuns
 from anchorage.store import open_store
 
 
-def _store(demo_runs: Path, endpoint: str) -> StoreRuns:
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="export-runs")
-    store = open_store("s3://export-runs/runs", endpoint_url=endpoint)
+def _store(demo_runs: Path) -> StoreRuns:
+    boto3.client("s3").create_bucket(Bucket="export-runs")
+    store = open_store("s3://export-runs/runs")
     for trial in sorted(p for p in (demo_runs / "demo").iterdir() if p.is_dir()):
         store.upload_dir(trial, f"demo/{trial.name}")
     store.put_bytes("demo/campaign.json", (demo_runs / "demo" / "campaign.json").read_bytes())
@@ -28,9 +29,8 @@ def _files(job: Path) -> dict[str, bytes]:
             if p.is_file() and p.name not in ("result.json", "config.json", "anchorage.json")}
 
 
-def test_exports_from_an_s3_prefix_match_the_folders(demo_runs: Path, moto_endpoint: str, s3_credentials: None,
-                                                     tmp_path: Path) -> None:
-    remote = _store(demo_runs, moto_endpoint)
+def test_exports_from_an_s3_prefix_match_the_folders(demo_runs: Path, s3_server_env: Any, tmp_path: Path) -> None:
+    remote = _store(demo_runs)
     local = LocalRuns(demo_runs)
     assert remote.files("demo", "demo-mock-smoke-inventory-s0") == local.files("demo", "demo-mock-smoke-inventory-s0")
     from_s3, from_folder = export_harbor(remote, "demo", tmp_path / "s3"), export_harbor(local, "demo", tmp_path / "fs")

@@ -30,7 +30,8 @@ def test_coverage_every_task_has_invariants(slug: str) -> None:
 
 # Warnings an anchor is known to trip, each a documented caveat of the task (never a hard error).
 KNOWN_ANCHOR_WARNINGS: set[tuple[str, str]] = {
-    ("cumcm-2025-a-smoke-screen", "smoke_q5_shielding_replay"),  # the published FY3 clouds replay short (erratum)
+    ("cumcm-2025-a-smoke-screen", "smoke_q5_whole_target_replay"),  # the published FY3 clouds hide the whole
+    # target for 0.8-1.2 s of their claimed 3.4-3.5 s (erratum); the seed's coverage replay passes them
 }
 # Project gates (hard under the strict and errata profiles only) that a published anchor fails: each is the
 # reason of an erratum in the task's tests/profiles.yaml (the paper profile reports them as warnings).

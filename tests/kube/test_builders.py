@@ -45,9 +45,12 @@ def test_trial_job_is_valid_and_restricted(agent: dict[str, Any]) -> None:
         sc = container["securityContext"]
         assert sc["runAsNonRoot"] and sc["allowPrivilegeEscalation"] is False
         assert sc["capabilities"]["drop"] == ["ALL"] and sc["seccompProfile"]["type"] == "RuntimeDefault"
-        assert container["resources"]["requests"] == container["resources"]["limits"]
+        if container["name"] != "agent":
+            assert container["resources"]["requests"] == container["resources"]["limits"]
     agent_c = pod["containers"][0]
     assert agent_c["resources"]["limits"] == {"cpu": "2000m", "memory": "8192Mi", "ephemeral-storage": "20480Mi"}
+    # CPU and memory reserved as limited (cpu_request_ratio 1); the disk requested up to 1 GiB so small nodes place it
+    assert agent_c["resources"]["requests"] == {"cpu": "2000m", "memory": "8192Mi", "ephemeral-storage": "1024Mi"}
     data = [m for m in agent_c["volumeMounts"] if m["mountPath"] == "/root/data"]
     assert data and data[0]["readOnly"]
     # only the upload sidecar may hold storage credentials

@@ -9,6 +9,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from anchorage.report.writing import rebuild
 
 
@@ -118,3 +120,82 @@ def test_a_symlinked_score_is_not_followed(tmp_path: Path) -> None:
     (directory / "c-good-t1-s0" / "score.json").symlink_to(secret)
     html = rebuild(directory)["html"].read_text()
     assert "SECRET-GATE" not in html and "symlink" in html.lower()
+
+
+def test_the_paper_table_has_every_number_a_reader_needs(tmp_path: Path) -> None:
+    """report --table csv|latex: per entry × task and over all tasks, n seeds, mean, std and the 95 % t interval
+    of O-Eval and Robust BO-Eval, cost, profile and price snapshot; a cell without a scored trial has no numbers."""
+    import statistics
+
+    from scipy.stats import t as student
+    from tests.conftest import anchorage_cli
+
+    directory = _run_folder(tmp_path)
+    done = anchorage_cli("report", str(directory), "--table", "csv")
+    assert done.returncode == 0, done.stderr
+    rows = {(r["entry"], r["task"]): r for r in csv.DictReader(io.StringIO(done.stdout))}
+    good = rows[("good", "t1")]
+    values = [0.7, 0.9]                                          # good × t1: seeds 0 and 1
+    half = student.ppf(0.975, 1) * statistics.stdev(values) / 2 ** 0.5
+    assert good["n_seeds"] == "2" and float(good["o_eval_mean"]) == 0.8
+    assert float(good["o_eval_ci95_low"]) == pytest.approx(0.8 - half)
+    assert float(good["o_eval_std"]) == pytest.approx(statistics.stdev(values))
+    assert (good["profile"], good["price_snapshot"], good["cost_is_lower_bound"]) == ("paper@1", "2026-11-01", "false")
+    overall = rows[("good", "(all tasks)")]
+    board = json.loads(rebuild(directory)["json"].read_text())
+    assert float(overall["o_eval_mean"]) == board["rows"][0]["o_eval_mean"]   # the leaderboard's numbers
+    assert rows[("weak", "t2")]["cost_is_lower_bound"] == "true"
+    latex = anchorage_cli("report", str(directory), "--table", "latex", "-o", str(tmp_path / "t.tex"))
+    assert latex.returncode == 0, latex.stderr
+    text = (tmp_path / "t.tex").read_text()
+    assert r"\begin{tabular}" in text and r"$0.800 \pm 0.141$ [" in text and r"\emph{all tasks}" in text
+    assert "95\\% t interval" in text and "Total cost" in text and "-0.000" not in text
+    bad = anchorage_cli("report", str(directory), "--table", "tex")
+    assert bad.returncode == 2 and "--table" in bad.stderr
+
+
+def test_a_cell_without_a_scored_trial_has_no_numbers_in_the_paper_table(tmp_path: Path) -> None:
+    from anchorage.report import paper
+    from anchorage.report.runs import LocalRuns
+
+    directory = _run_folder(tmp_path)
+    for seed in (0, 1):
+        path = directory / f"c-weak-t1-s{seed}" / "trial.json"
+        record = json.loads(path.read_text())
+        record.update(phase="InfrastructureFailed", reason="sandbox_error", score=None)
+        path.write_text(json.dumps(record))
+    run = LocalRuns(directory).campaign("c")
+    rows = {(r.entry, r.task): r for r in paper.paper_rows(run.records, run.board)}
+    empty = rows[("weak", "t1")]
+    assert empty.o_eval.n == 0 and empty.o_eval.mean is None and empty.bo_eval.mean is None
+    line = next(x for x in paper.to_latex(list(rows.values()), run.board, "c").splitlines() if x.startswith("weak & t1"))
+    assert line.split(" & ")[2:5] == ["0", "--", "--"]
+
+
+def test_plot_titles_fit_their_figure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long campaign name and profile: every title line is drawn inside the figure (none clipped)."""
+    from anchorage.campaigns.aggregation import TrialResult, leaderboard
+    from anchorage.report import plots
+
+    results = [TrialResult(entry=e, task=t, seed=0, phase="Succeeded", reason=None, gradable=True, raw=0.5,
+                           oracle_raw=1.0, config_baseline_raw=0.1, o_eval=0.5, hard_gate_failed=False, cost_usd=0.0)
+               for e in ("a", "b") for t in ("t1", "t2")]
+    board = leaderboard(results, None)
+    figures = []
+    real = plots._save
+
+    def keep(fig: object, path: Path) -> Path:
+        written = real(fig, path)                                   # after the layout and the wrapping
+        figures.append([(ax.title.get_window_extent(), fig.bbox) for ax in fig.axes   # type: ignore[attr-defined]
+                        if ax.title.get_text()])
+        return written
+
+    monkeypatch.setattr(plots, "_save", keep)
+    name = "tbmm-2026-11-a-rather-long-campaign-name-for-the-paper"
+    plots.leaderboard_bars(board, tmp_path / "l.png", name)
+    plots.per_task_heatmap(board, tmp_path / "h.png", "bo_eval", name)
+    assert len(figures) == 2
+    for titles in figures:
+        for extent, figure in titles:
+            assert extent.x0 >= figure.x0 - 1 and extent.x1 <= figure.x1 + 1, (extent, figure)
+            assert extent.y1 <= figure.y1 + 1

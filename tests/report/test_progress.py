@@ -36,3 +36,16 @@ def test_rich_bar_on_a_terminal() -> None:
         _drive(progress)
     text = stream.getvalue()
     assert "camp" in text and "2/4" in text and "failed 1" in text
+
+
+def test_an_infrastructure_failure_says_why_and_the_fix_as_it_happens() -> None:
+    record = {"phase": "InfrastructureFailed", "reason": "sandbox_error",
+              "message": "the codex CLI is not installed \x1b[2J— install it with: anchorage agents install codex"}
+    for live in (False, True):
+        stream = io.StringIO()
+        with Progress(1, title="c", stream=stream, live=live) as progress:
+            progress.event("started", _item(0), None)
+            progress.event("finished", _item(0), record)
+        text = stream.getvalue()
+        assert "install it with: anchorage agents install codex" in " ".join(text.split())
+        assert "\x1b[2J" not in text                                   # the message is made readable

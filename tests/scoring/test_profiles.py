@@ -165,7 +165,7 @@ def test_coach_gain_gate_covers_the_scored_recommendations_only() -> None:
     assert not score_data(TASKS / "mcm-2025-c-olympic-medals", answer).hard_gate_failed
     recommendations[0]["estimated_medal_count_gain"] = 0.0       # a scored one: degenerate coach effect (G.4)
     gated = score_data(TASKS / "mcm-2025-c-olympic-medals", answer)
-    assert gated.hard_gate_failed and "coach_gain_1_sign" in gated.penalty
+    assert gated.hard_gate_failed and gated.penalty.startswith("hard gate failed: olympics_coach_effect_1 ")
 
 
 def test_unknown_profile_is_one_clear_error() -> None:

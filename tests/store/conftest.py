@@ -1,33 +1,44 @@
-"""Store fixtures: a fault proxy in front of the session's moto server, a fresh bucket per test."""
+"""Store fixtures: the S3 servers (the real one, versitygw; and moto), a fault proxy in front, a fresh bucket per test.
+
+``s3_backend`` is parametrized: every test that uses it runs against the real server and against moto. A test that
+needs what only the real server does (it checks checksums and signatures; moto accepts anything) asks for
+``real_s3`` instead, or skips moto saying why.
+"""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from faults import FaultProxy
+from servers import Backend, backend, new_bucket
 
 from anchorage.store import ArtifactStore, open_store
 
-_buckets = itertools.count()
+
+@pytest.fixture(params=["versitygw", "moto"])
+def s3_backend(request: pytest.FixtureRequest) -> Backend:
+    return backend(request, request.param)
 
 
 @pytest.fixture
-def fault_proxy(moto_endpoint: str) -> Iterator[FaultProxy]:
-    proxy = FaultProxy(moto_endpoint)
+def real_s3(request: pytest.FixtureRequest) -> Backend:
+    """The real server only (a test of what moto does not do: checksum and signature checks)."""
+    return backend(request, "versitygw")
+
+
+@pytest.fixture
+def fault_proxy(s3_backend: Backend) -> Iterator[FaultProxy]:
+    proxy = FaultProxy(s3_backend.endpoint)
     yield proxy
     proxy.stop()
 
 
 @pytest.fixture
-def bucket(moto_endpoint: str, s3_credentials: None) -> str:
-    name = f"anchorage-test-{next(_buckets)}"
-    boto3.client("s3", endpoint_url=moto_endpoint).create_bucket(Bucket=name)
-    return name
+def bucket(s3_backend: Backend) -> str:
+    return new_bucket(s3_backend)
 
 
 @pytest.fixture
@@ -41,10 +52,15 @@ def s3_store(bucket: str, fault_proxy: FaultProxy) -> Callable[..., ArtifactStor
     return make
 
 
-@pytest.fixture(params=["file", "s3"])
-def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> ArtifactStore:
-    """The same contract tests run against both stores."""
+@pytest.fixture(params=["file", "s3-versitygw", "s3-moto"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ArtifactStore]:
+    """The same contract tests run against both stores (the s3 one against both servers, through a fault proxy)."""
     if request.param == "file":
-        return open_store((tmp_path / "store").as_uri())
-    make: Callable[..., ArtifactStore] = request.getfixturevalue("s3_store")
-    return make()
+        yield open_store((tmp_path / "store").as_uri())
+        return
+    server = backend(request, request.param.removeprefix("s3-"))
+    proxy = FaultProxy(server.endpoint)
+    try:
+        yield open_store(f"s3://{new_bucket(server)}/runs", endpoint_url=proxy.url, backoff_seconds=0.01)
+    finally:
+        proxy.stop()

@@ -1,4 +1,4 @@
-"""The artifact store contract, the same for file:// and s3:// (moto on loopback)."""
+"""The artifact store contract, the same for file:// and s3:// (the real S3 server, and moto, on loopback)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from servers import Backend
 
 from anchorage.errors import InputError
 from anchorage.store import COMPLETE_MARKER, ArtifactStore, FileStore, open_store
@@ -65,9 +66,9 @@ def test_open_store_uris(tmp_path: Path) -> None:
             open_store(bad)
 
 
-def test_s3_uri_and_endpoint_from_environment(bucket: str, moto_endpoint: str,
+def test_s3_uri_and_endpoint_from_environment(bucket: str, s3_backend: Backend,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_backend.endpoint)
     store = open_store(f"s3://{bucket}/deep/prefix")
     assert store.uri == f"s3://{bucket}/deep/prefix"
     store.put_bytes("x/y.txt", b"hello")

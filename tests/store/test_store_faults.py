@@ -1,4 +1,5 @@
-"""S3 store under injected faults: 5xx, throttling, resets mid-upload, corrupted downloads."""
+"""S3 store under injected faults (the fault proxy in front of the real server, and of moto): 5xx, throttling,
+resets mid-upload, corrupted downloads."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-import boto3
 import pytest
 from faults import Fault, FaultProxy
+from servers import Backend
 
 from anchorage.errors import InfrastructureError
 from anchorage.store import ArtifactStore
@@ -75,10 +76,10 @@ def test_corrupted_download_is_detected_and_retried(s3_store: Callable[..., Arti
 
 
 def test_object_changed_behind_our_back_fails_its_checksum(s3_store: Callable[..., ArtifactStore],
-                                                           bucket: str, moto_endpoint: str) -> None:
+                                                           bucket: str, s3_backend: Backend) -> None:
     store = s3_store(attempts=2)
     store.put_bytes("c/t/result.json", b"original")
-    client = boto3.client("s3", endpoint_url=moto_endpoint)
+    client = s3_backend.client()
     sha = client.head_object(Bucket=bucket, Key="runs/c/t/result.json")["Metadata"]["sha256"]
     client.put_object(Bucket=bucket, Key="runs/c/t/result.json", Body=b"tampered", Metadata={"sha256": sha})
     with pytest.raises(InfrastructureError, match="sha256"):

@@ -1,4 +1,4 @@
-"""The viewer's sources: a runs folder and an S3 prefix (moto's real server) show the same pages; reads are
+"""The viewer's sources: a runs folder and an S3 prefix (the real S3 server) show the same pages; reads are
 confined and bounded; ``anchorage view`` serves, and refuses what it cannot read with exit code 2."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -41,10 +42,9 @@ def _comparable(html: str) -> str:
     return re.sub(r"<dt>from</dt><dd>[^<]*</dd>|Campaigns in [^<]*", "", html)
 
 
-async def test_an_s3_prefix_shows_the_same_pages_as_the_folder(demo_runs: Path, moto_endpoint: str,
-                                                                 s3_credentials: None) -> None:
-    boto3.client("s3", endpoint_url=moto_endpoint).create_bucket(Bucket="viewer-runs")
-    store = open_store("s3://viewer-runs/runs", endpoint_url=moto_endpoint)
+async def test_an_s3_prefix_shows_the_same_pages_as_the_folder(demo_runs: Path, s3_server_env: Any) -> None:
+    boto3.client("s3").create_bucket(Bucket="viewer-runs")
+    store = open_store("s3://viewer-runs/runs")
     for trial in sorted(p for p in (demo_runs / "demo").iterdir() if p.is_dir()):
         store.upload_dir(trial, f"demo/{trial.name}")
     store.put_bytes("demo/campaign.json", (demo_runs / "demo" / "campaign.json").read_bytes())
@@ -55,12 +55,12 @@ async def test_an_s3_prefix_shows_the_same_pages_as_the_folder(demo_runs: Path, 
     assert "binding_bit_finite_domain" in remote[f"/campaigns/demo/trials/{MOCK}"]
 
 
-async def test_an_operator_prefix_without_campaign_json_is_found_by_its_records(demo_runs: Path, moto_endpoint: str,
-                                                                                 s3_credentials: None) -> None:
+async def test_an_operator_prefix_without_campaign_json_is_found_by_its_records(demo_runs: Path,
+                                                                                 s3_server_env: Any) -> None:
     """The operator stores trial folders and leaderboard.json (no campaign.json): campaigns are found by their
     trial records and the baseline is the leaderboard's."""
-    boto3.client("s3", endpoint_url=moto_endpoint).create_bucket(Bucket="operator-runs")
-    store = open_store("s3://operator-runs", endpoint_url=moto_endpoint)
+    boto3.client("s3").create_bucket(Bucket="operator-runs")
+    store = open_store("s3://operator-runs")
     for trial in sorted(p for p in (demo_runs / "demo").iterdir() if p.is_dir()):
         store.put_bytes(f"demo/{trial.name}/trial.json", (trial / "trial.json").read_bytes())
     store.put_bytes("demo/leaderboard.json", json.dumps({"baseline": "mock", "rows": []}).encode())

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds the pinned Kubernetes control plane that the real-cluster tests and `anchorage dev cluster` run:
-# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl (tools/kube/kubernetes), etcd
-# (tools/kube/etcd), each from its Go module through the Go module proxy, into the cache by version:
-#   ${ANCHORAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/anchorage}/{kube,etcd}/<version>/
+# Builds the pinned Kubernetes binaries that the real-cluster tests and `anchorage dev cluster` run: the control
+# plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) and the node (kubelet, kube-proxy)
+# from tools/kube/kubernetes in one `go build`, etcd (tools/kube/etcd), CoreDNS (tools/kube/coredns),
+# kube-router (tools/kube/kube-router) and the pause program (tools/kube/pause), each from its Go module through
+# the Go module proxy, into the cache by version:
+#   ${ANCHORAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/anchorage}/{kube,etcd,coredns,kube-router,pause}/<version>/
 # (Simulated nodes for load tests are the node agent's simulate mode, not kwok: they must write what
 # Anchorage's pod programs would, which kwok cannot.)
 # A binary already there is reused, so a second run (or a clean clone on the same machine) costs nothing.
@@ -35,6 +37,14 @@ if [ -z "$kube_version" ] || [ -z "$etcd_version" ]; then
   echo "kube: cannot read the pinned versions from $here/*/go.mod" >&2; exit 1
 fi
 
+# The file `go build -o DIR/` writes for a package: its last path element, or the one before a major version
+# suffix (go.etcd.io/etcd/server/v3 -> server).
+output_name() {
+  local name; name=$(basename "$1")
+  if [[ $name =~ ^v[0-9]+$ ]]; then name=$(basename "$(dirname "$1")"); fi
+  echo "$name"
+}
+
 # build <module folder> <output folder> <ldflags> <name=package>... : builds the missing binaries into a
 # temporary folder beside the output and moves each into place, so a half-built binary is never found.
 build() {
@@ -45,11 +55,11 @@ build() {
   mkdir -p "$out"
   local tmp; tmp=$(mktemp -d "$out/.build.XXXXXX")
   echo "kube: building ${missing[*]%%=*} into $out (takes several minutes the first time)"
-  local start=$SECONDS
-  for spec in "${missing[@]}"; do
-    (cd "$here/$module" && nice -n 10 go build -ldflags "-s -w $ldflags" -o "$tmp/${spec%%=*}" "${spec#*=}")
-  done
-  for spec in "${missing[@]}"; do mv "$tmp/${spec%%=*}" "$out/${spec%%=*}"; done
+  local start=$SECONDS pkgs=()
+  for spec in "${missing[@]}"; do pkgs+=("${spec#*=}"); done
+  # one invocation for all of a module's binaries: the packages they share compile once, in parallel
+  (cd "$here/$module" && nice -n 10 go build -ldflags "-s -w $ldflags" -o "$tmp/" "${pkgs[@]}")
+  for spec in "${missing[@]}"; do mv "$tmp/$(output_name "${spec#*=}")" "$out/${spec%%=*}"; done
   rmdir "$tmp"
   echo "kube: built ${missing[*]%%=*} in $((SECONDS - start)) s"
 }
@@ -67,5 +77,31 @@ build kubernetes "$cache/kube/$kube_version" "$kube_flags" \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver \
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
   kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
-  kubectl=k8s.io/kubernetes/cmd/kubectl
+  kubectl=k8s.io/kubernetes/cmd/kubectl \
+  kubelet=k8s.io/kubernetes/cmd/kubelet \
+  kube-proxy=k8s.io/kubernetes/cmd/kube-proxy
 build etcd "$cache/etcd/$etcd_version" "" etcd=go.etcd.io/etcd/server/v3
+
+# The real nodes' own parts (devcluster/anchorage_devcluster/realnode.py): CoreDNS with the plugins of
+# tools/kube/coredns/main.go, kube-router (its NetworkPolicy controller) and the pod sandbox's pause program.
+# Keyed by the pinned version and a hash of what the build reads beside it, so an edit rebuilds.
+# (devcluster/anchorage_devcluster/binaries.py computes the same key: sha256 over go.mod, go.sum and the .go files
+# in byte order of their names, each preceded by its name and a newline)
+sources() {
+  local f
+  for f in $(cd "$here/$1" && ls go.mod go.sum *.go 2>/dev/null | LC_ALL=C sort); do
+    printf '%s\n' "$f"; cat "$here/$1/$f"
+  done | sha256sum | cut -c1-10
+}
+coredns_version=$(pinned coredns github.com/coredns/coredns)
+router_version=$(pinned kube-router github.com/cloudnativelabs/kube-router/v2)
+build coredns "$cache/coredns/$coredns_version-$(sources coredns)" \
+  "-X github.com/coredns/coredns/coremain.GitCommit=$coredns_version" coredns=anchorage.dev/tools/kube/coredns
+build kube-router "$cache/kube-router/$router_version-$(sources kube-router)" \
+  "-X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$router_version" \
+  kube-router=github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+build pause "$cache/pause/$(sources pause)" "" pause=anchorage.dev/tools/kube/pause
+registry_version=$(pinned registry github.com/distribution/distribution/v3)
+build registry "$cache/registry/$registry_version-$(sources registry)" \
+  "-X github.com/distribution/distribution/v3/version.version=$registry_version" \
+  registry=anchorage.dev/tools/kube/registry

@@ -63,18 +63,27 @@ gateway Service on its admin port (9090, which the trials' NetworkPolicy does no
 
 {{/* The image: global.imageRegistry (a parent chart's mirror) replaces the repository's registry. */}}
 {{- define "anchorage.image" -}}
-{{- $repository := .Values.image.repository -}}
-{{- with (.Values.global | default dict).imageRegistry -}}
+{{- include "anchorage.imageOf" (dict "root" . "image" .Values.image) -}}
+{{- end -}}
+
+{{/* An image reference from an image block {repository, tag, digest} ("image" of the dict; "root" the chart's
+context): global.imageRegistry replaces the repository's registry, a digest wins over the tag, the tag defaults
+to the chart's appVersion. */}}
+{{- define "anchorage.imageOf" -}}
+{{- $root := .root -}}
+{{- $image := .image -}}
+{{- $repository := $image.repository -}}
+{{- with ($root.Values.global | default dict).imageRegistry -}}
 {{- $parts := splitList "/" $repository -}}
 {{- if and (gt (len $parts) 1) (or (contains "." (first $parts)) (contains ":" (first $parts)) (eq (first $parts) "localhost")) -}}
 {{- $repository = join "/" (rest $parts) -}}
 {{- end -}}
 {{- $repository = printf "%s/%s" (trimSuffix "/" .) $repository -}}
 {{- end -}}
-{{- if .Values.image.digest -}}
-{{ $repository }}@{{ .Values.image.digest }}
+{{- if $image.digest -}}
+{{ $repository }}@{{ $image.digest }}
 {{- else -}}
-{{ $repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{ $repository }}:{{ default $root.Chart.AppVersion $image.tag }}
 {{- end -}}
 {{- end -}}
 

@@ -11,11 +11,12 @@ cluster), which is never a model's zero.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
 import typer
+
+from anchorage.text import json_text, readable
 
 EXIT_OK, EXIT_MODEL_FAILURE, EXIT_BAD_INPUT, EXIT_INFRASTRUCTURE = 0, 1, 2, 3
 
@@ -47,8 +48,21 @@ def phases_exit_code(phases: Iterable[str | None]) -> int:
 
 
 def print_json(value: Any) -> None:
-    """Print ``value`` as indented JSON on stdout (NaN refused: an unknown number is null)."""
-    typer.echo(json.dumps(value, indent=2, ensure_ascii=False, allow_nan=False, default=str))
+    """Print ``value`` as indented JSON on stdout (NaN refused: an unknown number is null); safe to print whatever
+    an agent wrote into it (:func:`anchorage.text.json_text`: no lone surrogate, control characters escaped)."""
+    typer.echo(json_text(value, indent=2, allow_nan=False, default=str))
+
+
+def shown(value: Any) -> str:
+    """Text that may hold what an agent wrote, for a terminal line (:func:`anchorage.text.readable`)."""
+    return readable(value)
+
+
+def markup(value: Any) -> str:
+    """:func:`shown` for Rich: also escaped, so a ``[tag]`` in it is printed, never taken for markup."""
+    from rich.markup import escape
+
+    return escape(readable(value))
 
 
 def legacy_task_argument() -> Any:

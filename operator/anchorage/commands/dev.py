@@ -4,8 +4,8 @@ Registered by ``anchorage.cli``. ``dev crds`` writes the CustomResourceDefinitio
 pydantic models (``anchorage.runtime.kubecrds``), ``dev schemas`` the JSON Schema of score_config.json
 (``anchorage.scoring.schema``); ``--check`` fails when the checked-in files drift.
 ``dev cluster`` runs a local cluster from the separate ``anchorage-devcluster`` distribution (found through
-its ``anchorage.dev`` entry point; the product never imports it): the pinned real control plane with a
-sandbox node when built, else the HTTP-level API fake; it prints the kubeconfigs.
+its ``anchorage.dev`` entry point; the product never imports it): the pinned real control plane with real nodes
+when built, else the HTTP-level API fake; it prints the kubeconfig.
 """
 
 from __future__ import annotations
@@ -108,16 +108,19 @@ def cluster_command(
     kubeconfig: Path = typer.Option(Path(".anchorage/kubeconfig"), "--kubeconfig", help="Where to write the kubeconfig."),
     crds_dir: Path = typer.Option(Path("crds"), "--crds", help="Folder of CRDs to register at start."),
     store: str = typer.Option("file://./runs", "--store", help="Artifact store URI the pods write to."),
-    no_kubelet: bool = typer.Option(False, "--no-kubelet", help="Do not run pods (API only: no node)."),
+    no_kubelet: bool = typer.Option(False, "--no-kubelet", help="Do not run pods (the control plane alone: no node)."),
+    nodes: int = typer.Option(1, "--nodes", min=1, max=8, help="Real nodes (kubelet, containerd, CNI, kube-proxy, "
+                              "kube-router) to join."),
     fake: bool = typer.Option(False, "--fake", help="Serve the API fake even when the real control plane is built."),
     chart: Path | None = typer.Option(None, "--chart", help="Install this Helm chart (e.g. charts/anchorage) and "
                                       "write a kubeconfig of its operator ServiceAccount (real control plane only)."),
 ) -> None:
-    """Run a local cluster until Ctrl-C: the real Kubernetes control plane (``make kube`` builds it) with a
-    sandbox node, or the API fake; prints the kubeconfig(s)."""
+    """Run a local cluster until Ctrl-C: the real Kubernetes control plane and real nodes (``make kube`` builds
+    them; Anchorage's images are built and pushed to the cluster's registry, the store is an S3 server in the
+    cluster), or the API fake; prints the kubeconfig."""
     run = _plugin("cluster")
     run(port=port, kubeconfig=kubeconfig, crds_dir=crds_dir, store=store, kubelet=not no_kubelet, fake=fake,
-        chart=chart, echo=lambda line: typer.echo(line))
+        chart=chart, nodes=nodes, echo=lambda line: typer.echo(line))
 
 
 def _plugin(name: str) -> Any:

@@ -36,7 +36,7 @@ def export_inspect(
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Write the campaign as Inspect AI eval logs: one per entry x task, one sample per trial (needs
-    pip install 'anchorage[inspect]')."""
+    pip install 'anchorage\\[inspect]')."""
     from anchorage.interop.inspect_logs import export_inspect as write
     from anchorage.report.runs import locate_campaign
 
@@ -83,7 +83,9 @@ def import_harbor(
     failed for the platform, 2 bad input."""
     import json
 
+    from anchorage.commands import shown
     from anchorage.interop.harbor import import_harbor as load
+    from anchorage.report.tables import fixed
 
     out_dir, board, outputs = load(job, runs_dir, name=name, profile=profile, baseline=baseline, with_plots=plots)
     records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(out_dir.glob("*/trial.json"))]
@@ -96,7 +98,7 @@ def import_harbor(
     else:
         for record in records:
             score = (record.get("score") or {}).get("o_eval")
-            typer.echo(f"{record['name']}: {record.get('phase')} ({record.get('reason')})"
-                       + (f" O-Eval {score:.4f}" if isinstance(score, int | float) else ""))
-        typer.echo(f"run: {out_dir}  ·  report: {outputs.get('html')}")
+            typer.echo(shown(f"{record['name']}: {record.get('phase')} ({record.get('reason')})")
+                       + (f" O-Eval {fixed(score)}" if isinstance(score, int | float) else ""))
+        typer.echo(shown(f"run: {out_dir}  ·  report: {outputs.get('html')}"))
     raise typer.Exit(code)

@@ -28,6 +28,9 @@ def run_operator(
     store: str = typer.Option("file://./runs", "--store", help="Artifact store root (file:// or s3://)."),
     trials_namespace: str = typer.Option("", "--trials-namespace", help="Namespace of Jobs (default: the CR's)."),
     storage_secret: str = typer.Option("", "--storage-secret", help="Secret with store credentials (sidecars only)."),
+    store_endpoint_url: str = typer.Option("", "--store-endpoint-url",
+                                           help="S3 endpoint of the pods' store clients (AWS_ENDPOINT_URL; default: AWS)."),
+    store_region: str = typer.Option("", "--store-region", help="S3 region of the pods' store clients."),
     kueue_queue: str = typer.Option("", "--kueue-queue", help="Kueue LocalQueue to label Jobs with."),
     runtime_class_name: str = typer.Option(
         "", "--runtime-class-name", help="RuntimeClass of trial pods (e.g. gvisor, kata) unless a Trial or campaign "
@@ -40,7 +43,12 @@ def run_operator(
                                  help="Affinity of trial, verifier and protocol pods (a JSON object)."),
     priority_class_name: str = typer.Option("", "--priority-class-name",
                                             help="PriorityClass of trial, verifier and protocol pods."),
+    cpu_request_ratio: float = typer.Option(1.0, "--cpu-request-ratio", min=0.01, max=1.0,
+                                            help="An agent container's CPU request as a share of its limit (1: every "
+                                                 "trial's CPUs reserved)."),
     task_source: str = typer.Option("", "--task-source", help="ANCHORAGE_TASKS for pods (task folders)."),
+    task_image: str = typer.Option("", "--task-image",
+                                   help="Task bundle image (images/tasks) the pods copy their task from."),
     gateway_url: str = typer.Option("", "--gateway-url",
                                     help="Gateway URL for agents, ending in /v1 (default: "
                                          "http://anchorage-gateway.anchorage.svc:8080/v1)."),
@@ -82,12 +90,15 @@ def run_operator(
     import kopf
 
     cfg = operator_config(store=store, trials_namespace=trials_namespace, storage_secret=storage_secret,
+                          store_endpoint_url=store_endpoint_url, store_region=store_region,
                           kueue_queue=kueue_queue, runtime_class_name=runtime_class_name, task_source=task_source,
+                          task_image=task_image,
                           gateway_url=gateway_url,
                           gateway_admin_url=gateway_admin_url, gateway_namespace=gateway_namespace,
                           gateway_selector=gateway_selector, operator_image=operator_image, agent_image=agent_image,
                           verifier_image=verifier_image, node_selector=node_selector, tolerations=tolerations,
-                          affinity=affinity, priority_class_name=priority_class_name)
+                          affinity=affinity, priority_class_name=priority_class_name,
+                          cpu_request_ratio=str(cpu_request_ratio) if cpu_request_ratio != 1.0 else "")
     os.environ["ANCHORAGE_OPERATOR_CONFIG"] = cfg.model_dump_json()
     namespaces = sorted({*namespace, *([trials_namespace] if trials_namespace else [])})
     os.environ["ANCHORAGE_WATCH_NAMESPACES"] = ",".join(namespaces)  # the Jobs' own watch (controller.watching)

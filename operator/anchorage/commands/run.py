@@ -30,6 +30,10 @@ def register(app: typer.Typer) -> None:
 def run(
     file: Path = typer.Argument(..., help="A Trial or VerificationCampaign manifest (multi-document YAML allowed)."),
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Where run folders are kept (the run's state)."),
+    store: str | None = typer.Option(
+        None, "--store", help="Also publish every finished trial, and the campaign's files, to this artifact store "
+        "(s3://bucket/prefix or file:///path; credentials and endpoint from the AWS_* environment). Trials the store "
+        "already records are not run again."),
     task: list[str] = typer.Option([], "--task", "-t", help="Run only this task's trials (repeatable; the campaign's "
                                    "task names). Other trials are kept, not run."),
     entry: list[str] = typer.Option([], "--entry", "-e", help="Run only this entry's trials (repeatable)."),
@@ -77,6 +81,7 @@ def run(
         raise InputError(f"{file} holds no Trial or VerificationCampaign, so there is nothing to run",
                          hint="a ScoringRun is scored with 'anchorage score' (or by the operator)")
     selection = Selection(tuple(task), tuple(entry), limit, retry_infra)
+    artifact_store = _open_store(store) if store is not None else None
     if (task or entry or limit is not None or retry_infra) and not any(
             isinstance(d.resource, VerificationCampaign) for d in runnable):
         raise InputError("--task, --entry, --limit and --retry-infra select trials of a campaign; the file holds "
@@ -101,14 +106,25 @@ def run(
     try:
         for document in runnable:
             results.append(_run_document(document.resource, runs_dir, mechanism, gateway, file.parent, not no_plots,
-                                         metrics_port is not None, selection, as_json))
+                                         metrics_port is not None, selection, as_json, artifact_store))
     finally:
         if gateway is not None:
             gateway.stop()
     code = phases_exit_code(phase for result in results for phase in result["phases"])
+    if any(result.get("unpublished") for result in results):
+        code = max(code, 3)  # finished but not in the store: the platform's failure (a rerun publishes them)
     if as_json:
         print_json({"exit_code": code, "results": [{k: v for k, v in r.items() if k != "phases"} for r in results]})
     raise typer.Exit(code)
+
+
+def _open_store(uri: str) -> Any:
+    """The ``--store``, checked before anything runs (a bad URI or an unreachable bucket is an error now)."""
+    from anchorage.store import open_store
+
+    artifact_store = open_store(uri)
+    artifact_store.list("-")  # one request: credentials, endpoint and bucket answer before any trial runs
+    return artifact_store
 
 
 def _check_gateway_config(path: Path, resources: list[Any]) -> None:
@@ -210,7 +226,7 @@ def _script_book(documents: list[Any], scripts: Path | None) -> Any:
 
 def _run_document(
     resource: Any, runs_dir: Path, mechanism: Any, gateway: Any, base_dir: Path, plots: bool, publish: bool,
-    selection: Any, as_json: bool,
+    selection: Any, as_json: bool, store: Any = None,
 ) -> dict[str, Any]:
     from anchorage.manifests import Trial
     from anchorage.runtime.local.trials import LocalRuntime
@@ -218,14 +234,14 @@ def _run_document(
     runtime = LocalRuntime(mechanism=mechanism, base_dir=base_dir.resolve(),
                            gateway=gateway.gateway if gateway is not None else None)
     if isinstance(resource, Trial):
-        return _run_trial(resource, runs_dir, runtime, as_json)
-    return _run_campaign(resource, runs_dir, runtime, plots, publish, selection, as_json)
+        return _run_trial(resource, runs_dir, runtime, as_json, store)
+    return _run_campaign(resource, runs_dir, runtime, plots, publish, selection, as_json, store)
 
 
-def _run_trial(trial: Any, runs_dir: Path, runtime: Any, as_json: bool) -> dict[str, Any]:
+def _run_trial(trial: Any, runs_dir: Path, runtime: Any, as_json: bool, store: Any = None) -> dict[str, Any]:
     from anchorage.runtime.local.engine import run_single_trial
 
-    record = run_single_trial(trial, runs_dir, runtime)
+    record = run_single_trial(trial, runs_dir, runtime, store=store)
     folder = runs_dir / trial.metadata.name
     if not as_json:
         _print_trial(record, folder)
@@ -236,11 +252,15 @@ def _run_trial(trial: Any, runs_dir: Path, runtime: Any, as_json: bool) -> dict[
 
 
 def _print_trial(record: dict[str, Any], folder: Path) -> None:
+    from anchorage.commands import shown
+    from anchorage.report.tables import fixed
+
     score = record.get("score") or {}
-    typer.echo(f"trial {record['name']}: {record['phase']} ({record['reason']}) {record.get('message', '')}".rstrip())
+    typer.echo(shown(f"trial {record['name']}: {record['phase']} ({record['reason']}) {record.get('message', '')}"
+                     .rstrip()))
     if score.get("raw") is not None:
-        typer.echo(f"  raw {score.get('raw'):.4f}  O-Eval {score.get('o_eval'):.4f}  BO-Eval {score.get('bo_eval'):+.4f}"
-                   f"  gradable {score.get('gradable')}")
+        typer.echo(f"  raw {fixed(score.get('raw'))}  O-Eval {fixed(score.get('o_eval'))}  BO-Eval "
+                   f"{fixed(score.get('bo_eval'), sign=True)}  gradable {score.get('gradable')}")
     if record.get("panel"):
         panel = record["panel"]
         typer.echo(f"  panel: {panel.get('outcome')} (status {panel.get('status')}, {panel.get('calls')} calls)")
@@ -250,7 +270,7 @@ def _print_trial(record: dict[str, Any], folder: Path) -> None:
 
 
 def _run_campaign(campaign: Any, runs_dir: Path, runtime: Any, plots: bool, publish: bool, selection: Any,
-                  as_json: bool) -> dict[str, Any]:
+                  as_json: bool, store: Any = None) -> dict[str, Any]:
     from anchorage.campaigns.planning import plan
     from anchorage.report.progress import Progress
     from anchorage.report.writing import write_outputs
@@ -268,14 +288,24 @@ def _run_campaign(campaign: Any, runs_dir: Path, runtime: Any, plots: bool, publ
             if publish:
                 _publish(name, kind, item, record, published)
 
-        outcome = run_campaign(campaign, runs_dir, runtime, on_event=on_event, selection=selection)
+        outcome = run_campaign(campaign, runs_dir, runtime, on_event=on_event, selection=selection, store=store)
     if publish:
         from anchorage import metrics
 
         metrics.board_scores(name, outcome.board)
     outputs = write_outputs(outcome.directory, campaign.metadata.name, outcome.board, outcome.records, with_plots=plots)
+    unpublished = outcome.extra.get("unpublished") or []
+    if store is not None:
+        from anchorage.runtime.local.publishing import Publisher, outputs_of
+
+        Publisher(store, name).publish_files(outcome.directory, outputs_of(outcome.directory))
     if not as_json:
         _print_board(outcome, outputs)
+        if store is not None:
+            typer.echo(f"published to {store.uri_of(name)}")
+        if unpublished:
+            typer.secho(f"{len(unpublished)} finished trials could not be published to {store.uri} (e.g. "
+                        f"{unpublished[0]}): rerun the same command to publish them", fg="red", err=True)
     selected = outcome.extra.get("selected", outcome.records)
     counts: dict[str, int] = {}
     for record in selected:
@@ -284,7 +314,7 @@ def _run_campaign(campaign: Any, runs_dir: Path, runtime: Any, plots: bool, publ
     return {"kind": "VerificationCampaign", "name": name, "folder": str(outcome.directory), "ran": outcome.ran,
             "resumed": outcome.reused, "not_run": outcome.extra.get("not_run", 0), "counts": counts,
             "leaderboard": board_rows(outcome.board), "outputs": {k: str(v) for k, v in outputs.items()},
-            "phases": [r.get("phase") for r in selected]}
+            "phases": [r.get("phase") for r in selected], "unpublished": unpublished}
 
 
 def board_rows(board: Any) -> list[dict[str, Any]]:
@@ -300,20 +330,51 @@ def _print_board(outcome: Any, outputs: dict[str, Path]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from anchorage.report.tables import to_text
+    from anchorage.commands import markup
+    from anchorage.report.tables import board_notes, to_text
 
-    table = Table(title=f"Leaderboard — {outcome.directory.name} — scoring profile {outcome.board.profile}")
+    board = outcome.board
+    table = Table(title=markup(f"Leaderboard — {outcome.directory.name} — scoring profile {board.profile}"))
     columns = ["entry", "Art.", "O-Eval (mean ± std)", "Robust BO-Eval (mean ± std)", "cost/seed"]
-    for column in columns + (["panel confirmed"] if outcome.board.has_panel else []) + (
-            ["CBU"] if outcome.board.has_cbu else []):
+    for column in columns + (["panel confirmed"] if board.has_panel else []) + (
+            ["CBU"] if board.has_cbu else []):
         table.add_column(column, justify="left" if column == "entry" else "right")
-    for row in to_text(outcome.board):
-        table.add_row(*row)
+    for row in to_text(board):
+        table.add_row(*map(markup, row))
     console = Console(file=sys.stdout, width=120)
     console.print(table)
-    if any(row.incomplete for row in outcome.board.rows):
-        console.print(outcome.board.ranking)
-    if outcome.board.cost_note:
-        console.print(outcome.board.cost_note, style="yellow")
-    console.print(f"{outcome.ran} trials run, {outcome.reused} resumed from {outcome.directory}")
-    console.print(f"report: {outputs['html']}  ·  leaderboard: {outputs['md']}")
+    notes = board_notes(board)
+    cost = notes.pop() if board.cost_note else None
+    for note in notes:
+        console.print(markup(note), style="yellow" if note.startswith(tuple(f"{r.entry}: " for r in board.rows
+                                                                             if r.no_score)) else None)
+    if any(row.incomplete for row in board.rows):
+        console.print(markup(board.ranking))
+    if cost:
+        console.print(markup(cost), style="yellow")
+    for line in infrastructure_lines(outcome.extra.get("selected", outcome.records)):
+        console.print(markup(line), style="yellow")
+    console.print(markup(f"{outcome.ran} trials run, {outcome.reused} resumed from {outcome.directory}"))
+    console.print(markup(f"report: {outputs['html']}  ·  leaderboard: {outputs['md']}"))
+
+
+def infrastructure_lines(records: list[dict[str, Any]], *, examples: int = 3) -> list[str]:
+    """The platform's failures among ``records``, grouped by reason and message (the message says why and, where
+    the platform knows it, the fix — e.g. the install command of a missing agent CLI)."""
+    from anchorage.commands import shown
+
+    groups: dict[tuple[str, str], list[str]] = {}
+    for record in records:
+        if record.get("phase") == "InfrastructureFailed":
+            key = (str(record.get("reason") or "unknown"), shown(record.get("message") or "no message recorded"))
+            groups.setdefault(key, []).append(str(record.get("name")))
+    if not groups:
+        return []
+    total = sum(len(names) for names in groups.values())
+    lines = [f"{total} trial(s) failed for the platform (never counted as a model's zero; rerun them with "
+             "--retry-infra once fixed):"]
+    for (reason, message), names in sorted(groups.items(), key=lambda item: -len(item[1])):
+        shown_names = ", ".join(names[:examples]) + (f" and {len(names) - examples} more" if len(names) > examples
+                                                      else "")
+        lines.append(f"  {reason} ×{len(names)} ({shown_names}): {message}")
+    return lines

@@ -217,7 +217,8 @@ def _row(r: Row) -> dict[str, Any]:
     scored = bool(r.per_seed)
     row = {"entry": r.entry, "oEval": r.o_eval_mean if scored else None, "oEvalStd": r.o_eval_std if scored else None,
            "boEval": r.bo_eval_mean if scored else None, "boEvalStd": r.bo_eval_std if scored else None,
-           "artifacts": f"{r.artifacts_mean:g}/{r.tasks}", "costUSD": r.cost_per_seed_usd if scored else None,
+           "artifacts": None if r.artifacts_mean is None else f"{r.artifacts_mean:g}/{r.tasks}",
+           "costUSD": r.cost_per_seed_usd if scored else None,
            "costsUnknown": r.costs_unknown, "unmeteredRequests": r.unmetered_requests,
            "infrastructureFailed": r.infrastructure_failed, "incomplete": r.incomplete}
     return {k: v for k, v in row.items() if v is not None}  # a null inside a list item is not a deletion

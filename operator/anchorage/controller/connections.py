@@ -2,13 +2,17 @@
 
 :class:`anchorage.controller.kube.Client` builds each request (URL, credentials, body, ``fieldValidation``) and
 handles each answer (retries, ``Retry-After``, ``Warning`` headers, errors); this module only carries one request
-and its response over a pooled connection — plain TCP, TLS with the client's :class:`ssl.SSLContext`, or through an
-HTTP proxy (an ``http://`` server's requests in absolute form, an ``https://`` server's through a ``CONNECT``
-tunnel). It replaced urllib3 and ``http.client`` there: their per-request machinery (header parsing through
-``email.parser``, response wrappers, decoders) cost ~0.4 (PATCH) to ~0.55 ms (GET) more CPU per request than a
-request here, seven requests per trial (``bench/README.md``, "Operator", session 6); a request here costs a
-``sendall`` of one buffer and a few ``recv`` calls fed to httptools (the gateway's HTTP parser,
-:mod:`anchorage.gateway.http`).
+and its response over a pooled connection — plain TCP, TLS with the client's :class:`ssl.SSLContext`, or through a
+proxy (an ``http://`` server's requests in absolute form, an ``https://`` server's through a ``CONNECT`` tunnel; an
+IPv6 server as ``[::1]:6443``). The proxy is an ``http://`` one, or an ``https://`` one (TLS to the proxy, its
+certificate checked with the context the caller gives, then for an ``https://`` server TLS inside that TLS, by
+urllib3's :class:`~urllib3.util.ssltransport.SSLTransport`); a ``socks`` proxy is refused when the client is made
+(no SOCKS implementation among the dependencies: the kubernetes package too needs PySocks for it).
+
+It replaced urllib3 and ``http.client`` there: their per-request machinery (header parsing through ``email.parser``,
+response wrappers, decoders) cost ~0.4 (PATCH) to ~0.55 ms (GET) more CPU per request than a request here, seven
+requests per trial (``bench/README.md``, "Operator", session 6); a request here costs a ``sendall`` of one buffer
+and a few ``recv`` calls fed to httptools (the gateway's HTTP parser, :mod:`anchorage.gateway.http`).
 
 Errors are :class:`OSError`\\ s (the socket's own, :class:`ssl.SSLError`, ``TimeoutError``, and
 :class:`ConnectionLost` for a connection that ended or answered something that is not HTTP), which the client's
@@ -29,9 +33,12 @@ import weakref
 from dataclasses import dataclass, field
 
 import httptools
+from urllib3.util.ssltransport import SSLTransport
 
 #: Idle connections kept for reuse (more may be open at once: one per concurrent request).
 MAX_IDLE = 32
+#: A connection: a socket, a TLS socket, or TLS inside a proxy's TLS (what the requests use of them is alike).
+Socket = socket.socket | SSLTransport
 
 
 class ConnectionLost(ConnectionError):
@@ -89,27 +96,31 @@ class _Reading:
 
 @dataclass(frozen=True)
 class Proxy:
-    """An HTTP proxy: where it listens and the headers it is sent (``Proxy-Authorization`` from its URL's
-    user info, and the client configuration's ``proxy_headers``)."""
+    """A proxy: where it listens, the headers it is sent (``Proxy-Authorization`` from its URL's user info, and the
+    client configuration's ``proxy_headers``) and, for an ``https://`` proxy, the TLS settings its certificate is
+    checked with."""
 
     host: str
     port: int
     headers: tuple[tuple[str, str], ...] = ()
+    tls: ssl.SSLContext | None = None
 
     @classmethod
-    def from_url(cls, url: str, headers: dict[str, str] | None = None) -> Proxy:
+    def from_url(cls, url: str, headers: dict[str, str] | None = None, *, tls: ssl.SSLContext | None = None) -> Proxy:
+        """``tls``: how an ``https://`` proxy's certificate is checked (default: the system's trusted CAs)."""
         parts = urllib.parse.urlsplit(url)
-        if parts.scheme != "http":
+        if parts.scheme not in ("http", "https"):
             shown = f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}"  # no credentials
-            raise ValueError(f"proxy {shown!r}: only http:// proxies are supported by the operator's API client; "
-                             "give the proxy's http:// address in HTTPS_PROXY/HTTP_PROXY or the kubeconfig's "
-                             "proxy-url (an https API server is reached through a CONNECT tunnel), or exempt the "
-                             "server with NO_PROXY")
+            raise ValueError(f"proxy {shown!r}: the operator's API client speaks to http:// and https:// proxies only "
+                             "(no SOCKS implementation among its dependencies); give an http(s):// proxy in "
+                             "HTTPS_PROXY/HTTP_PROXY or the kubeconfig's proxy-url, or exempt the server with NO_PROXY")
         extra = dict(headers or {})
         if parts.username is not None:
             user = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
             extra.setdefault("Proxy-Authorization", "Basic " + base64.b64encode(user.encode()).decode())
-        return cls(parts.hostname or "", parts.port or 80, tuple(extra.items()))
+        https = parts.scheme == "https"
+        return cls(parts.hostname or "", parts.port or (443 if https else 80), tuple(extra.items()),
+                   (tls or ssl.create_default_context()) if https else None)
 
 
 class Connections:
@@ -126,9 +137,10 @@ class Connections:
         self.host = parts.hostname or ""
         self.port = parts.port or (443 if self.https else 80)
         self.netloc = parts.netloc
+        self.authority = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         self.tls, self.server_hostname, self.proxy = tls, server_hostname, proxy
         self.connect_timeout = connect_timeout
-        self._idle: list[socket.socket] = []
+        self._idle: list[Socket] = []
         self._lock = threading.Lock()
         # Idle sockets are closed when the pool goes (as urllib3's pools do), never left to the garbage collector.
         weakref.finalize(self, _close_all, self._idle)
@@ -169,7 +181,7 @@ class Connections:
             sock.close()
         return response[0]
 
-    def _take(self) -> tuple[socket.socket, bool]:
+    def _take(self) -> tuple[Socket, bool]:
         while True:
             with self._lock:
                 sock = self._idle.pop() if self._idle else None
@@ -179,31 +191,40 @@ class Connections:
                 return sock, True
             sock.close()
 
-    def _give_back(self, sock: socket.socket) -> None:
+    def _give_back(self, sock: Socket) -> None:
         with self._lock:
             if len(self._idle) < MAX_IDLE:
                 self._idle.append(sock)
                 return
         sock.close()
 
-    def _connect(self) -> socket.socket:
-        where = (self.proxy.host, self.proxy.port) if self.proxy is not None else (self.host, self.port)
-        sock = socket.create_connection(where, timeout=self.connect_timeout)
+    def _connect(self) -> Socket:
+        proxy = self.proxy
+        where = (proxy.host, proxy.port) if proxy is not None else (self.host, self.port)
+        raw = socket.create_connection(where, timeout=self.connect_timeout)
+        sock: Socket = raw
         try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.proxy is not None and self.https:
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if proxy is not None and proxy.tls is not None:
+                raw.settimeout(self.connect_timeout)
+                sock = proxy.tls.wrap_socket(raw, server_hostname=proxy.host)
+            if proxy is not None and self.https:
                 self._tunnel(sock)
             if self.https:
                 context = self.tls or ssl.create_default_context()
-                sock = context.wrap_socket(sock, server_hostname=self.server_hostname or self.host)
+                name = self.server_hostname or self.host
+                # TLS inside the proxy's TLS: the ssl module cannot wrap an SSLSocket, urllib3's transport can
+                sock = SSLTransport(sock, context, server_hostname=name) if isinstance(sock, ssl.SSLSocket) \
+                    else context.wrap_socket(raw, server_hostname=name)
         except BaseException:
             sock.close()
+            raw.close()
             raise
         return sock
 
-    def _tunnel(self, sock: socket.socket) -> None:
+    def _tunnel(self, sock: Socket) -> None:
         assert self.proxy is not None
-        lines = [f"CONNECT {self.host}:{self.port} HTTP/1.1", f"Host: {self.host}:{self.port}"]
+        lines = [f"CONNECT {self.authority} HTTP/1.1", f"Host: {self.authority}"]
         lines += [f"{k}: {v}" for k, v in self.proxy.headers]
         try:
             response, _ = _exchange(sock, ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"), self.connect_timeout,
@@ -212,14 +233,14 @@ class Connections:
             raise ConnectionLost(f"the proxy {self.proxy.host}:{self.proxy.port} closed the tunnel") from None
         if response.status != 200:
             raise ConnectionLost(f"the proxy {self.proxy.host}:{self.proxy.port} refused the tunnel to "
-                                 f"{self.host}:{self.port}: {response.status} {response.reason}")
+                                 f"{self.authority}: {response.status} {response.reason}")
 
 
 class _Unanswered(ConnectionLost):
     """The connection ended before any byte of the answer."""
 
 
-def _exchange(sock: socket.socket, data: bytes, timeout: float, tunnel: bool = False) -> tuple[Response, bool]:
+def _exchange(sock: Socket, data: bytes, timeout: float, tunnel: bool = False) -> tuple[Response, bool]:
     """Send ``data``, read one response: (response, whether the connection may be reused). ``tunnel``: the answer to
     a ``CONNECT``, which ends with its headers (what follows is the tunnel's)."""
     sock.settimeout(timeout)
@@ -231,7 +252,8 @@ def _exchange(sock: socket.socket, data: bytes, timeout: float, tunnel: bool = F
     parser = reading.parser = httptools.HttpResponseParser(reading)
     while not reading.complete and not (tunnel and reading.headed):
         try:
-            chunk = sock.recv(65536)
+            received = sock.recv(65536)
+            chunk = received if isinstance(received, bytes) else b""  # (SSLTransport's recv is typed bytes | int)
         except ConnectionResetError:
             chunk = b""
         if not chunk:
@@ -252,12 +274,12 @@ def _exchange(sock: socket.socket, data: bytes, timeout: float, tunnel: bool = F
     return response, reading.complete and reading.keep_alive
 
 
-def _readable(sock: socket.socket) -> bool:
+def _readable(sock: Socket) -> bool:
     poller = select.poll()
     poller.register(sock, select.POLLIN)
     return bool(poller.poll(0))
 
 
-def _close_all(sockets: list[socket.socket]) -> None:
+def _close_all(sockets: list[Socket]) -> None:
     while sockets:
         sockets.pop().close()

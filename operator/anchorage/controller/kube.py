@@ -12,9 +12,12 @@ The calls go through :class:`Client`, a thin JSON client (orjson) over keep-aliv
 (what the watch delivers too). The kubernetes package only loads the
 credentials (kubeconfig or in-cluster); the client uses them as that package stores them: the bearer
 token under ``api_key["BearerToken"]`` (``authorization`` in older versions) refreshed through its hook
-(exec plugins, in-cluster token files), a kubeconfig ``tokenFile`` re-read as it rotates, client
-certificates, ``tls-server-name``, ``proxy-url`` (an ``http://`` proxy; another scheme is refused when the
-client is made) and ``NO_PROXY``, a path prefix in the server URL.
+(exec plugins, in-cluster token files), a kubeconfig ``tokenFile`` re-read as it rotates (the user the package chose
+from a merged ``KUBECONFIG``, the file relative to the kubeconfig that named it), client certificates,
+``tls-server-name``, ``proxy-url`` (an ``http://`` or ``https://`` proxy, whose certificate is checked like the API
+server's, as the package and client-go do; ``socks`` is refused when the client is made) and ``NO_PROXY``, a path
+prefix in the server URL. docs/design-notes.md ("Operator", *The API client beside the kubernetes package*) compares
+the two.
 Every write carries ``fieldValidation=Strict`` (an unknown or misplaced field is an error, never pruned
 silently); the server's ``Warning`` headers are logged. Its generated client's model (de)serialisation
 was the operator's largest CPU cost in ``bench/kube_operator.py``; the method names here are the
@@ -105,9 +108,10 @@ class Client:
         self._cached_token: tuple[float, str | None] | None = None
         self._warned: set[str] = set()
         proxy = self.proxy()
+        tls = self.tls_context()
         self.connections = connections.Connections(
-            self.host, tls=self.ssl_context(), server_hostname=self.server_hostname(),
-            proxy=connections.Proxy.from_url(proxy, configuration.proxy_headers) if proxy else None,
+            self.host, tls=tls if self.host.startswith("https://") else None, server_hostname=self.server_hostname(),
+            proxy=connections.Proxy.from_url(proxy, configuration.proxy_headers, tls=tls) if proxy else None,
             connect_timeout=self.CONNECT_TIMEOUT)
 
     def close(self) -> None:
@@ -118,8 +122,11 @@ class Client:
         """The configuration's TLS settings as an :class:`ssl.SSLContext` (None for plain HTTP): CA file or data,
         client certificate, verification on or off. The client's connections use it, and so does the async side
         (:mod:`anchorage.controller.watching`'s aiohttp session), so both connect alike."""
-        if not self.host.startswith("https://"):
-            return None
+        return self.tls_context() if self.host.startswith("https://") else None
+
+    def tls_context(self) -> ssl.SSLContext:
+        """The configuration's TLS settings, whatever the server's scheme: what an ``https://`` proxy's certificate
+        is checked with too (as urllib3 under the kubernetes package and client-go do)."""
         cfg = self.configuration
         context = ssl.create_default_context(cafile=cfg.ssl_ca_cert,
                                              cadata=getattr(cfg, "ca_cert_data", None) or None)
@@ -279,22 +286,30 @@ class Client:
 
 def kubeconfig_token_file(path: str | None = None) -> Path | None:
     """The ``tokenFile`` of the kubeconfig's current user, if it names one (the kubernetes package reads it once;
-    a rotated token must be read again)."""
-    for name in (path or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")).split(os.pathsep):
-        try:
-            doc = yaml.safe_load(Path(name).read_text()) or {}
-        except (OSError, yaml.YAMLError):
-            continue
-        context = next((c.get("context") or {} for c in doc.get("contexts") or []
-                        if c.get("name") == doc.get("current-context")), None)
-        if context is None:
-            continue
-        user = next((u.get("user") or {} for u in doc.get("users") or [] if u.get("name") == context.get("user")), {})
-        token_file = user.get("tokenFile")
-        if isinstance(token_file, str) and token_file and not user.get("token"):
-            return (Path(name).parent / token_file).resolve()
+    a rotated token must be read again).
+
+    ``path``: the kubeconfig (files joined by ``os.pathsep``, as ``KUBECONFIG``; default ``$KUBECONFIG``, else
+    ``~/.kube/config``), merged by the kubernetes package's own merger so the user is the one it loaded: the first
+    definition of each name wins, the last ``current-context`` set. The file is relative to the kubeconfig that defines
+    the user. None when the user has a ``token`` too (the package sends that one) or none of this resolves.
+    """
+    from kubernetes.config.config_exception import ConfigException
+    from kubernetes.config.kube_config import KubeConfigMerger
+
+    paths = path or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    try:
+        config = KubeConfigMerger(paths).config  # type: ignore[no-untyped-call]
+        if config is None:
+            return None
+        context = config["contexts"].get_with_name(config["current-context"])["context"]
+        user = config["users"].get_with_name(context["user"])
+        fields = user["user"].value if user.safe_get("user") is not None else {}
+    except (ConfigException, KeyError, TypeError, AttributeError, OSError, yaml.YAMLError):
         return None
-    return None
+    token_file = fields.get("tokenFile") if isinstance(fields, dict) else None
+    if not isinstance(token_file, str) or not token_file or fields.get("token"):
+        return None
+    return (Path(user.path or ".").parent / token_file).resolve()
 
 
 @functools.cache
@@ -319,8 +334,10 @@ def client() -> Client:
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return Client(configuration)
-    kubernetes.config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    return Client(configuration, token_file=kubeconfig_token_file())
+    paths = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")  # one reading for both
+    kubernetes.config.load_kube_config(config_file=paths,  # type: ignore[no-untyped-call]
+                                       client_configuration=configuration)
+    return Client(configuration, token_file=kubeconfig_token_file(paths))
 
 
 def call(fn: Callable[[], T], *, what: str) -> T:

@@ -242,7 +242,8 @@ def _campaign_board(run: Mapping[str, Any], spec: ScoringRunSpec, task: str, sco
                       json.dumps(dataclasses.asdict(board), indent=1).encode())
     return [LeaderboardRow.model_validate({"entry": r.entry, "oEval": r.o_eval_mean, "oEvalStd": r.o_eval_std,
                                            "boEval": r.bo_eval_mean, "boEvalStd": r.bo_eval_std,
-                                           "artifacts": f"{r.artifacts_mean:g}/{r.tasks}"}) for r in board.rows]
+                                           "artifacts": None if r.artifacts_mean is None
+                                           else f"{r.artifacts_mean:g}/{r.tasks}"}) for r in board.rows]
 
 
 async def on_verifier_job(type_: str, body: Mapping[str, Any]) -> None:

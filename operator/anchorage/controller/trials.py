@@ -382,7 +382,9 @@ def _attempt_record(trial: Mapping[str, Any], spec: TrialSpec, end: AttemptEnd) 
                         label=plan.label),
         started_at=status.get("startTime"), exit_code=end.exit_code,
         prompt=PromptInfo(sha256=hashlib.sha256(task.instruction.encode()).hexdigest(), delivered=plan.delivers_prompt),
-        sandbox=SandboxInfo(mechanism=MECHANISM, enforced={k: f"requests = limits = {v}" for k, v in resources.items()},
+        sandbox=SandboxInfo(mechanism=MECHANISM, enforced={
+            k: f"limit {v}, request {requested[k]}" for k, v in resources.items()
+            for requested in [kubejobs.requests_in_force(resources, config())]},
                             limits=LimitsInfo(timeout_sec=kubejobs.deadline(spec, defaults), cpus=spec.limits.cpus or
                                               defaults.get("cpus"), memory_mb=spec.limits.memory_mb or
                                               _int(defaults.get("memory_mb")), storage_mb=spec.limits.storage_mb or

@@ -15,7 +15,15 @@ kopf's listing did). Trials and campaigns — the kinds users create, the campai
 serves (``ANCHORAGE_WATCH_NAMESPACES``, set by ``anchorage operator``; cluster-wide without it, as ``kopf run``
 without ``-n``), with the label selector the Jobs carry (``app.kubernetes.io/managed-by=anchorage`` and an
 ``anchorage.dev/role``). A watch the server ends is resumed from the last version seen (a bookmark's too); 410 Gone
-(the version is too old) lists again; a lost connection or an error status is retried with a growing backoff. A Job
+(the version is too old) lists again; a lost connection or an error status is retried with a growing backoff, and so
+is a watch the server ended (or answered 410) less than :data:`SHORT_SECONDS` after it began — a server that ends every
+watch at once sees a few requests in the first seconds, then one per :data:`BACKOFFS`' last step. Any other exception
+(a bug, a body that is not what it should be) is logged with its traceback and the watch resumes after the same
+backoff: the task never ends but by cancellation (and an event whose handler raises is logged, and the next one handled).
+A connection that brings no byte for :data:`SILENCE_SECONDS` is given up and the watch resumed: the server is asked to
+end each watch :data:`SILENCE_SECONDS` − 10 s after it began (bookmarks carry the version), so a live one is never that
+silent. Each resumption but the watch's normal end is counted in ``anchorage_operator_watch_restarts_total{kind,cause}``.
+A Job
 watch's first listing is not dispatched, as kopf's listing never reached the Job handlers: an unfinished Trial's own listing
 event repairs it from its Job. A later listing (after 410, or after a peering pause) dispatches the ended Jobs whose
 trial or run this process knows is waiting for them (the watched bodies of ``trials.TRIALS`` / ``trials.RUNS``); the
@@ -41,14 +49,19 @@ import aiohttp
 import kopf
 import orjson
 
+from anchorage import metrics
 from anchorage.controller import kube, scoring, trials
 from anchorage.manifests import API_GROUP, API_VERSION
 from anchorage.runtime import kubejobs
 
 log = logging.getLogger("anchorage.watching")
 Obj = dict[str, Any]
-#: Seconds between reconnection attempts after an error (the last one repeats), as kopf's ``error_backoffs``.
+#: Seconds between reconnection attempts after an error or a short end (the last one repeats), as kopf's ``error_backoffs``.
 BACKOFFS = (0.2, 0.5, 1.0, 2.0, 3.0, 5.0)
+#: A watch (or listing) the server ends sooner than this after it began is a *short end*: the next one backs off.
+SHORT_SECONDS = 1.0
+#: A watch connection without a byte for this long is given up (the server ends each watch 10 s before it).
+SILENCE_SECONDS = 60.0
 #: Namespaces the operator serves (comma-separated; empty or unset: cluster-wide).
 NAMESPACES_ENV = "ANCHORAGE_WATCH_NAMESPACES"
 JOBS_SELECTOR = f"{next(iter(kubejobs.MANAGED_BY))}={next(iter(kubejobs.MANAGED_BY.values()))},{kubejobs.LABEL_ROLE}"
@@ -102,13 +115,16 @@ class Watch:
     first listing, ``RELISTED`` for a later one, then the watch's ``ADDED``/``MODIFIED``/``DELETED``.
 
     ``resource_version``: resume from there instead of listing first (what a restarted watch does with the last
-    version it saw). ``timeout``: the seconds the server keeps a watch open (it then ends it; the watch resumes).
+    version it saw). ``timeout``: the seconds the server keeps a watch open (it then ends it; the watch resumes), at
+    most ``silence`` − 10; ``silence``: the seconds without a byte after which a watch's connection is given up.
     """
 
     def __init__(self, client: kube.Client, session: aiohttp.ClientSession, path: str, selector: str,
-                 on_event: EventFn, *, timeout: int = 300, resource_version: str = "") -> None:
+                 on_event: EventFn, *, timeout: int = 300, resource_version: str = "",
+                 silence: float = SILENCE_SECONDS) -> None:
         self.client, self.session, self.path, self.selector = client, session, path, selector
-        self.on_event, self.timeout = on_event, timeout
+        self.on_event, self.timeout, self.silence = on_event, timeout, silence
+        self.kind = path.rstrip("/").rsplit("/", 1)[-1]  # the collection's plural (a metric label)
         self.resource_version = resource_version
         self.listings = 1 if resource_version else 0  # listings so far (a first one, of a fresh watch, is LISTED)
         self.page = 500
@@ -149,7 +165,7 @@ class Watch:
             meta = listing.get("metadata") or {}
             version = version or str(meta["resourceVersion"])
             for item in listing.get("items") or []:
-                self.on_event(kind, item)
+                self._dispatch(kind, item)
             if not meta.get("continue"):
                 break
             params = {**params, "continue": str(meta["continue"])}
@@ -159,9 +175,10 @@ class Watch:
 
     async def _watch(self) -> None:
         """One watch request, until the server ends it; raises :class:`Gone` on 410."""
+        server_timeout = max(1, min(self.timeout, int(self.silence) - 10))
         params = {"labelSelector": self.selector, "watch": "true", "allowWatchBookmarks": "true",
-                  "resourceVersion": self.resource_version, "timeoutSeconds": str(self.timeout)}
-        response = await self._get(params, aiohttp.ClientTimeout(total=None, connect=5, sock_read=self.timeout + 30))
+                  "resourceVersion": self.resource_version, "timeoutSeconds": str(server_timeout)}
+        response = await self._get(params, aiohttp.ClientTimeout(total=None, connect=5, sock_read=self.silence))
         async with response:
             if response.status == 410:
                 raise Gone()
@@ -180,28 +197,61 @@ class Watch:
                 if version:
                     self.resource_version = str(version)
                 if type_ != "BOOKMARK":
-                    self.on_event(str(type_), obj)
+                    self._dispatch(str(type_), obj)
                 if self.relist:
                     return
 
+    def _dispatch(self, type_: str, obj: Obj) -> None:
+        """``on_event``, with an exception of its logged (the listing or watch goes on with the next object)."""
+        try:
+            self.on_event(type_, obj)
+        except Exception:
+            name = (obj.get("metadata") or {}).get("name") if isinstance(obj, dict) else None
+            log.exception("handling the %s event of %s in %s failed (the next events are handled; the sweep repairs "
+                          "what this one missed)", type_, name or "an object", self.path)
+
     async def run(self) -> None:
-        """Forever: list when there is no version to resume from (or one is asked), watch, resume, back off."""
-        failures = 0
+        """Forever: list when there is no version to resume from (or one is asked), watch, resume, back off after a
+        failure or a short end. Ends only when cancelled."""
+        loop = asyncio.get_running_loop()
+        failures = 0  # failures and short ends in a row
         while True:
+            started = loop.time()
+            cause, problem, error = "", "", None
             try:
                 if not self.resource_version or self.relist:
                     await self._list()
                 await self._watch()
-                failures = 0
             except Gone:
                 log.info("the watch of %s resumed from a version too old (410 Gone): listing again", self.path)
                 self.resource_version = ""
+                cause = "gone"
+            except aiohttp.SocketTimeoutError:  # (before ClientError: it is one)
+                cause, problem = "silence", f"no byte for {self.silence:g} s"
             except (TimeoutError, aiohttp.ClientError, OSError, ValueError, kube.ApiError) as exc:
-                delay = BACKOFFS[min(failures, len(BACKOFFS) - 1)]
-                failures += 1
-                log.warning("the watch of %s failed (%s); again in %.1f s", self.path, exc or type(exc).__name__,
-                            delay)
-                await asyncio.sleep(delay)
+                cause, problem = "error", str(exc) or type(exc).__name__
+            except Exception as exc:  # a bug or an answer of a shape not foreseen: said in full, never the task's end
+                cause, problem, error = "unexpected", f"{type(exc).__name__}: {exc}", exc
+            short = loop.time() - started < SHORT_SECONDS
+            if cause in ("", "gone") and not short:
+                failures = 0
+                if cause:
+                    metrics.OPERATOR_WATCH_RESTARTS.labels(self.kind, cause).inc()
+                continue
+            delay = BACKOFFS[min(failures, len(BACKOFFS) - 1)]
+            failures += 1
+            if cause in ("", "gone"):
+                cause = "short_end"
+                if failures == 3:  # said once per run of short ends
+                    log.warning("the server keeps ending the watch of %s at once; backing off (now %.1f s, at most "
+                                "%.1f s)", self.path, delay, BACKOFFS[-1])
+            elif error is not None:
+                log.error("the watch of %s failed unexpectedly (%s); again in %.1f s", self.path, problem, delay,
+                          exc_info=error)
+            else:
+                log.warning("the watch of %s failed (%s); again in %.1f s", self.path, problem, delay)
+            metrics.OPERATOR_WATCH_RESTARTS.labels(self.kind, cause).inc()
+            await asyncio.sleep(delay)
 
 
 #: What an ended Job of each role goes to (the functions the kopf Job handlers were).
@@ -331,7 +381,8 @@ class Watcher:
     async def start(self, namespaces: list[str], timeout: int) -> None:
         client = kube.client()
         # One connection per watch (a watch holds its connection); large objects within one line.
-        connector = aiohttp.TCPConnector(ssl=client.ssl_context() or False, limit=0)
+        # (the TLS settings also check an https:// proxy's certificate, for an http:// server too)
+        connector = aiohttp.TCPConnector(ssl=client.tls_context(), limit=0)
         self.session = aiohttp.ClientSession(connector=connector, read_bufsize=2 ** 22, trust_env=False)
         self.watches = [Watch(client, self.session, path, JOBS_SELECTOR, self.events, timeout=timeout)
                         for path in job_paths(namespaces)]

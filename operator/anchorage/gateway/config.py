@@ -98,6 +98,54 @@ class TranscriptConfig(BaseModel):
                                 "is cut (and marked so) in the transcript")
 
 
+MIB = 2**20
+
+
+class FrontDoorConfig(BaseModel):
+    """What one client may hold of the model API's listeners: connections, buffered bytes and time (the gateway's
+    front door, :mod:`anchorage.gateway.frontdoor`). A *client* is one trial's socket on the local engine, one
+    remote address on TCP, one peer uid on a shared unix socket; a *token* is one trial's account."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_connections: int = Field(
+        default=4096, ge=1, description="open connections in all; past it the listeners stop accepting until one "
+        "closes (lowered at start to what the process's descriptor limit leaves)")
+    max_connections_per_client: int = Field(
+        default=128, ge=1, description="open connections of one client (a trial's own socket stops accepting; "
+        "another client's further connections are closed at once)")
+    max_connections_per_token: int = Field(default=64, ge=1, description="open connections that presented one "
+                                           "trial's token (more: 429, closed)")
+    max_head_bytes: int = Field(default=64 * 1024, ge=1024, description="a request line and its headers, every byte "
+                                "counted (more: 431, closed)")
+    max_body_bytes: int = Field(default=64 * MIB, ge=1024, description="one request body (more: 413, closed)")
+    max_inflight_bytes: int = Field(default=256 * MIB, ge=1024, description="request bodies held at once in all "
+                                    "(more: 503 with Retry-After)")
+    max_inflight_bytes_per_token: int = Field(default=96 * MIB, ge=1024, description="request bodies of one trial "
+                                              "held at once (more: 429 with Retry-After)")
+    head_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="a request's line and headers must be complete this long after its first "
+        "byte (a connection's first request: after the connection opened); bytes that trickle in do not extend it "
+        "(408, closed)")
+    body_timeout_seconds: float = Field(default=60.0, gt=0, description="a request's body must be complete this "
+                                        "long after its headers (408, closed)")
+    keepalive_seconds: float = Field(default=75.0, gt=0, description="an idle keep-alive connection is closed "
+                                     "after this long")
+
+    @model_validator(mode="after")
+    def _fits(self) -> FrontDoorConfig:
+        if self.max_body_bytes > self.max_inflight_bytes_per_token:
+            raise ValueError(f"front_door.max_body_bytes ({self.max_body_bytes}) is larger than "
+                             f"max_inflight_bytes_per_token ({self.max_inflight_bytes_per_token}): such a body could "
+                             "never be taken; raise the latter or lower the former")
+        if self.max_inflight_bytes_per_token > self.max_inflight_bytes:
+            raise ValueError("front_door.max_inflight_bytes_per_token is larger than max_inflight_bytes: lower it")
+        if self.max_connections_per_token > self.max_connections or self.max_connections_per_client > \
+                self.max_connections:
+            raise ValueError("front_door: a per-client or per-token connection cap is larger than max_connections")
+        return self
+
+
 class GatewayConfig(BaseModel):
     """Everything :func:`anchorage.gateway.start_gateway` needs."""
 
@@ -106,6 +154,10 @@ class GatewayConfig(BaseModel):
     host: str | None = Field(default="127.0.0.1", description="TCP host; None: no TCP listener")
     port: int = Field(default=0, ge=0, le=65535, description="0 picks a free port")
     unix_socket: Path | None = Field(default=None, description="also (or only) listen on this socket")
+    trial_sockets: Path | None = Field(
+        default=None, description="folder of the per-trial sockets (Gateway.open_trial_socket: one listener per "
+        "trial, which takes that trial's token only); default: the unix_socket's folder")
+    front_door: FrontDoorConfig = Field(default_factory=FrontDoorConfig)
     upstreams: list[UpstreamConfig] = Field(min_length=1)
     prices: Path | None = Field(default=None, description="price snapshot; default: newest prices/*.yaml")
     retry: RetryConfig = Field(default_factory=RetryConfig)

@@ -5,13 +5,15 @@ event loop; the Gateway handle.
 (``issue_token``, ``usage``, ``transcript``, ``revoke``, ``stop``) are safe to call from the engine's
 thread. :class:`BackgroundServer` is shared with the mock upstream (``anchorage.gateway.mock``), tests,
 the benchmark and ``anchorage gateway`` (which waits in the foreground for a signal). The gateway serves
-two things on one loop: the model API (:class:`anchorage.gateway.http.HttpServer`, TCP and/or unix socket)
-and, with ``admin_port``, the admin API (an aiohttp application) on a listener of its own.
+two things on one loop: the model API (:class:`anchorage.gateway.http.HttpServer`, TCP and/or unix socket, and
+one unix socket per trial: :meth:`Gateway.open_trial_socket`) and, with ``admin_port``, the admin API (an aiohttp
+application) on a listener of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib
 import logging
 import os
@@ -80,6 +82,11 @@ class BackgroundServer:
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         return self._loop
+
+    @property
+    def http(self) -> HttpServer | None:
+        """The gateway's own HTTP server (None when this serves an aiohttp application)."""
+        return self._http
 
     def start(self, timeout: float = 30.0) -> BackgroundServer:
         self._thread.start()
@@ -196,6 +203,39 @@ class Gateway:
                                    expires_at=expires_at, transcript=transcript, campaign=campaign)
         self.wait_durable()
         return token
+
+    def open_trial_socket(self, trial_id: str) -> Path:
+        """A unix socket that serves ``trial_id`` alone, for its sandbox: it takes that trial's token only (another
+        trial's gets 401, never billed), and its connections have a cap of their own (past it the socket stops
+        accepting; other trials' sockets are not touched). Opening it again while open gives the same socket;
+        :meth:`close_trial_socket` when the trial's processes are gone."""
+        folder = self.config.trial_sockets or (self.config.unix_socket.parent if self.config.unix_socket else None)
+        http = self._server.http
+        if folder is None or http is None:
+            raise InputError("this gateway has no folder for per-trial sockets",
+                             hint="set trial_sockets (or unix_socket) in the gateway config")
+        path = folder / f"trial-{hashlib.blake2b(trial_id.encode(), digest_size=10).hexdigest()}.sock"
+
+        async def open_() -> None:
+            if http.trial_listener(trial_id) is None:
+                folder.mkdir(parents=True, exist_ok=True)
+                await http.start_unix(path, owner=trial_id)
+
+        self._server.call(open_()).result(30)
+        return path
+
+    def close_trial_socket(self, trial_id: str) -> None:
+        """Stop the trial's socket (:meth:`open_trial_socket`) and close its connections; nothing when none is open."""
+        http = self._server.http
+        if http is None:
+            return
+
+        async def close() -> None:
+            listener = http.trial_listener(trial_id)
+            if listener is not None:
+                http.stop_listener(listener)
+
+        self._server.call(close()).result(30)
 
     def transcript(self, trial_id: str) -> list[dict[str, Any]]:
         """The trial's transcript records (one per request, redacted; empty when none was kept)."""

@@ -7,7 +7,9 @@ and every route wants a valid trial token — unknown paths and ``/metrics`` inc
 with one); ``HEAD /`` alone answers 200 with no body (clients probe the base URL). One model request:
 
 1. the bearer token (``Authorization: Bearer`` or Anthropic's ``x-api-key``) names a trial and has not
-   expired or been revoked, else 401 (it never reaches an upstream);
+   expired or been revoked, and on a trial's own socket (:meth:`GatewayApp.gate`) it is that trial's, else 401 —
+   checked by the server's gate when the request's head is complete, before a byte of its body is read (no
+   ``100 Continue`` for a refused one; the connection closes), so it never reaches an upstream;
 2. the model picks an upstream (404 if none); the request's worst-case cost
    (:mod:`anchorage.gateway.estimates`) is *reserved* against the trial's budget with a slot of its rate
    limit, else 429 ``budget_exceeded`` (with the figures) or ``rate_limited``;
@@ -43,7 +45,7 @@ from aiohttp import web
 from anchorage import metrics
 from anchorage.costs import TokenCounts
 from anchorage.gateway import fastjson
-from anchorage.gateway.config import GatewayConfig, UpstreamConfig
+from anchorage.gateway.config import FrontDoorConfig, GatewayConfig, UpstreamConfig
 from anchorage.gateway.estimates import Estimate, estimate
 from anchorage.gateway.http import HttpServer, Reply, Request, json_reply
 from anchorage.gateway.ledger import Ledger, TrialAccount, Unmetered
@@ -62,7 +64,6 @@ PASSED_REQUEST_HEADERS = (b"anthropic-version", b"anthropic-beta", b"openai-beta
 DROPPED_RESPONSE_HEADERS = frozenset(
     {b"content-length", b"transfer-encoding", b"content-encoding", b"connection", b"keep-alive", b"date", b"server"}
 )
-MAX_BODY = 64 * 1024 * 1024
 ROUTES_KEPT = 1024  # (model, API) pairs whose upstream was looked up
 #: Upstream answers to count_tokens that mean "no such route here": the gateway estimates instead.
 NO_COUNT_ROUTE = frozenset({404, 405, 501})
@@ -131,14 +132,17 @@ class GatewayApp:
         self._headers: dict[str, tuple[bytes, bytes]] = {}  # upstream name -> its provider header lines
         self._routes: dict[tuple[str, str], UpstreamConfig | None] = {}  # (model, api) -> its upstream
         self._pool: UpstreamPool | None = None
+        self.server: HttpServer | None = None
         self._forwarded = {"/v1/chat/completions": ("chat", "openai"), "/v1/responses": ("responses", "openai"),
                            "/v1/messages": ("messages", "anthropic")}
 
     # ----- the server and its routes ---------------------------------------------------------------
 
-    def build(self) -> HttpServer:
+    def build(self, limits: FrontDoorConfig | None = None) -> HttpServer:
         """The model API's server (what agents reach); ``start_tcp`` / ``start_unix`` it on the gateway's loop."""
-        return HttpServer(self.dispatch, max_body=MAX_BODY, on_close=self.close)
+        self.server = HttpServer(self.dispatch, limits=limits or self.config.front_door, gate=self.gate,
+                                 on_close=self.close)
+        return self.server
 
     @property
     def pool(self) -> UpstreamPool:
@@ -211,7 +215,34 @@ class GatewayApp:
         key = headers.get(b"x-api-key")
         return "" if key is None else key.decode("latin-1")
 
+    def gate(self, request: Request) -> Reply | None:
+        """The front door's check of a request whose head is complete (its body not read yet): None admits it (its
+        ``auth`` and ``account`` set), else the 401 to answer instead. ``HEAD /`` needs no token; every other
+        request needs one that is valid and, on a trial's own socket, that trial's."""
+        if request.method == "HEAD" and request.path == "/":
+            return None
+        token = self._token(request)
+        auth = self.ledger.authenticate(token) if token else None
+        channel = request.channel
+        if auth is None:
+            why = self.ledger.why_refused(token)
+            channel.door.refused("unauthorized", channel.client, f"trial token refused: {why}")
+            return error_reply(401, "invalid_api_key", f"trial token refused: {why}",
+                               hint="use the token the engine issued for this trial", close=True)
+        trial = auth[1].trial_id
+        if channel.owner is not None and trial != channel.owner:
+            channel.door.refused("wrong_socket", channel.client, f"a token of trial {trial} on this socket")
+            return error_reply(401, "invalid_api_key", "trial token refused: it was issued for another trial (a "
+                               "trial's token works only on its own sandbox's gateway socket)",
+                               hint="use the token the engine issued for this trial", close=True)
+        request.auth, request.account = auth, trial
+        return None
+
     def _auth(self, request: Request) -> tuple[TrialAccount, TokenClaims] | None:
+        """What the gate found (a server without a gate: the token checked now)."""
+        if request.auth is not None:
+            auth: tuple[TrialAccount, TokenClaims] = request.auth
+            return auth
         token = self._token(request)
         return self.ledger.authenticate(token) if token else None
 
@@ -233,10 +264,10 @@ class GatewayApp:
 
     async def forward(self, request: Request, endpoint: str, api: str) -> Reply | None:
         started = time.perf_counter()
-        token = self._token(request)
-        auth = self.ledger.authenticate(token) if token else None
+        auth = self._auth(request)
         if auth is None:
             return self._unauthorized(request)
+        token = self._token(request)
         account, claims = auth
         raw = request.body
         parsed = self._model_of(raw)

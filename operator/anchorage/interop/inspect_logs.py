@@ -5,15 +5,23 @@ Called by ``anchorage export inspect RUN -o DIR``. Needs the optional extra ``an
 re-writing its schema here. The mapping:
 
 * one eval log per (entry, task) — Inspect's unit is one task run by one model: ``eval.task`` is the task,
-  ``eval.model`` the entry's model (``none/none`` for an agent without one, such as the oracle),
-  ``eval.solver`` the agent kind, the entry's name in ``eval.metadata`` and the tags;
+  ``eval.model`` the entry's model (``anchorage/<kind>`` for an agent without one: ``anchorage/oracle``),
+  ``eval.solver`` the agent kind, the entry's name in ``eval.metadata`` and the tags; ``eval.task_id`` and
+  ``eval.run_id`` are distinct per entry (``inspect view`` takes logs sharing a task id for retries of one
+  another and shows only one of them);
 * one sample per trial: the sample id is the task, the epoch is the seed's rank (1, 2, …; the seed itself in
-  ``metadata.seed``); the input is the prompt the agent got; the messages come from the gateway's
-  transcript when it was captured (Inspect's own converters of OpenAI chat/responses and Anthropic
-  messages), each call also a model event with its raw request and response (the sample's transcript in
-  ``inspect view``); the score ``o_eval`` as scored, its explanation the trial's message (the failed gates), its
-  metadata the score record; tokens and cost per model (an unknown cost stays unknown: ``total_cost``
-  None); an infrastructure failure is a sample error, never a zero score;
+  ``metadata.seed``); the input is the prompt the agent got; the **target** the task's anchors (each scored
+  metric's path, anchor value, direction and unit, from the score records); the **answer** (``Score.answer``,
+  the viewer's ANSWER column) the scored artifact as the agent wrote it (capped at :data:`ANSWER_LIMIT`); the
+  messages come from the gateway's transcript when it was captured (Inspect's own converters of OpenAI
+  chat/responses and Anthropic messages); the sample's **events** are its transcript: an info event with the
+  trial's outcome, a model event per call with its raw request and response, a score event per score; the
+  scores ``o_eval`` as scored (its explanation the trial's message: the failed gates, the penalty) and
+  ``bo_eval`` against the board's F (its explanation says which F), their metadata the score record; tokens and
+  cost per model (an unknown cost stays unknown: ``total_cost`` None); an infrastructure failure is a sample
+  error with its message, never a zero score;
+* every string an agent could have written is made valid Unicode first (:func:`anchorage.text.deep_clean`): a
+  lone surrogate in an artifact never breaks the export or the viewer;
 * the log's results: the mean and standard error of ``o_eval`` over the scored seeds; its status
   ``success`` when every seed of the cell finished, ``started`` while some are missing or running.
 
@@ -32,9 +40,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from anchorage.campaigns.aggregation import INFRA_PHASE
+from anchorage.campaigns.aggregation import INFRA_PHASE, Leaderboard
 from anchorage.errors import InputError
+from anchorage.report.pages import board_bo
 from anchorage.report.runs import RunReadError, Runs, is_terminal_record
+from anchorage.text import decode
+from anchorage.text import deep_clean as clean
 
 if TYPE_CHECKING:
     from inspect_ai.event import Event
@@ -43,8 +54,13 @@ if TYPE_CHECKING:
 
 PROMPT_LIMIT = 1 << 20
 """The prompt is read up to this many bytes (longer ones are cut, and the sample says so)."""
+ANSWER_LIMIT = 64 * 1024
+"""Characters of the scored artifact a sample carries as its answer (a longer one: its start, said so)."""
+ARTIFACT_READ_LIMIT = 16 * 1024 * 1024
+"""An artifact larger than this is not read for the answer (the sample says so)."""
 
 SCORE_NAME = "o_eval"
+BOARD_SCORE = "bo_eval"
 INSTALL_HINT = "install the optional extra: pip install 'anchorage[inspect]' (the inspect_ai package)"
 
 
@@ -73,7 +89,7 @@ def export_inspect(runs: Runs, campaign: str, out_dir: Path, *, fmt: str = "eval
     spec = (run.manifest or {}).get("spec") or {}
     planned_seeds = spec.get("seeds") if isinstance(spec.get("seeds"), int) else None
     meta = run.metadata()
-    logs = asyncio.run(_build_all(runs, campaign, cells, meta, planned_seeds))
+    logs = asyncio.run(_build_all(runs, campaign, cells, meta, planned_seeds, run.board))
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for (entry, task), log in sorted(logs.items()):
@@ -85,13 +101,18 @@ def export_inspect(runs: Runs, campaign: str, out_dir: Path, *, fmt: str = "eval
 
 
 async def _build_all(runs: Runs, campaign: str, cells: dict[tuple[str, str], list[dict[str, Any]]],
-                     meta: dict[str, Any], planned_seeds: int | None) -> dict[tuple[str, str], EvalLog]:
-    return {cell: await _build_log(runs, campaign, cell, records, meta, planned_seeds)
+                     meta: dict[str, Any], planned_seeds: int | None, board: Leaderboard) -> dict[tuple[str, str], EvalLog]:
+    by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for (_, task), records in cells.items():
+        by_task[task] += [r for r in records if r.get("phase") != INFRA_PHASE]
+    targets = {task: _target(runs, campaign, records) for task, records in by_task.items()}
+    return {cell: await _build_log(runs, campaign, cell, records, meta, planned_seeds, board, targets)
             for cell, records in cells.items()}
 
 
 async def _build_log(runs: Runs, campaign: str, cell: tuple[str, str], records: list[dict[str, Any]],
-                     meta: dict[str, Any], planned_seeds: int | None) -> EvalLog:
+                     meta: dict[str, Any], planned_seeds: int | None, board: Leaderboard,
+                     targets: dict[str, str]) -> EvalLog:
     from inspect_ai.log import (
         EvalConfig,
         EvalDataset,
@@ -110,8 +131,9 @@ async def _build_log(runs: Runs, campaign: str, cell: tuple[str, str], records: 
     agent = records[0].get("agent") or {}
     model = _model_name(agent)
     finished = [r for r in records if is_terminal_record(r)]
-    samples = [await _sample(runs, campaign, r, epoch, model) for epoch, r in enumerate(records, start=1)
-               if is_terminal_record(r)]
+    target = targets[task]
+    samples = [await _sample(runs, campaign, r, epoch, model, board, target)
+               for epoch, r in enumerate(records, start=1) if is_terminal_record(r)]
     scored = [s for s in samples if s.scores]
     values = [float(s.scores[SCORE_NAME].value) for s in scored if s.scores]   # type: ignore[arg-type]
     metrics = {}
@@ -132,11 +154,13 @@ async def _build_log(runs: Runs, campaign: str, cell: tuple[str, str], records: 
         "scorers": meta.get("scorers"), "drivers": meta.get("drivers"),
         "seeds": [int(r["seed"]) for r in records], "complete": complete,
         "note": "one sample per trial; the epoch is the seed's rank (the seed is in each sample's metadata)",
+        "f_rule": board.f_rule, "board_f": (board.f_by_task.get(task) or {}),
     }
     eval_id = _id(campaign, meta.get("location"), entry, task)
     spec = EvalSpec(
-        eval_id=eval_id, run_id=_id(campaign, meta.get("location")), created=created, task=task,
-        task_id=_id(task), task_version=str((records[0].get("versions") or {}).get("scorer") or 0),
+        eval_id=eval_id, run_id=_id(campaign, meta.get("location"), entry), created=created, task=task,
+        task_id=_id("task", campaign, meta.get("location"), entry, task),
+        task_version=str((records[0].get("versions") or {}).get("scorer") or 0),
         task_display_name=f"{task} · {entry}", solver=str(agent.get("kind") or entry),
         tags=[campaign, entry, *profiles],
         dataset=EvalDataset(name=task, samples=1, sample_ids=[task]), model=model,
@@ -145,11 +169,18 @@ async def _build_log(runs: Runs, campaign: str, cell: tuple[str, str], records: 
     )
     plan = EvalPlan(name="anchorage", steps=[EvalPlanStep(solver=str(agent.get("kind") or entry),
                                                           params={"entry": entry, **agent})])
+    board_values = [float(s.scores[BOARD_SCORE].value) for s in scored   # type: ignore[arg-type]
+                    if s.scores and BOARD_SCORE in s.scores]
+    scores = [EvalScore(name=SCORE_NAME, scorer="anchorage", scored_samples=len(scored),
+                        unscored_samples=len(samples) - len(scored), metrics=metrics,
+                        metadata={"scoring_profiles": profiles})] if values else []
+    if board_values:
+        scores.append(EvalScore(name=BOARD_SCORE, scorer="anchorage", scored_samples=len(board_values),
+                                unscored_samples=len(samples) - len(board_values),
+                                metrics={"mean": EvalMetric(name="mean", value=statistics.fmean(board_values))},
+                                metadata={"f_rule": board.f_rule}))
     results = EvalResults(
-        total_samples=expected, completed_samples=len(scored),
-        scores=[EvalScore(name=SCORE_NAME, scorer="anchorage", scored_samples=len(scored),
-                          unscored_samples=len(samples) - len(scored), metrics=metrics,
-                          metadata={"scoring_profiles": profiles})] if values else [],
+        total_samples=expected, completed_samples=len(scored), scores=scores,
         metadata={"infrastructure_failures": sum(1 for r in finished if r.get("phase") == INFRA_PHASE),
                   "unfinished": expected - len(finished)},
     )
@@ -162,8 +193,10 @@ async def _build_log(runs: Runs, campaign: str, cell: tuple[str, str], records: 
                    status="success" if complete else "started", tags=spec.tags or [], metadata=provenance)
 
 
-async def _sample(runs: Runs, campaign: str, record: dict[str, Any], epoch: int, model: str) -> EvalSample:
+async def _sample(runs: Runs, campaign: str, record: dict[str, Any], epoch: int, model: str, board: Leaderboard,
+                  target: str) -> EvalSample:
     from inspect_ai._util.error import EvalError
+    from inspect_ai.event import InfoEvent, ScoreEvent
     from inspect_ai.log import EvalSample
     from inspect_ai.model import ModelOutput
     from inspect_ai.scorer import Score
@@ -185,18 +218,72 @@ async def _sample(runs: Runs, campaign: str, record: dict[str, Any], epoch: int,
         metadata["prompt_note"] = prompt_note
     if transcript_note:
         metadata["transcript_note"] = transcript_note
+    started = record.get("started_at")
+    stamp = {"timestamp": started} if isinstance(started, str) else {}
+    outcome = InfoEvent(source="anchorage", data=clean({
+        "trial": trial, "phase": record.get("phase"), "reason": record.get("reason"), "message": record.get("message"),
+        "artifact": (record.get("artifact") or {}).get("path")}), **stamp)
     scores = None
+    tail: list[Any] = []
     if not infra:
-        scores = {SCORE_NAME: Score(value=float(score.get("o_eval") or 0.0), explanation=record.get("message") or None,
-                                    metadata={"score": score, **details})}
+        answer, answer_note = _answer(runs, campaign, trial, record)
+        if answer_note:
+            metadata["answer_note"] = answer_note
+        explanation = str(record.get("message") or "") or None
+        scores = {SCORE_NAME: Score(value=float(score.get("o_eval") or 0.0), answer=answer, explanation=explanation,
+                                    metadata=clean({"score": score, **details}))}
+        value, why = board_bo(record, board)
+        if value is not None:
+            scores[BOARD_SCORE] = Score(value=value, answer=answer, explanation=clean(
+                f"Robust BO-Eval on the campaign's board, against its {why} (the trial's own, against the task "
+                f"configuration's F: {score.get('bo_eval')})"), metadata={"board_f_rule": board.f_rule})
+        tail = [ScoreEvent(score=item, target=target, scorer=name) for name, item in scores.items()]
     return EvalSample(
-        id=str(record["task"]), epoch=epoch, input=prompt, target="", messages=messages,
-        output=output or ModelOutput(model=model), scores=scores, metadata=metadata, events=events,
-        model_usage=_usage(record), started_at=record.get("started_at"), completed_at=record.get("finished_at"),
-        total_time=durations.get("total_sec"), working_time=durations.get("agent_sec"), uuid=_id(campaign, trial),
-        error=EvalError(message=f"infrastructure failure ({record.get('reason')}): {record.get('message') or ''}",
+        id=str(record["task"]), epoch=epoch, input=prompt, target=target, messages=messages,
+        output=output or ModelOutput(model=model), scores=scores, metadata=clean(metadata),
+        events=[outcome, *events, *tail], model_usage=_usage(record), started_at=record.get("started_at"),
+        completed_at=record.get("finished_at"), total_time=durations.get("total_sec"),
+        working_time=durations.get("agent_sec"), uuid=_id(campaign, trial),
+        error=EvalError(message=clean(f"infrastructure failure ({record.get('reason')}): {record.get('message') or ''}"),
                         traceback="", traceback_ansi="") if infra else None,
     )
+
+
+def _answer(runs: Runs, campaign: str, trial: str, record: dict[str, Any]) -> tuple[str, str]:
+    """The scored artifact as the agent wrote it (its start when long), or why there is none."""
+    path = (record.get("artifact") or {}).get("path")
+    if not path:
+        return "(no artifact: " + clean(str((record.get("score") or {}).get("error") or "none was found")) + ")", ""
+    try:
+        data = runs.read(campaign, trial, str(path), limit=ARTIFACT_READ_LIMIT)
+    except RunReadError as exc:
+        return f"(the artifact {path} cannot be shown: {clean(str(exc))})", "artifact unreadable or too large"
+    if data is None:
+        return f"(the artifact {path} was not kept)", "artifact missing from the trial's folder"
+    text = decode(data)
+    if len(text) <= ANSWER_LIMIT:
+        return text, ""
+    return (text[:ANSWER_LIMIT] + f"\n… ({len(text) - ANSWER_LIMIT} more characters in {path})",
+            f"the artifact has {len(text)} characters: its first {ANSWER_LIMIT} are the answer")
+
+
+def _target(runs: Runs, campaign: str, records: list[dict[str, Any]]) -> str:
+    """The task's anchors, one line per scored metric (path = anchor, direction, unit), from a score record."""
+    for record in records:
+        try:
+            full = runs.json(campaign, str(record["name"]), "score.json")
+        except RunReadError:
+            continue
+        metrics = (full or {}).get("metrics") if isinstance(full, dict) else None
+        if not metrics:
+            continue
+        lines = [f"{m.get('path')} = {m.get('anchor')} ({m.get('direction') or 'target'}"
+                 + (f", {m.get('unit')}" if m.get("unit") else "") + ")"
+                 for m in metrics if isinstance(m, dict) and m.get("anchor") is not None]
+        source = full.get("anchor_source") or full.get("oracle_source")
+        if lines:
+            return str(clean("\n".join(lines) + (f"\n(anchors: {source})" if source else "")))
+    return "(the anchors are in the task's score_config.json: no trial of this task has a score record)"
 
 
 def _prompt(runs: Runs, campaign: str, trial: str, record: dict[str, Any]) -> tuple[str, str]:
@@ -207,7 +294,7 @@ def _prompt(runs: Runs, campaign: str, trial: str, record: dict[str, Any]) -> tu
         return "(the prompt cannot be shown)", str(exc)
     if data is None:
         return "(no prompt was kept for this trial)", "no prompt file"
-    return data.decode("utf-8", "replace") or "(empty prompt)", ""
+    return decode(data) or "(empty prompt)", ""
 
 
 def _score_details(runs: Runs, campaign: str, trial: str) -> dict[str, Any]:
@@ -219,7 +306,7 @@ def _score_details(runs: Runs, campaign: str, trial: str) -> dict[str, Any]:
     if not isinstance(full, dict):
         return {}
     keep = ("metrics", "gates", "obligations", "profile_ref", "penalty", "hard_gate_failed")
-    return {k: full[k] for k in keep if k in full}
+    return {k: clean(full[k]) for k in keep if k in full}
 
 
 async def _conversation(runs: Runs, campaign: str, trial: str,
@@ -240,7 +327,7 @@ async def _conversation(runs: Runs, campaign: str, trial: str,
     problems: list[str] = []
     messages: list[ChatMessage] = []
     output: ModelOutput | None = None
-    for line in calls:
+    for line in map(clean, calls):
         try:
             messages, output = await _call(line)
         except Exception as exc:   # a body Inspect cannot read is noted, never fatal to the export
@@ -330,9 +417,11 @@ def _usage(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _model_name(agent: dict[str, Any]) -> str:
+    """``provider/model`` as Inspect names models; an agent that calls none (the oracle: the task's reproduction
+    script) is ``anchorage/<its kind>``."""
     model = agent.get("model")
     if not model:
-        return "none/none"
+        return f"anchorage/{agent.get('kind') or 'agent'}"
     return str(model) if "/" in str(model) else f"{agent.get('kind') or 'anchorage'}/{model}"
 
 

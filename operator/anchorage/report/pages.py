@@ -1,9 +1,11 @@
 """HTML pieces shared by the self-contained report (``report.html``) and the viewer (``anchorage view``).
 
 Pure functions from run data (leaderboards, trial records, score records, transcripts) to HTML strings;
-everything is escaped here. Tables are sortable (click a column header) and filterable (a box above
-them) by a small inline script, :data:`SCRIPT` — no external file, no build step; the viewer keeps the
-sort and filter of each table in the page's query string so a link shows what its sender saw.
+everything is escaped here, through :func:`esc` (which first makes agent-written text readable:
+:mod:`anchorage.text`). Tables are sortable (click a column header) and filterable (a box above
+them) by a small inline script, :data:`SCRIPT` — no external file, no build step; the trials tables are data
+tables (:func:`data_table`: rows as JSON, drawn a page at a time), so 10,000 trials open at once. The viewer
+keeps the sort, filter and page of each table in the page's query string so a link shows what its sender saw.
 Honest numbers: an unknown cost is written "unknown" with its reason, never $0; a value that is absent
 is "—"; every page names the profile, price snapshot and version its numbers come from.
 Called by :mod:`anchorage.report.html` and :mod:`anchorage.viewer.app`.
@@ -19,8 +21,9 @@ from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 
-from anchorage.campaigns.aggregation import Leaderboard
-from anchorage.report.tables import cost_text
+from anchorage.campaigns.aggregation import INFRA_PHASE, Leaderboard, TrialResult, robust_bo
+from anchorage.report.tables import MISSING, board_notes, cost_text, entry_label, fixed
+from anchorage.text import json_text, readable
 
 STYLE = (files("anchorage.report") / "assets" / "page.css").read_text(encoding="utf-8")
 SCRIPT = (files("anchorage.report") / "assets" / "tables.js").read_text(encoding="utf-8")
@@ -42,7 +45,9 @@ CellLike = Cell | str
 
 
 def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    """``value`` as HTML text: made readable first (:func:`anchorage.text.readable`: no lone surrogate, no control
+    sequence or raw control byte an agent wrote), then escaped. Every text of every page goes through here."""
+    return html.escape(readable(value), quote=True)
 
 
 def num(value: Any, digits: int = 4, *, sign: bool = False) -> str:
@@ -53,14 +58,13 @@ def num(value: Any, digits: int = 4, *, sign: bool = False) -> str:
         return str(value)
     if isinstance(value, int):
         return str(value)
-    value = round(value, digits) + 0.0   # no "-0.0000"
-    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+    return fixed(value, digits, sign=sign)
 
 
 def general(value: Any) -> str:
     """A value as read from an artifact (6 significant digits for floats)."""
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return f"{value + 0.0:.6g}" if value else "0"
     if isinstance(value, dict | list):
         text = json.dumps(value, ensure_ascii=False)
         return text if len(text) <= 80 else text[:77] + "..."
@@ -146,6 +150,7 @@ def metadata(meta: Mapping[str, Any], generator: str) -> str:
 
     return facts([
         ("campaign", esc(meta.get("campaign"))), ("from", esc(meta.get("location"))),
+        *([("rescored", esc(meta["rescored"]))] if meta.get("rescored") else []),
         ("trials", esc(f"{meta.get('trials')} finished of {meta.get('planned')} planned")),
         ("started", esc(meta.get("started") or "—")), ("finished", esc(meta.get("finished") or "—")),
         ("baseline entry (F)", esc(meta.get("baseline") or "none — F from each task configuration")),
@@ -156,20 +161,24 @@ def metadata(meta: Mapping[str, Any], generator: str) -> str:
 
 
 def leaderboard_table(board: Leaderboard, entry_href: Callable[[str], str | None]) -> str:
-    """Table 7: rank, entry, Art., O-Eval and Robust BO-Eval mean ± std over seeds, cost per seed — and, when the
-    campaign's cost is incomplete (unknown trial costs, unmetered requests), the board's note saying so."""
+    """Table 7: rank, entry, Art., O-Eval and Robust BO-Eval mean ± std over seeds, cost per seed — "—" where the
+    board has no value — and under it the board's notes (:func:`anchorage.report.tables.board_notes`: entries
+    without a score and why, F, the campaign's total cost and cells scored of those planned, an incomplete cost)."""
     header = ["rank", "entry", "Art.", "O-Eval", "± std", "Robust BO-Eval", "± std", "cost/seed USD", "seeds",
               "infra failed"]
     header += (["panel confirmed"] if board.has_panel else []) + (["CBU"] if board.has_cbu else [])
     rows: list[list[CellLike]] = []
     for rank, row in enumerate(board.rows, 1):
-        flag = f" (incomplete: {row.cells_scored}/{row.cells_expected} cells scored)" if row.incomplete else ""
+        why = row.no_score or ""
         cells: list[CellLike] = [
-            Cell(str(rank), rank), Cell(row.entry + flag, row.entry, href=entry_href(row.entry), left=True),
-            Cell(f"{row.artifacts_mean:.1f}/{row.tasks}", row.artifacts_mean),
-            number_cell(row.o_eval_mean), number_cell(row.o_eval_std),
-            number_cell(row.bo_eval_mean, sign=True), number_cell(row.bo_eval_std),
-            Cell(cost_text(row), row.cost_per_seed_usd, cls="warn" if row.costs_unknown else ""),
+            Cell(str(rank), rank),
+            Cell(entry_label(row), row.entry, href=entry_href(row.entry), left=True, cls="" if row.scored else "warn",
+                 title=why),
+            Cell(MISSING if row.artifacts_mean is None else f"{row.artifacts_mean:.1f}/{row.tasks}", row.artifacts_mean,
+                 title=why),
+            _value(row.o_eval_mean, why), _value(row.o_eval_std, why),
+            _value(row.bo_eval_mean, why, sign=True), _value(row.bo_eval_std, why),
+            Cell(cost_text(row), row.cost_per_seed_usd, cls="warn" if row.costs_unknown else "", title=why),
             Cell(str(row.seeds), row.seeds), Cell(str(row.infrastructure_failed), row.infrastructure_failed,
                                                   cls="warn" if row.infrastructure_failed else ""),
         ]
@@ -178,52 +187,183 @@ def leaderboard_table(board: Leaderboard, entry_href: Callable[[str], str | None
         if board.has_cbu:
             cells.append(number_cell(row.cbu_mean))
         rows.append(cells)
-    note = f"<p class='warn'>{esc(board.cost_note)}</p>" if board.cost_note else ""  # the campaign's cost is incomplete
-    return table("leaderboard", header, rows, left=2, filterable=False) + note
+    return table("leaderboard", header, rows, left=2, filterable=False) + notes_block(board)
+
+
+def notes_block(board: Leaderboard) -> str:
+    """The board's notes as a list (id ``board-notes``): entries without a score and an incomplete cost are
+    warnings."""
+    notes = board_notes(board)
+    unscored = sum(1 for row in board.rows if row.no_score)
+    warned = set(range(unscored)) | ({len(notes) - 1} if board.cost_note else set())
+    items = "".join(f"<li class='warn'>{esc(note)}</li>" if i in warned else f"<li>{esc(note)}</li>"
+                    for i, note in enumerate(notes))
+    return f"<ul class='note' id='board-notes'>{items}</ul>"
+
+
+def _value(value: float | None, why: str, *, sign: bool = False) -> Cell:
+    return Cell(num(value, sign=sign), value, title=why if value is None else "")
 
 
 def per_task_table(board: Leaderboard, metric: str, cell_href: Callable[[str, str], str | None]) -> str:
-    """Tasks × entries: the metric's mean over seeds (each cell links to that entry × task)."""
+    """Tasks × entries: the metric's mean over seeds (each cell links to that entry × task); "—" where there is
+    no value, with the reason under the table."""
     entries = [row.entry for row in board.rows]
     rows: list[list[CellLike]] = []
+    reasons: list[str] = []
     for task in board.tasks:
         cells = board.per_task[task]
         line: list[CellLike] = [Cell(task, left=True)]
         for entry in entries:
             cell = cells.get(entry)
             value = getattr(cell, metric) if cell is not None else None
-            line.append(Cell(num(value, sign=metric == "bo_eval"), value, href=cell_href(entry, task)))
+            why = board.cell_reason(task, entry, metric) or ""
+            if why:
+                reasons.append(f"{task} × {entry}: {why}")
+            line.append(Cell(num(value, sign=metric == "bo_eval"), value, href=cell_href(entry, task), title=why,
+                             cls="muted" if why else ""))
         rows.append(line)
-    return table(f"per-task-{metric.replace('_', '-')}", ["task", *entries], rows, filterable=False)
+    listed = "".join(f"<li>{esc(r)}</li>" for r in reasons)
+    return (table(f"per-task-{metric.replace('_', '-')}", ["task", *entries], rows, filterable=False)
+            + (f"<p class='note'>—: no value, because</p><ul class='note'>{listed}</ul>" if reasons else ""))
 
 
 def f_table(board: Leaderboard) -> str:
-    rows = [[Cell(t, left=True), number_cell(v["F"]), Cell(str(v["source"]), left=True)]
+    """F per task and where it came from, under the board's one definition of F (stated above the table)."""
+    rows = [[Cell(t, left=True), number_cell(v["F"]), Cell(str(v["source"]), left=True,
+                                                            cls="warn" if v["F"] is None else "")]
             for t, v in board.f_by_task.items()]
-    return table("f-per-task", ["task", "F", "source"], rows, filterable=False)
+    return (f"<p class='note' id='f-rule'>{esc(board.f_rule)}.</p>"
+            + table("f-per-task", ["task", "F", "source"], rows, filterable=False))
+
+
+def per_seed_table(board: Leaderboard, entry_link: str | None = None) -> str:
+    """Entry × seed: O-Eval and Robust BO-Eval (the board's F) averaged over the tasks scored on that seed — a
+    :func:`data_table` (1,250 seeds × 2 entries open at once); ``entry_link``: the entry column's link template."""
+    columns = [Column("entry", "enum", left=True, href=entry_link), Column("seed", "num", digits=0),
+               Column("O-Eval", "num"), Column("Robust BO-Eval", "num", sign=True), Column("tasks scored", "num",
+                                                                                           digits=0),
+               Column("Art.", "num", digits=0), Column("cost USD", "num")]
+    rows = [[row.entry, seed.seed, seed.o_eval, seed.bo_eval, seed.tasks, seed.artifacts, seed.cost_usd]
+            for row in board.rows for seed in row.per_seed]
+    return data_table("per-seed", columns, rows, filterable=len(rows) > 20,
+                      note="Per entry and seed: the mean over the tasks scored on that seed (Robust BO-Eval against "
+                           "the board's F); the leaderboard's mean ± std is over these rows.")
+
+
+# ----- data tables: rows as JSON, rendered a page at a time ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a :func:`data_table`: ``kind`` text (each value as is), enum (values repeat: stored once) or
+    num (``digits``, ``sign``; ``none`` is the text of a missing number); ``href`` a link template ("{}" is the
+    value, percent-encoded); ``classes`` a CSS class per shown text; ``title``: the text is also the tooltip."""
+
+    name: str
+    kind: str = "text"
+    left: bool = False
+    digits: int = 4
+    sign: bool = False
+    none: str | None = None
+    none_class: str | None = None
+    href: str | None = None
+    classes: Mapping[str, str] | None = None
+    title: bool = False
+    cls: str | None = None
+
+
+def data_table(table_id: str, columns: Sequence[Column], rows: Iterable[Sequence[Any]], *, page_size: int = 100,
+               filterable: bool = True, note: str = "") -> str:
+    """A sortable, filterable table whose rows travel as compact JSON and are drawn a page at a time by
+    :data:`SCRIPT` (10,000 trials: one page of rows in the DOM). A value of a link column may be ``[text, href]``
+    (its own link, or ``None`` for none); every string is made readable (:func:`anchorage.text.readable`)."""
+    strings: dict[str, int] = {}
+    codes: dict[str, int] = {}          # a repeated string as written -> its index (made readable once)
+    body: list[list[Any]] = []
+    enum = [c.kind == "enum" for c in columns]
+    for row in rows:
+        line: list[Any] = []
+        for value, interned in zip(row, enum, strict=True):
+            if isinstance(value, str):
+                if interned:
+                    code = codes.get(value)
+                    if code is None:
+                        code = codes[value] = strings.setdefault(readable(value), len(strings))
+                    value = code
+                else:
+                    value = readable(value)
+            elif isinstance(value, list | tuple):
+                value = [readable(value[0]), value[1]]
+            elif isinstance(value, float):
+                value = value if math.isfinite(value) else None
+            line.append(value)
+        body.append(line)
+    spec = []
+    for c in columns:
+        item: dict[str, Any] = {"kind": c.kind}
+        for key, value in (("left", c.left), ("sign", c.sign), ("none", c.none), ("noneClass", c.none_class),
+                           ("href", c.href), ("classes", dict(c.classes) if c.classes else None), ("title", c.title),
+                           ("cls", c.cls)):
+            if value:
+                item[key] = value
+        if c.kind == "num":
+            item["digits"] = c.digits
+        spec.append(item)
+    payload = json_text({"cols": spec, "strings": list(strings), "rows": body, "page": page_size},
+                        separators=(",", ":")).replace("<", "\\u003c")
+    lefts = [c.left for c in columns]
+    head = "".join(f'<th class="l" scope="col">{esc(c.name)}</th>' if lefts[i] else f'<th scope="col">{esc(c.name)}</th>'
+                   for i, c in enumerate(columns))
+    box = (f'<div class="filter"><label>filter <input type="search" data-filter-for="{esc(table_id)}" '
+           f'placeholder="words that a row must contain" aria-label="filter {esc(table_id)}"></label>'
+           f'<span class="count" data-count-for="{esc(table_id)}">{len(body)} rows</span></div>'
+           if filterable else "")
+    pager = (f'<div class="pager" data-pager-for="{esc(table_id)}"><button type="button" class="prev">‹ previous'
+             '</button> <span class="pages"></span> <button type="button" class="next">next ›</button></div>')
+    caption = f'<p class="note">{note}</p>' if note else ""
+    return (f'{box}<table class="sortable data" id="{esc(table_id)}"><thead><tr>{head}</tr></thead><tbody></tbody>'
+            f'</table>{pager}<script type="application/json" id="data-{esc(table_id)}">{payload}</script>{caption}')
+
+
+PHASE_CLASSES = {"Succeeded": "ok", "Failed": "bad", "InfrastructureFailed": "warn"}
+TRIAL_COLUMNS = (
+    Column("trial", left=True), Column("entry", "enum", left=True), Column("task", "enum", left=True),
+    Column("seed", "num", digits=0), Column("phase", "enum", left=True, classes=PHASE_CLASSES),
+    Column("reason", "enum", left=True), Column("raw R", "num"), Column("O-Eval", "num"),
+    Column("hard gate", "enum", left=True, classes={"failed": "bad"}),
+    Column("cost USD", "num", none="unknown", none_class="warn"), Column("duration s", "num", digits=1),
+    Column("message", "enum", left=True, title=True, cls="msg"),
+)
 
 
 def trials_table(records: Sequence[Mapping[str, Any]], trial_href: Callable[[str], str | None],
-                 table_id: str = "trials") -> str:
-    """Every trial: coordinates, phase and reason, its scores, cost, duration and message."""
-    header = ["trial", "entry", "task", "seed", "phase", "reason", "raw R", "O-Eval", "hard gate", "cost USD",
-              "duration s", "message"]
-    rows: list[list[CellLike]] = []
+                 table_id: str = "trials", *, link: str | None = None, extra: Sequence[Column] = (),
+                 extra_values: Callable[[Mapping[str, Any]], Sequence[Any]] | None = None, note: str = "") -> str:
+    """Every trial: coordinates, phase and reason, its scores, cost, duration and message — a :func:`data_table`
+    (``link``: the trial column's link template, "{}" the trial's name; without it ``trial_href`` per trial)."""
+    columns = [Column("trial", left=True, href=link, cls="name"), *TRIAL_COLUMNS[1:], *extra]
+    rows: list[list[Any]] = []
     for r in records:
         score = r.get("score") or {}
-        phase = str(r.get("phase") or "")
+        name = str(r.get("name"))
         hard = score.get("hard_gate_failed")
-        message = str(r.get("message") or "")
+        cost = r.get("cost_usd")
         rows.append([
-            Cell(str(r.get("name")), href=trial_href(str(r.get("name")))), Cell(str(r.get("entry")), left=True),
-            Cell(str(r.get("task")), left=True), Cell(str(r.get("seed")), r.get("seed")),
-            Cell(phase, cls=phase_class(phase), left=True), Cell(str(r.get("reason") or ""), left=True),
-            number_cell(score.get("raw")), number_cell(score.get("o_eval")),
-            Cell("failed" if hard else ("—" if not score else "no"), cls="bad" if hard else "", left=True),
-            cost_cell(r), number_cell((r.get("durations") or {}).get("total_sec"), 1),
-            Cell(message if len(message) <= 160 else message[:157] + "...", left=True, title=message),
+            name if link else [name, trial_href(name)], str(r.get("entry")), str(r.get("task")), _int(r.get("seed")),
+            str(r.get("phase") or ""), str(r.get("reason") or ""), _float(score.get("raw")), _float(score.get("o_eval")),
+            "failed" if hard else (MISSING if not score else "no"), _float(cost),
+            _float((r.get("durations") or {}).get("total_sec")), str(r.get("message") or ""),
+            *(extra_values(r) if extra_values else ()),
         ])
-    return table(table_id, header, rows, left=6)
+    return data_table(table_id, columns, rows, note=note)
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # ----- one trial -------------------------------------------------------------------------------------------
@@ -297,7 +437,28 @@ def trial_facts(record: Mapping[str, Any]) -> str:
     return facts(items)
 
 
-def score_headline(score: Mapping[str, Any]) -> str:
+def board_bo(record: Mapping[str, Any], board: Leaderboard) -> tuple[float | None, str]:
+    """The Robust BO-Eval the board uses for this trial (against the board's F) and what F that is; None with the
+    reason when the board has none (not scored, or F undefined on the task)."""
+    if record.get("phase") == INFRA_PHASE or not record.get("score"):
+        return None, "not scored"
+    result = TrialResult.from_record(dict(record))
+    f = board.f_by_task.get(result.task) or {}
+    if f.get("F") is None:
+        return None, str(f.get("source") or "F is undefined on this task")
+    return robust_bo(result, float(f["F"])), f"F = {num(f['F'], 6)}, {f.get('source')}"
+
+
+def score_headline(score: Mapping[str, Any], board_value: tuple[float | None, str] | None = None) -> str:
+    """The score record's headline numbers; with ``board_value`` (:func:`board_bo`) the Robust BO-Eval the board
+    used beside the one the scorer computed for this trial alone, each labelled with its F."""
+    as_scored = (f"{num(score.get('bo_eval'), sign=True)} ({score.get('bo_branch') or '—'}) — against this trial's "
+                 f"F = {num(score.get('baseline_raw'), 6)}, {score.get('baseline_source') or '—'}")
+    bo_items = [("Robust BO-Eval, as scored (this trial)", esc(as_scored))]
+    if board_value is not None:
+        value, why = board_value
+        bo_items.insert(0, ("Robust BO-Eval, on the board", f"<b>{esc(num(value, sign=True))}</b> — " + esc(
+            f"against the board's {why}" if value is not None else why)))
     items = [
         ("raw R", esc(num(score.get("raw"), 6)) + (f" <span class='muted'>(before gates "
                                                     f"{esc(num(score.get('raw_before_gates'), 6))})</span>"
@@ -305,7 +466,7 @@ def score_headline(score: Mapping[str, Any]) -> str:
         ("anchor panel O", esc(f"{num(score.get('oracle_raw'), 6)} ({score.get('oracle_source') or '—'})")),
         ("baseline F", esc(f"{num(score.get('baseline_raw'), 6)} ({score.get('baseline_source') or '—'})")),
         ("O-Eval", esc(num(score.get("o_eval")))),
-        ("Robust BO-Eval (as scored)", esc(f"{num(score.get('bo_eval'), sign=True)} ({score.get('bo_branch') or '—'})")),
+        *bo_items,
         ("profile", esc(f"{score.get('profile_ref') or score.get('profile') or '—'} — anchors: "
                         f"{score.get('anchor_source') or '—'}")),
         ("gradable", esc(score.get("gradable"))),
@@ -403,9 +564,11 @@ def log_block(name: str, text: str, size: int | None, window: int) -> str:
 
 def trial_detail(record: Mapping[str, Any], score: Mapping[str, Any] | None, *, problem: str | None = None,
                  logs: Sequence[tuple[str, str, int | None]] = (), log_window: int = 0,
-                 transcript_href: str | None = None, id_prefix: str = "") -> str:
+                 transcript_href: str | None = None, id_prefix: str = "", board: Leaderboard | None = None,
+                 files: str = "") -> str:
     """One trial: outcome, facts (agent, sandbox, cost and tokens, durations, profile, prices, versions), the
-    score record (headline, per-metric table, gates with their messages, obligations), protocols and logs."""
+    score record (headline — with ``board``, the Robust BO-Eval the board used beside the trial's own —, per-metric
+    table, gates with their messages, obligations), its files (``files``: HTML), protocols and logs."""
     parts = [outcome_line(record)]
     if problem:
         parts.append(f"<p class='warn'>{esc(problem)}</p>")
@@ -420,9 +583,11 @@ def trial_detail(record: Mapping[str, Any], score: Mapping[str, Any] | None, *, 
     if score is None:
         parts.append("<p class='note'>No score record (score.json): the trial was not scored.</p>")
     else:
-        parts += ["<h3>Score</h3>", score_headline(score), "<h3>Metrics</h3>",
+        parts += ["<h3>Score</h3>", score_headline(score, board_bo(record, board) if board else None),
+                  "<h3>Metrics</h3>",
                   metrics_table(score, f"{id_prefix}metrics"), "<h3>Gates</h3>",
                   gates_table(score, f"{id_prefix}gates"), obligations_block(score)]
+    parts.append(files)
     parts.append(protocol_block(record))
     for name, text, size in logs:
         parts.append(log_block(name, text, size, log_window))

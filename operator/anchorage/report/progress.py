@@ -1,6 +1,8 @@
 """Progress of a local run: a rich live bar (done / running / failed, ETA) on a terminal, plain lines otherwise.
 
-Called by ``anchorage run``; receives the engine's events (``reused``, ``started``, ``finished``).
+Called by ``anchorage run``; receives the engine's events (``reused``, ``started``, ``finished``). A trial that
+failed for the platform also prints its message (why, and the fix where the platform knows it: e.g. the install
+command of a missing agent CLI), made readable (:mod:`anchorage.text`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from types import TracebackType
 from typing import Any, TextIO
 
 from anchorage.campaigns.planning import PlannedTrial
+from anchorage.text import readable
 
 
 class Progress:
@@ -58,14 +61,22 @@ class Progress:
     def event(self, kind: str, item: PlannedTrial, record: dict[str, Any] | None) -> None:
         with self._lock:
             self._count(kind, record)
-            line = None
+            line = why = None
             if kind == "finished" and record is not None:
                 line = (f"[{self.done}/{self.total}] {item.name}: {record.get('phase')} ({record.get('reason')})"
                         f" · {self.status()} · ETA {self.eta()}")
+                if record.get("phase") == "InfrastructureFailed":   # the platform's failure: why, and the fix
+                    why = f"  {item.name}: {readable(record.get('message') or 'no message recorded')}"
             if self._bar is not None:
                 self._bar.update(self._task, completed=self.done, status=self.status())
+                if why is not None:
+                    from rich.markup import escape
+
+                    self._bar.console.print(escape(why), style="yellow")
             elif line is not None:
                 print(line, file=self.stream, flush=True)
+                if why is not None:
+                    print(why, file=self.stream, flush=True)
 
     def _count(self, kind: str, record: dict[str, Any] | None) -> None:
         if kind == "started":

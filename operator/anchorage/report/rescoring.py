@@ -17,6 +17,7 @@ from typing import Any
 
 from anchorage.campaigns.aggregation import Leaderboard, TrialResult, leaderboard
 from anchorage.errors import InputError
+from anchorage.report.runs import PROFILES
 from anchorage.report.writing import load_run, write_outputs
 from anchorage.scoring import score_artifact
 from anchorage.scoring.profiles import get_profile
@@ -24,11 +25,13 @@ from anchorage.tasks import load_task, resolve_task
 from anchorage.trials.phases import Phase
 from anchorage.trials.records import SCORE_KEYS
 
-PROFILES_DIR = "profiles"
+PROFILES_DIR = PROFILES
 
 
-def rescore_run(run_dir: Path, profile: str, *, with_plots: bool = True) -> tuple[Path, Leaderboard, dict[str, Path]]:
-    """Rescore ``run_dir`` under ``profile``; returns the output folder, its board and the files written."""
+def rescore_run(run_dir: Path, profile: str, *, with_plots: bool = True,
+                source: str | None = None) -> tuple[Path, Leaderboard, dict[str, Path]]:
+    """Rescore ``run_dir`` under ``profile``; returns the output folder, its board and the files written. ``source``:
+    where the run is, when ``run_dir`` is a copy of it (a store prefix)."""
     chosen = get_profile(profile)
     name, baseline, records = load_run(run_dir)
     meta = json.loads((run_dir / "campaign.json").read_text(encoding="utf-8"))
@@ -41,7 +44,7 @@ def rescore_run(run_dir: Path, profile: str, *, with_plots: bool = True) -> tupl
     out_dir.mkdir(parents=True, exist_ok=True)
     rescored = [_rescore(run_dir, out_dir, record, chosen.name, gates, lean) for record in records]
     board = leaderboard([TrialResult.from_record(r) for r in rescored], baseline)
-    meta_out = {**meta, "profile": chosen.ref, "rescored_from": str(run_dir.resolve())}
+    meta_out = {**meta, "profile": chosen.ref, "rescored_from": source or str(run_dir.resolve())}
     (out_dir / "campaign.json").write_text(json.dumps(meta_out, indent=2, sort_keys=True, default=str), encoding="utf-8")
     outputs = write_outputs(out_dir, f"{name} (rescored: {chosen.ref})", board, rescored, with_plots=with_plots)
     return out_dir, board, outputs

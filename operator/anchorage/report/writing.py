@@ -8,12 +8,15 @@ rebuilds everything from the trial records alone). Trial folders are read throug
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from anchorage.campaigns.aggregation import Leaderboard
 from anchorage.report import html, plots, tables
 from anchorage.report.runs import LOGS, CampaignRun, LocalRuns, RunReadError
+from anchorage.text import clean
 from anchorage.trials.records import anchorage_version
 
 REPORT_LOG_WINDOW = 2048
@@ -25,9 +28,9 @@ def write_outputs(directory: Path, name: str, board: Leaderboard, records: list[
     """Write every output file; returns them by kind (``json``, ``csv``, ``md``, ``html``, plots by stem)."""
     out = {"json": directory / "leaderboard.json", "csv": directory / "leaderboard.csv",
            "md": directory / "leaderboard.md", "html": directory / "report.html"}
-    out["json"].write_text(json.dumps(board.to_dict(), indent=2, sort_keys=True), encoding="utf-8")
-    out["csv"].write_text(tables.to_csv(board), encoding="utf-8")
-    out["md"].write_text(tables.to_markdown(board), encoding="utf-8")
+    _write(out["json"], json.dumps(board.to_dict(), indent=2, sort_keys=True))
+    _write(out["csv"], tables.to_csv(board))
+    _write(out["md"], tables.to_markdown(board))
     images: list[Path] = []
     if with_plots and board.rows:
         folder = directory / "plots"
@@ -41,34 +44,47 @@ def write_outputs(directory: Path, name: str, board: Leaderboard, records: list[
     runs = LocalRuns(directory) if (directory / "campaign.json").is_file() else None
     if run is None and runs is not None:
         run = runs.campaign(directory.name)
-    sections = _sections(runs, directory.name, records)
     meta = run.metadata() if run is not None else {"campaign": name, "location": str(directory)}
-    out["html"].write_text(html.render(name, board, records, images, meta=meta, sections=sections,
-                                       generator=f"anchorage {anchorage_version()} (report)",
-                                       log_window=REPORT_LOG_WINDOW), encoding="utf-8")
+    _write(out["html"], html.render(name, board, records, images, meta=meta, sections=_sections(runs, directory.name),
+                                    generator=f"anchorage {anchorage_version()} (report)",
+                                    log_window=REPORT_LOG_WINDOW))
     return out
 
 
-def _sections(runs: LocalRuns | None, campaign: str, records: list[dict[str, Any]]) -> dict[str, html.TrialSection]:
-    if runs is None:
-        return {}
-    sections: dict[str, html.TrialSection] = {}
-    for record in records:
-        trial = str(record.get("name"))
+def _write(path: Path, text: str) -> None:
+    """Write an output whole or not at all (a temporary file renamed over it): a failure never leaves a
+    truncated report behind, and the text is made valid Unicode first (:func:`anchorage.text.clean`)."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(clean(text), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def _sections(runs: LocalRuns | None, campaign: str) -> Callable[[str], html.TrialSection]:
+    """A trial's section, read when the report has room for it (its score record and log tails)."""
+    def section(trial: str) -> html.TrialSection:
+        if runs is None:
+            return html.TrialSection(None)
         try:
             score = runs.json(campaign, trial, "score.json")
             problem = None
         except RunReadError as exc:
             score, problem = None, str(exc)
         logs = [(name, *runs.tail(campaign, trial, path, window=REPORT_LOG_WINDOW)) for name, path in LOGS.items()]
-        sections[trial] = html.TrialSection(score if isinstance(score, dict) else None, logs, problem)
-    return sections
+        return html.TrialSection(score if isinstance(score, dict) else None, logs, problem)
+
+    return section
 
 
 def load_run(directory: Path) -> tuple[str, str | None, list[dict[str, Any]]]:
     """Campaign name, baseline entry and the finished trial records of a run folder."""
     run = _run(directory)
     return run.name, run.baseline, [r for r in run.records]
+
+
+def load_campaign(directory: Path) -> CampaignRun:
+    """A run folder's campaign, every record readable (an :class:`~anchorage.errors.InputError` naming the first
+    that is not)."""
+    return _run(directory)
 
 
 def _run(directory: Path) -> CampaignRun:

@@ -12,7 +12,9 @@ A trial pod (one per Job, no retries, ``activeDeadlineSeconds`` = the agent time
   waits for the agent to finish, then uploads ``/root/results`` and ``/logs/agent`` to the trial's
   folder in the artifact store;
 * container ``agent`` (the agent image) runs the agent command and writes its exit code where the
-  sidecar sees it. Requests equal limits; restricted pod security; no service-account token.
+  sidecar sees it. Memory requested as limited, CPU as limited times ``cpu_request_ratio`` (1 by default),
+  ephemeral storage up to :data:`STORAGE_REQUEST_MIB` (limited as the task says); restricted pod security; no
+  service-account token.
 
 A model-calling agent (:func:`uses_gateway`) gets ``OPENAI_BASE_URL`` and ``ANTHROPIC_BASE_URL`` (the gateway) and its per-trial
 token as ``OPENAI_API_KEY`` and ``ANTHROPIC_API_KEY`` through ``secretKeyRef`` to the Secret
@@ -45,6 +47,9 @@ LABEL_ROLE = "anchorage.dev/role"
 LABEL_STEP = "anchorage.dev/step"
 LABEL_NETWORK = "anchorage.dev/network"
 RUN_DIR = "/run/anchorage"
+#: Where the fetch and upload containers (the operator's image, user 65532) mount the agent's results and logs: folders
+#: of their own — the agent's paths (/root/results, /logs/agent) lie under folders of the agent image's layout.
+HELPER_RESULTS, HELPER_LOGS = "/scratch/results", "/scratch/logs"
 AGENT_HOME = "/root"  # the agent's HOME, as in the local sandbox: the "home" emptyDir (the image's agent user's home)
 AGENT_IMAGE_PATH = "/opt/venv/bin:/opt/anchorage/agents/bin:/usr/local/bin:/usr/bin:/bin"  # images/agent-base's PATH
 DEFAULT_DEADLINE = 14400
@@ -87,6 +92,9 @@ class OperatorConfig(BaseModel):
     trials_namespace: str | None = Field(default=None, description="Namespace of Jobs; default: the CR's own.")
     store_uri: str = Field(default="file:///var/lib/anchorage/runs", description="Root of the run folders.")
     storage_secret: str | None = Field(default=None, description="Secret with S3 credentials (sidecar only).")
+    store_endpoint_url: str | None = Field(default=None, description="S3 endpoint of the pods that read or write the "
+                                           "store (AWS_ENDPOINT_URL; empty: AWS).")
+    store_region: str | None = Field(default=None, description="S3 region of those pods (AWS_DEFAULT_REGION).")
     operator_image: str = Field(default="ghcr.io/anchorage/operator:0.1.0", description="Image with anchorage.")
     agent_image: str = Field(default="ghcr.io/anchorage/agent-base:0.1.0", description="Default agent image.")
     verifier_image: str = Field(default="ghcr.io/anchorage/verifier:0.1.0", description="Image of the scorer.")
@@ -109,6 +117,9 @@ class OperatorConfig(BaseModel):
                                             "(a Kubernetes Affinity object).")
     priority_class_name: str | None = Field(default=None, description="PriorityClass of trial, verifier and protocol "
                                             "pods.")
+    cpu_request_ratio: float = Field(
+        default=1.0, gt=0, le=1, description="An agent container's CPU request as a share of its CPU limit: 1 reserves "
+        "every trial's CPUs (timings comparable across trials); lower packs more trials on a node, each still limited.")
     ttl_seconds_after_finished: int = Field(default=3600, ge=0, description="Job TTL after it ends.")
     verifier_deadline_sec: int = Field(default=180, gt=0, description="Verifier Job deadline.")
     task_source: str | None = Field(default=None, description="ANCHORAGE_TASKS inside the operator image.")
@@ -116,6 +127,10 @@ class OperatorConfig(BaseModel):
         default=None, description="seccomp profile of agent containers, relative to the kubelet's seccomp root "
         "(e.g. anchorage/agent.json, installed on the nodes from `python -m anchorage.runtime.seccomp_policy`: the "
         "local sandbox's filter); default: the runtime's own (RuntimeDefault).")
+    task_image: str | None = Field(
+        default=None, description="The task bundle image (images/tasks): the pods copy the tasks from it (an agent "
+        "only its task's data, a verifier its task without the solution). Empty: the tasks are in the operator image "
+        "at task_source.")
 
     def admin_url(self) -> str:
         """Base URL of the gateway's admin API: ``gateway_admin_url``, else ``gateway_url``'s scheme and host on
@@ -216,9 +231,27 @@ def artifact_in_trial(path: str | None) -> str | None:
     return f"artifacts/{rest}" if rest else None
 
 
-def _resources(spec: TrialSpec, defaults: dict[str, float]) -> Manifest:
+#: What an agent container requests of its ephemeral storage (its limit stays the task's ``storage_mb``): enough for
+#: a task's data and results; the scheduler then places trials on nodes with ordinary disks, and the kubelet still
+#: evicts a pod past its limit.
+STORAGE_REQUEST_MIB = 1024
+
+
+def requests_in_force(limits: dict[str, str], config: OperatorConfig) -> dict[str, str]:
+    """The agent container's requests for its ``limits`` (:func:`resources_in_force`): memory and GPUs as limited
+    (memory cannot be shared without OOM kills), CPU the limit times ``cpu_request_ratio`` (1: each trial's CPUs
+    reserved, so no trial runs slower for a neighbour), ephemeral storage :data:`STORAGE_REQUEST_MIB` at most."""
+    requests = dict(limits)
+    millicpus = int(limits["cpu"].removesuffix("m"))
+    requests["cpu"] = f"{max(1, math.ceil(millicpus * config.cpu_request_ratio))}m"
+    storage = int(limits["ephemeral-storage"].removesuffix("Mi"))
+    requests["ephemeral-storage"] = f"{min(storage, STORAGE_REQUEST_MIB)}Mi"
+    return requests
+
+
+def _resources(spec: TrialSpec, defaults: dict[str, float], config: OperatorConfig) -> Manifest:
     values = resources_in_force(spec, defaults)
-    return {"requests": dict(values), "limits": dict(values)}
+    return {"requests": requests_in_force(values, config), "limits": dict(values)}
 
 
 MIB = 1024 * 1024
@@ -261,8 +294,27 @@ def _pod_security() -> Manifest:
             "seccompProfile": {"type": "RuntimeDefault"}}
 
 
+TASKS_DIR = "/scratch/tasks"  # where a verifier's or protocol's tasks are copied (``copy-tasks``)
+
+
+def _task_source(config: OperatorConfig, task: str) -> tuple[list[Manifest], list[Manifest]]:
+    """How a verifier or protocol pod gets its task: (init containers, the main container's env). With the task
+    image, ``copy-tasks`` copies the task without its ``solution/`` into the work volume and ``ANCHORAGE_TASKS``
+    points there; without it, the tasks are in the operator image at ``task_source``."""
+    if config.task_image is None:
+        env = [{"name": "ANCHORAGE_TASKS", "value": config.task_source}] if config.task_source else []
+        return [], env
+    copy = {"name": "fetch-task", "image": config.task_image, "command": ["python", "-m", "anchorage.runtime.kubepod"],
+            "args": ["copy-tasks", "--task", task, "--exclude", "solution", "--dest", TASKS_DIR],
+            "securityContext": _restricted(), "volumeMounts": [{"name": "work", "mountPath": "/scratch"}],
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}}}
+    return [copy], [{"name": "ANCHORAGE_TASKS", "value": TASKS_DIR}]
+
+
 def _storage_env(config: OperatorConfig, dest: str) -> tuple[list[Manifest], list[Manifest]]:
     env = [{"name": "ANCHORAGE_STORE", "value": config.store_uri}, {"name": "ANCHORAGE_DEST", "value": dest}]
+    env += [{"name": name, "value": value} for name, value in (("AWS_ENDPOINT_URL", config.store_endpoint_url),
+                                                              ("AWS_DEFAULT_REGION", config.store_region)) if value]
     env_from = [{"secretRef": {"name": config.storage_secret}}] if config.storage_secret else []
     return env, env_from
 
@@ -280,8 +332,8 @@ def _sidecar(config: OperatorConfig, dest: str, paths: dict[str, str], marker: s
         "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": args,
         "env": env, "envFrom": env_from, "securityContext": _restricted(),
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "50m", "memory": "128Mi"}},
-        "volumeMounts": [{"name": "results", "mountPath": "/root/results", "readOnly": True},
-                         {"name": "logs", "mountPath": "/logs/agent", "readOnly": True},
+        "volumeMounts": [{"name": "results", "mountPath": HELPER_RESULTS, "readOnly": True},
+                         {"name": "logs", "mountPath": HELPER_LOGS, "readOnly": True},
                          {"name": "run", "mountPath": RUN_DIR}, {"name": tmp, "mountPath": "/tmp"}],
     }
 
@@ -322,8 +374,9 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
         fetch_args += ["--folder", folder]
     if plan.replay is not None:
         fetch_args += ["--replay-in-task" if plan.replay.in_task else "--replay", plan.replay.source,
-                       "--results", "/root/results"]
-    task_env = [{"name": "ANCHORAGE_TASKS", "value": config.task_source}] if config.task_source else []
+                       "--results", HELPER_RESULTS]
+    task_env = [{"name": "ANCHORAGE_TASKS", "value": config.task_source}] if config.task_source and \
+        config.task_image is None else []
     agent_mounts = [{"name": "home", "mountPath": AGENT_HOME},
                     {"name": "task", "mountPath": "/root/data", "subPath": "data", "readOnly": True},
                     {"name": "results", "mountPath": "/root/results"}, {"name": "logs", "mountPath": "/logs/agent"},
@@ -345,21 +398,21 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
         "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
         "securityContext": _pod_security(),
         "initContainers": [
-            {"name": "fetch-task", "image": config.operator_image,
+            {"name": "fetch-task", "image": config.task_image or config.operator_image,
              "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": fetch_args, "env": task_env,
              "securityContext": _restricted(),
              "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "100m", "memory": "256Mi"}},
-             "volumeMounts": [{"name": "task", "mountPath": "/task"}, {"name": "results", "mountPath": "/root/results"},
+             "volumeMounts": [{"name": "task", "mountPath": "/task"}, {"name": "results", "mountPath": HELPER_RESULTS},
                               {"name": "tmp", "mountPath": "/tmp"}]},
             *_cli_check(plan, spec.agent.image or config.agent_image),
             # the sidecar holds the store's credentials: it shares nothing writable with the agent but what it uploads
-            _sidecar(config, dest, {"artifacts": "/root/results", "agent": "/logs/agent"}, tmp="upload-tmp",
+            _sidecar(config, dest, {"artifacts": HELPER_RESULTS, "agent": HELPER_LOGS}, tmp="upload-tmp",
                      quotas={"artifacts": folder_quotas(spec, task_defaults)["results"],
                              "agent": folder_quotas(spec, task_defaults)["logs"]}),
         ],
         "containers": [{
             "name": "agent", "image": spec.agent.image or config.agent_image, "command": wrapped, "env": env,
-            "workingDir": "/root", "resources": _resources(spec, task_defaults),
+            "workingDir": "/root", "resources": _resources(spec, task_defaults, config),
             "securityContext": _restricted(seccomp=config.agent_seccomp_profile), "volumeMounts": agent_mounts,
         }],
         "volumes": [{"name": v, "emptyDir": {}} for v in ("task", "run", "upload-tmp")]
@@ -404,7 +457,7 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
         score.append("--lean")
     score += ["--profile", profile]
     env, env_from = _storage_env(config, out)
-    task_env = [{"name": "ANCHORAGE_TASKS", "value": config.task_source}] if config.task_source else []
+    copy_task, task_env = _task_source(config, task)
     mounts = [{"name": "work", "mountPath": "/scratch"}, {"name": "tmp", "mountPath": "/tmp"}]
     small = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "500m", "memory": "1Gi"}}
     sidecar = _sidecar(config, out, {"": "/scratch/out"}, marker="verifier-upload.json")
@@ -419,6 +472,7 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
             {"name": "fetch-artifacts", "image": config.operator_image,
              "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": fetch, "env": env, "envFrom": env_from,
              "securityContext": _restricted(), "resources": small, "volumeMounts": mounts},
+            *copy_task,
             sidecar,
         ],
         "containers": [{
@@ -462,7 +516,7 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
     prefix = trial_prefix(meta["namespace"], meta["name"], campaign)
     out = f"{prefix}/verifier/{step}"
     env, env_from = _storage_env(config, out)
-    task_env = [{"name": "ANCHORAGE_TASKS", "value": config.task_source}] if config.task_source else []
+    copy_task, task_env = _task_source(config, task)
     secret = {"name": token_secret_name(name), "key": TOKEN_KEY}
     gateway_env = [{"name": "OPENAI_BASE_URL", "value": config.gateway_url},
                    {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": secret}}]
@@ -486,6 +540,7 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
              "command": ["python", "-m", "anchorage.runtime.kubepod"],
              "args": ["fetch-artifacts", "--dest", SCRATCH_IN, "--artifact", f"0={prefix}/artifacts"],
              "env": env, "envFrom": env_from, "securityContext": _restricted(), "resources": small, "volumeMounts": mounts},
+            *copy_task,
             sidecar,
         ],
         "containers": [{

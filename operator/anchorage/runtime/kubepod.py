@@ -4,6 +4,9 @@ Containers built by ``anchorage.runtime.kubejobs`` call it; nothing else does.
 
 * ``fetch-task``   (trial init container): copy the task's data (and the oracle's solution) to a volume, and a
   replay's artifact into the results (exit :data:`REPLAY_MISSING_EXIT` when it does not exist);
+* ``copy-tasks``   (init container of the operator's own pod, and of verifier and protocol pods, in the task bundle
+  image ``images/tasks``): copy whole task folders — all, or those named, without the folders excluded (a
+  verifier never gets a task's ``solution/``) — to a volume that ``ANCHORAGE_TASKS`` then points at;
 * ``upload``       (native sidecar, the only container with storage credentials): wait until the main
   container wrote its exit code (or SIGTERM, which the kubelet sends once the main container ended),
   upload the given folders, write ``upload.json`` last, exit;
@@ -84,6 +87,25 @@ def fetch_task(args: argparse.Namespace) -> None:
             Path(args.results, task.artifact_name).write_bytes(data)
     except FileNotFoundError as exc:  # neither a file nor a store key: the entry's problem, not the platform's
         raise ReplayMissing(str(exc)) from exc
+
+
+def copy_tasks(args: argparse.Namespace) -> None:
+    """Copy task folders (``--task`` each, else every task where names are looked up: ``ANCHORAGE_TASKS``) into
+    ``--dest/<slug>``, leaving out the ``--exclude`` subfolders."""
+    from anchorage.tasks import list_tasks, resolve_task, search_dirs
+
+    found: dict[str, Path] = {}
+    for folder in search_dirs():
+        for root in list_tasks(folder):
+            found.setdefault(root.name, root)
+    roots = [resolve_task(name) for name in args.task] if args.task else list(found.values())
+    if not roots:
+        raise AnchorageError("no task to copy: ANCHORAGE_TASKS names no folder of tasks (is this the task image?)")
+    dest = Path(args.dest)
+    for root in roots:
+        shutil.copytree(root, dest / root.name, dirs_exist_ok=True,
+                        ignore=lambda folder, _names, top=root: list(args.exclude) if Path(folder) == top else [])
+    print(f"copied {len(roots)} task(s) to {dest}")
 
 
 def _wait_for(run_dir: Path) -> None:
@@ -268,6 +290,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--replay-in-task", help="replay this file of the task (an imported anchor's expected result)")
     p.add_argument("--results", default="/root/results")
     p.set_defaults(fn=fetch_task)
+    p = sub.add_parser("copy-tasks", help="copy whole task folders into a volume (ANCHORAGE_TASKS)")
+    p.add_argument("--dest", required=True)
+    p.add_argument("--task", action="append", default=[], help="a task to copy (repeatable; default: every task)")
+    p.add_argument("--exclude", action="append", default=[], help="a subfolder left out (e.g. solution)")
+    p.set_defaults(fn=copy_tasks)
     p = sub.add_parser("upload", help="sidecar: upload folders after the main container")
     p.add_argument("--wait", required=True)
     p.add_argument("--put", action="append", default=[])

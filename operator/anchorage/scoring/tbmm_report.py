@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from anchorage.invariants.units import REPORT_UNIT_SCALE_MAX, report_percent_reading
 from anchorage.scoring.config import Metric
 from anchorage.scoring.values import to_number
 
@@ -40,7 +41,7 @@ _NONNEGATIVE_TOKENS = ("duration_s", "visitors", "users", "count", "gain", "fee_
 def _unit_scale(metric: Metric) -> bool:
     """The report's test for a unit-scale metric: every endpoint it has is at most 1.5 in magnitude."""
     values = [v for v in (metric.oracle_value, metric.baseline_value, metric.outstanding_value) if v is not None]
-    return bool(values) and max(abs(v) for v in values) <= 1.5
+    return bool(values) and max(abs(v) for v in values) <= REPORT_UNIT_SCALE_MAX
 
 
 def _percent_like(path: str) -> bool:
@@ -49,8 +50,9 @@ def _percent_like(path: str) -> bool:
 
 def read_value(metric: Metric, number: float) -> tuple[float, str]:
     """The value the report scores (its unit rule) and a note when it rescaled."""
-    if _unit_scale(metric) and _percent_like(metric.path.lower()) and 10.0 < abs(number) <= 100.0:
-        return number / 100.0, f"read as a percentage: {number:g} -> {number / 100.0:g} (the report's unit rule)"
+    read = report_percent_reading(number) if _unit_scale(metric) and _percent_like(metric.path.lower()) else number
+    if read != number:
+        return read, f"read as a percentage: {number:g} -> {read:g} (the report's unit rule)"
     return number, ""
 
 

@@ -5,6 +5,11 @@ Callers (the local engine, the operator, ``anchorage report``) use keys relative
 exists; :meth:`ArtifactStore.upload_dir` writes it only after every file was stored and verified,
 so a failed or partial upload is never taken for a finished result. The marker holds a manifest
 (key → size, sha256) of what was complete at that moment.
+
+``put_bytes(..., exclusive=True)`` is a create-once write: it stores the object only when the key is free
+(``If-None-Match: *`` on S3, a hard link on disk), so of two writers of the same record exactly one wins and
+the other gets :class:`AlreadyStored` (a ``FileExistsError``). Writing the same bytes again is not a conflict:
+a retried write whose first answer was lost finds its own object and succeeds.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from anchorage.errors import InputError
 COMPLETE_MARKER = "_COMPLETE"
 CHUNK = 1024 * 1024
 Keys = list[str]  # (inside the class, ``list`` names the method)
+
+
+class AlreadyStored(FileExistsError):
+    """An exclusive write found the key holding other content (another writer created it first)."""
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -62,7 +71,9 @@ class ArtifactStore(ABC):
     uri: str
 
     @abstractmethod
-    def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None) -> None: ...
+    def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None, exclusive: bool = False) -> None:
+        """Store ``data`` at ``key``; ``exclusive``: only when the key is free or already holds these very bytes,
+        else :class:`AlreadyStored` (the object there is left as it is)."""
 
     @abstractmethod
     def put_file(self, key: str, path: Path) -> None: ...

@@ -1,7 +1,9 @@
 """``file://`` artifact store: a folder on disk (the local engine's default).
 
 Writes go to a temporary file in the same folder and are renamed into place, so a reader never sees
-half a file; ``describe`` computes the SHA-256 on demand (no sidecar files pollute the run folder).
+half a file (an exclusive write hard-links it into place instead: ``link`` fails when the name exists, so the
+create-once check and the write are one step); ``describe`` computes the SHA-256 on demand (no sidecar files
+pollute the run folder).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from anchorage.store.base import ArtifactStore, check_key, sha256_file
+from anchorage.store.base import AlreadyStored, ArtifactStore, check_key, sha256_file
 
 
 class FileStore(ArtifactStore):
@@ -41,9 +43,10 @@ class FileStore(ArtifactStore):
             os.makedirs(folder, exist_ok=True)
             return tempfile.mkstemp(dir=folder, prefix=".tmp-")
 
-    def _write_atomically(self, target: str | Path, write: Callable[[int], None]) -> None:
+    def _write_atomically(self, target: str | Path, write: Callable[[int], None], *, exclusive: bool = False) -> None:
         """``write`` the content to a temporary file's descriptor, fsync it, rename it into place (plain ``os``
-        calls: ``put_bytes`` is the operator's hot path); a failed write leaves no temporary file."""
+        calls: ``put_bytes`` is the operator's hot path); a failed write leaves no temporary file. ``exclusive``:
+        hard-link it into place instead (``FileExistsError`` when the name exists) and drop the temporary name."""
         fd, tmp = self._temporary(target)
         try:
             try:
@@ -51,13 +54,26 @@ class FileStore(ArtifactStore):
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.replace(tmp, target)
+            if exclusive:
+                try:
+                    os.link(tmp, target)
+                finally:
+                    os.unlink(tmp)
+            else:
+                os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
 
-    def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None) -> None:
-        self._write_atomically(self._file(key), lambda fd: _write_all(fd, data))
+    def put_bytes(self, key: str, data: bytes, *, content_type: str | None = None, exclusive: bool = False) -> None:
+        target = self._file(key)
+        try:
+            self._write_atomically(target, lambda fd: _write_all(fd, data), exclusive=exclusive)
+        except FileExistsError:
+            if not exclusive:
+                raise
+            if self.get_bytes(key) != data:
+                raise AlreadyStored(f"{self.uri_of(key)} already exists with other content") from None
 
     def put_file(self, key: str, path: Path) -> None:
         target = self._path(key)

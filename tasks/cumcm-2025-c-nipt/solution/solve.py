@@ -134,7 +134,10 @@ def expected_risk(week: int, probability: dict[int, float]) -> float:
 
 def bmi_timing(model: dict[str, Any]) -> dict[str, Any]:
     frame = model["frame"]
-    first = frame.sort_values("gest_week").groupby("孕妇代码").head(1)     # one row per mother
+    # One row per mother: her first test. A stable sort breaks ties (two tests in the same week) by row order;
+    # the default quicksort breaks them differently by processor (numpy's SIMD sort), and moved the groups'
+    # probabilities in the 4th digit between machines.
+    first = frame.sort_values("gest_week", kind="stable").groupby("孕妇代码").head(1)
     groups = pd.qcut(first["孕妇BMI"], 4)
     out = []
     for interval, rows in first.groupby(groups, observed=True):

@@ -131,7 +131,7 @@ def equipment() -> dict[str, Any]:
     entropy = -(share * np.log(share)).sum(axis=0) / np.log(len(names))
     weights = (1 - entropy) / (1 - entropy).sum()
     scores = norm @ weights
-    order = np.argsort(-scores)
+    order = np.argsort(-scores, kind="stable")   # ties in row order on any processor
     return {"method": "entropy weighted cost-benefit score", "weights": dict(zip(
         ["cost", "readiness", "coverage", "detection"], (round(float(w), 4) for w in weights), strict=True)),
             "scores": {names[i]: round(float(scores[i]), 4) for i in order},

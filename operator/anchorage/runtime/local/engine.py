@@ -6,6 +6,8 @@ scratch. A lock file (``<campaign>/.lock``, ``flock``) makes a second concurrent
 campaign refuse instead of racing; the kernel drops the lock when a run dies, even by SIGKILL.
 ``campaign.json`` pins the manifest: a run continues it or grows it (more seeds, entries, tasks; the
 history is kept there); any other change is refused with the fix. A :class:`Selection` runs a subset.
+With a store (``anchorage run --store URI``), finished trials are also published there and the store's records
+count as finished (:mod:`anchorage.runtime.local.publishing`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -26,9 +29,10 @@ from anchorage.campaigns.aggregation import Leaderboard, TrialResult, leaderboar
 from anchorage.campaigns.growth import grown, growth_problems
 from anchorage.campaigns.planning import PlannedTrial, plan
 from anchorage.campaigns.selection import campaign_task_refs
-from anchorage.errors import InputError, did_you_mean
+from anchorage.errors import InfrastructureError, InputError, did_you_mean
 from anchorage.manifests import CampaignSpec, Trial, TrialSpec, VerificationCampaign
 from anchorage.runtime.local import cgroups, leftovers, quotas, views
+from anchorage.runtime.local.publishing import Publisher
 from anchorage.runtime.local.trials import (
     LocalRuntime,
     TrialJob,
@@ -37,6 +41,7 @@ from anchorage.runtime.local.trials import (
     run_trial,
     write_json_atomic,
 )
+from anchorage.store import ArtifactStore
 from anchorage.tasks import Task, load_task, resolve_task
 from anchorage.trials import Outcome, Phase, Reason, is_terminal, should_retry
 from anchorage.trials.admission import admit
@@ -44,6 +49,7 @@ from anchorage.trials.agents import LOCAL
 from anchorage.trials.records import AttemptInfo, now
 
 Event = Callable[[str, PlannedTrial, dict[str, Any] | None], None]
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -195,10 +201,11 @@ class Selection:
 
 def run_campaign(
     campaign: VerificationCampaign, runs_dir: Path, runtime: LocalRuntime, *, on_event: Event | None = None,
-    selection: Selection | None = None,
+    selection: Selection | None = None, store: ArtifactStore | None = None,
 ) -> CampaignOutcome:
     """Run (or resume, or grow) the trials of ``campaign`` under ``runs_dir/<name>`` that ``selection``
-    allows, then aggregate every finished trial."""
+    allows, then aggregate every finished trial. ``store``: also publish every finished trial there, and take
+    its records as finished (``extra["unpublished"]``: the trials whose upload failed; a rerun publishes them)."""
     name = campaign.metadata.name
     directory = runs_dir / name
     tasks = {t.slug: t for t in resolve_tasks(campaign.spec)}
@@ -209,9 +216,16 @@ def run_campaign(
         admit(entry.agent, campaign.spec.verification, LOCAL)
     runtime.campaign_limits = campaign.spec.limits
     notify = on_event or (lambda *_: None)
+    publisher = Publisher(store, name) if store is not None else None
+    unpublished: list[str] = []
     with campaign_lock(directory):
         sweep_leftovers()
+        if publisher is not None:
+            publisher.pull_manifest(directory)
         _pin_manifest(directory, campaign, planned)
+        if publisher is not None:
+            publisher.publish_files(directory, ["campaign.json"])
+            _sync_with_store(publisher, planned, directory, unpublished)
         records: dict[str, dict[str, Any]] = {}
         earlier: dict[str, list[AttemptInfo]] = {}
         todo: list[PlannedTrial] = []
@@ -231,17 +245,53 @@ def run_campaign(
             todo = todo[:selection.limit]
         reused = len(records)
         if not campaign.spec.suspend:
-            _run_all(todo, tasks, directory, runtime, campaign.spec.parallelism, records, notify, earlier)
+            if publisher is not None:
+                for item in todo:
+                    if item.name in earlier:
+                        publisher.retract(item.name)
+            _run_all(todo, tasks, directory, runtime, campaign.spec.parallelism, records, notify, earlier,
+                     publisher, unpublished)
     ordered = [records[p.name] for p in planned if p.name in records]
-    board = leaderboard([TrialResult.from_record(r) for r in ordered], campaign.spec.baseline)
+    board = leaderboard([TrialResult.from_record(r) for r in ordered], campaign.spec.baseline,
+                        [(p.entry, p.task, p.seed) for p in planned])
     selected = [records[p.name] for p in planned if p.name in records and selection.wants(p)]
     return CampaignOutcome(directory, ordered, board, ran=len(ordered) - reused, reused=reused,
-                           extra={"selected": selected, "not_run": len([p for p in planned if p.name not in records])})
+                           extra={"selected": selected, "not_run": len([p for p in planned if p.name not in records]),
+                                  "unpublished": sorted(unpublished)})
+
+
+def _sync_with_store(publisher: Publisher, planned: list[PlannedTrial], directory: Path,
+                     unpublished: list[str]) -> None:
+    """Before anything runs: the store's records come into the run folder, and the trials finished here that the
+    store lacks (a kill before their upload) go up."""
+    stored = publisher.stored_records()
+    for item in planned:
+        theirs, ours = stored.get(item.name), read_record(directory / item.name)
+        if theirs is not None and is_terminal(theirs.get("phase")):
+            if ours != theirs:
+                publisher.fetch(item.name, directory / item.name)
+        elif ours is not None and is_terminal(ours.get("phase")):
+            _publish(publisher, item.name, directory / item.name, unpublished)
+
+
+def _publish(publisher: Publisher, trial: str, trial_dir: Path, unpublished: list[str]) -> dict[str, Any] | None:
+    """Publish a finished trial; a store that keeps failing costs the upload (listed, published by a rerun), never
+    the trial's result. Returns the record another run stored first, if one did."""
+    try:
+        theirs = publisher.publish(trial, trial_dir)
+        if theirs is not None:
+            publisher.fetch(trial, trial_dir)
+    except Exception as exc:  # the store's failure (or a bug) costs this upload, never the run
+        unpublished.append(trial)
+        log.warning("trial %s is finished but not published: %s: %s", trial, type(exc).__name__, exc)
+        return None
+    return theirs
 
 
 def _run_all(
     todo: list[PlannedTrial], tasks: dict[str, Task], directory: Path, runtime: LocalRuntime, parallelism: int,
     records: dict[str, dict[str, Any]], notify: Event, earlier: dict[str, list[AttemptInfo]] | None = None,
+    publisher: Publisher | None = None, unpublished: list[str] | None = None,
 ) -> None:
     lock = threading.Lock()
 
@@ -252,6 +302,9 @@ def _run_all(
             record = run_with_retries(job, directory / item.name, runtime, earlier=(earlier or {}).get(item.name))
         except Exception as exc:  # a bug or an OS failure must cost one trial, never the whole run
             record = record_engine_failure(job, directory / item.name, exc)
+        if publisher is not None:
+            record = _publish(publisher, item.name, directory / item.name, unpublished
+                              if unpublished is not None else []) or record
         with lock:
             records[item.name] = record
         notify("finished", item, record)
@@ -270,16 +323,32 @@ def sweep_leftovers() -> dict[str, int]:
             "gateway_folders": leftovers.sweep_gateway_folders()}
 
 
-def run_single_trial(trial: Trial, runs_dir: Path, runtime: LocalRuntime) -> dict[str, Any]:
-    """Run one Trial manifest under ``runs_dir/<name>/`` (always afresh unless already finished)."""
+def run_single_trial(trial: Trial, runs_dir: Path, runtime: LocalRuntime, *,
+                     store: ArtifactStore | None = None) -> dict[str, Any]:
+    """Run one Trial manifest under ``runs_dir/<name>/`` (always afresh unless already finished; with ``store``,
+    finished there counts too, and the finished trial is published at ``<store>/<name>/``)."""
     spec: TrialSpec = trial.spec
     admit(spec.agent, spec.verification, LOCAL)
     task = load_task(resolve_task(spec.task))
-    directory = runs_dir / trial.metadata.name
-    with campaign_lock(runs_dir / f".{trial.metadata.name}"):
+    name = trial.metadata.name
+    directory = runs_dir / name
+    publisher = Publisher(store) if store is not None else None
+    with campaign_lock(runs_dir / f".{name}"):
         sweep_leftovers()
+        stored = publisher.stored_record(name) if publisher is not None else None
+        if publisher is not None and stored is not None and is_terminal(stored.get("phase")):
+            if read_record(directory) != stored:
+                publisher.fetch(name, directory)
+            return stored
         existing = read_record(directory)
-        if existing is not None and is_terminal(existing.get("phase")):
-            return existing
-        job = TrialJob(trial.metadata.name, task, spec, spec.entry or spec.agent.kind)
-        return run_with_retries(job, directory, runtime)
+        if existing is None or not is_terminal(existing.get("phase")):
+            job = TrialJob(name, task, spec, spec.entry or spec.agent.kind)
+            existing = run_with_retries(job, directory, runtime)
+        if publisher is not None:
+            unpublished: list[str] = []
+            existing = _publish(publisher, name, directory, unpublished) or existing
+            if unpublished:
+                raise InfrastructureError(f"trial {name} finished ({directory}) but could not be published to "
+                                          f"{publisher.store.uri}", hint="rerun the same command: it publishes the "
+                                          "finished trial without running it again")
+        return existing

@@ -1,7 +1,9 @@
 """Start the model gateway for a local run: the deterministic mock upstream, plus any configured ones.
 
-Called by ``anchorage run`` when an entry needs a model. The gateway listens only on a unix socket
-(bound into each sandbox); models named ``mock*`` are served by the in-process mock upstream
+Called by ``anchorage run`` when an entry needs a model. The gateway listens only on unix sockets in a private
+folder: one per trial (``Gateway.open_trial_socket``, bound into that trial's sandbox alone: it takes that trial's
+token only and has its own connection cap, so one agent's flood of connections costs the engine at most that cap in
+descriptors), and one the engine keeps to itself; models named ``mock*`` are served by the in-process mock upstream
 (labelled as a mock in every response); other models go to the upstreams of ``--gateway-config``,
 and without one they fail with the gateway's error — never silently answered by the mock.
 """
@@ -32,11 +34,12 @@ class LocalGateway:
 
 
 def start_local_gateway(config_path: Path | None = None, *, mock_replies: Path | None = None,
-                        scripts: Any = None) -> LocalGateway:
+                        scripts: Any = None, front_door: dict[str, Any] | None = None) -> LocalGateway:
     """Mock upstream + gateway on a fresh unix socket; ``stop()`` both when done.
 
     ``mock_replies`` is a :class:`~anchorage.gateway.mock.MockConfig` YAML (``replies[{marker, reply}]``):
-    scripted, still labelled, replies of the mock model (the verification-panel demo and tests).
+    scripted, still labelled, replies of the mock model (the verification-panel demo and tests). ``front_door``:
+    limits of :class:`~anchorage.gateway.config.FrontDoorConfig` that replace the config's (tests).
     """
     from anchorage.gateway.config import GatewayConfig
     from anchorage.gateway.mock import MockConfig, MockUpstream
@@ -58,6 +61,8 @@ def start_local_gateway(config_path: Path | None = None, *, mock_replies: Path |
         scripted = start_scripted(scripts)
         data["upstreams"] += scripted.upstreams()
     data.update(host=None, port=0, unix_socket=folder / "gateway.sock")
+    if front_door:
+        data["front_door"] = {**(data.get("front_door") or {}), **front_door}
     try:
         gateway = start_gateway(GatewayConfig.model_validate(data))
     except Exception:

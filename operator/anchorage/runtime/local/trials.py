@@ -62,6 +62,10 @@ class GatewayLike(Protocol):
                     entry: str | None = None, timeout_sec: float | None = None, transcript: bool = False,
                     campaign: str | None = None) -> str: ...
 
+    def open_trial_socket(self, trial_id: str) -> Path: ...
+
+    def close_trial_socket(self, trial_id: str) -> None: ...
+
     def usage(self, trial_id: str) -> Any: ...
 
     def transcript(self, trial_id: str) -> list[dict[str, Any]]: ...
@@ -234,15 +238,21 @@ def _attempt(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: Loc
                 asks["campaign"] = job.campaign  # the campaign label of the trial's tokens and cost
             token = gateway.issue_token(job.name, entry=job.entry, timeout_sec=limits.timeout_sec,  # expires with it
                                         **asks)
+            socket = gateway.open_trial_socket(job.name)  # the trial's own: its token only, its own connection cap
         except Exception as exc:  # the gateway is another component: any failure is the platform's
             return AttemptEnd(gateway_failure=f"the gateway refused a token: {exc}")
-        token_env, socket = {"OPENAI_API_KEY": token, "ANTHROPIC_API_KEY": token}, gateway.unix_socket
+        token_env = {"OPENAI_API_KEY": token, "ANTHROPIC_API_KEY": token}
     spec = sandbox.SandboxSpec(
         argv=argv, results_dir=dirs["artifacts"], logs_dir=dirs["agent"], limits=limits,
         data_dir=job.task.data_dir if job.task.data_dir.is_dir() else None,
         ro_binds=binds, env={**env, **token_env}, gateway_socket=socket, expand_references=True,
     )
-    result = sandbox.run(spec, mechanism=runtime.mechanism, trial_id=f"{job.name[-30:]}-{uuid.uuid4().hex[:8]}")
+    try:
+        result = sandbox.run(spec, mechanism=runtime.mechanism, trial_id=f"{job.name[-30:]}-{uuid.uuid4().hex[:8]}")
+    finally:
+        if socket is not None and runtime.gateway is not None:
+            with contextlib.suppress(Exception):  # the agent's processes are gone; a gateway that fails here is
+                runtime.gateway.close_trial_socket(job.name)  # stopping anyway
     return _evidence(record, result, limits)
 
 

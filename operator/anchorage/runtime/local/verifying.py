@@ -114,17 +114,20 @@ class SandboxedModelClient:
         account = f"{self.trial}/{self.purpose}/{name}"
         try:
             token = self.gateway.issue_token(account, entry=self.entry, timeout_sec=self.timeout_sec)
+            socket = self.gateway.open_trial_socket(account)  # the call's own socket: its token only
         except Exception as exc:  # the gateway is another component: its failure is the platform's
             raise InfrastructureError(f"the gateway refused a token for {account}: {exc}",
                                       hint="is the gateway still running?") from exc
         try:
-            result = sandbox.run(self._spec(folder, token), mechanism=self.mechanism,
+            result = sandbox.run(self._spec(folder, token, socket), mechanism=self.mechanism,
                                  trial_id=f"{self.trial[-20:]}-p{index}-{uuid.uuid4().hex[:6]}")
         finally:
+            with contextlib.suppress(Exception):
+                self.gateway.close_trial_socket(account)
             self._account_usage(name, account)
         return self._reply(name, folder, result)
 
-    def _spec(self, folder: Path, token: str) -> sandbox.SandboxSpec:
+    def _spec(self, folder: Path, token: str, socket: Path) -> sandbox.SandboxSpec:
         inside = self.mechanism != "none"
         script = f"{sandbox.INSIDE_MOUNT}/{CALL_SCRIPT}" if inside else str(sandbox.INSIDE_DIR / CALL_SCRIPT)
         request = f"{sandbox.LOGS}/request.json" if inside else str(folder / "request.json")
@@ -132,7 +135,7 @@ class SandboxedModelClient:
             argv=[sandbox.sandbox_python(), "-I", script, request], results_dir=folder / "out", logs_dir=folder,
             limits=call_limits(self.timeout_sec), env={"OPENAI_API_KEY": token,
                                                        "ANCHORAGE_CALL_TIMEOUT": str(self.timeout_sec)},
-            gateway_socket=self.gateway.unix_socket,
+            gateway_socket=socket,
         )
 
     def _account_usage(self, name: str, account: str) -> None:

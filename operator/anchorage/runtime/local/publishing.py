@@ -1,0 +1,144 @@
+"""The local engine's run published to an artifact store: ``anchorage run --store URI`` (``s3://`` or ``file://``).
+
+The run folder stays the engine's working state (the sandbox writes there, its ``.lock`` keeps two runs on this
+machine apart); with a store, every finished trial is also published under ``<store>/<campaign>/<trial>/`` in the
+run-folder layout the operator writes too (docs/design-notes.md, "Run folder"): the trial's files, then its
+``trial.json`` as a create-once write (``exclusive``), then the ``_COMPLETE`` marker with the manifest. So:
+
+* a trial the store records is never run again, whichever machine ran it: at the start the engine takes the
+  store's records into the run folder (and writes the marker of a record a kill left without one);
+* a trial finished here but not published (a kill between the local record and its upload) is published before
+  anything runs, never rerun;
+* of two engines racing on the same trial, the first record stored wins; the other takes it (no second record).
+
+``campaign.json`` goes up when the run starts (and comes down first when only the store has it: the manifest's pin
+applies across machines), the leaderboard, report and plots when it ends.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from anchorage import confined
+from anchorage.store import COMPLETE_MARKER, ArtifactStore
+from anchorage.store.base import AlreadyStored, join
+
+RECORD = "trial.json"
+log = logging.getLogger(__name__)
+
+
+class Publisher:
+    """Publishes the trials of one campaign (``campaign`` ``""``: a lone Trial at the store's root)."""
+
+    def __init__(self, store: ArtifactStore, campaign: str = "") -> None:
+        self.store, self.campaign = store, campaign
+
+    def prefix(self, trial: str) -> str:
+        return join(self.campaign, trial)
+
+    # ----- the store's records -------------------------------------------------------------------
+
+    def stored_records(self) -> dict[str, dict[str, Any]]:
+        """Trial name → the record the store holds (one listing, one GET per record); a record a kill left
+        without its ``_COMPLETE`` marker gets it now."""
+        keys = self.store.list(self.campaign)
+        depth = len(self.campaign.split("/")) + 2 if self.campaign else 2
+        complete = {k.rsplit("/", 2)[-2] for k in keys if k.endswith("/" + COMPLETE_MARKER)}
+        records: dict[str, dict[str, Any]] = {}
+        for key in keys:
+            parts = key.split("/")
+            if len(parts) != depth or parts[-1] != RECORD:
+                continue
+            trial = parts[-2]
+            try:
+                data = json.loads(self.store.get_bytes(key))
+            except (FileNotFoundError, ValueError):
+                continue
+            if not isinstance(data, dict):
+                continue
+            if trial not in complete:
+                self.store.mark_complete(self.prefix(trial))
+            records[trial] = data
+        return records
+
+    def stored_record(self, trial: str) -> dict[str, Any] | None:
+        """The store's record of one trial, if it holds one (its marker written when a kill left none)."""
+        try:
+            data = json.loads(self.store.get_bytes(join(self.prefix(trial), RECORD)))
+        except (FileNotFoundError, ValueError):
+            return None
+        if not isinstance(data, dict):
+            return None
+        if not self.store.is_complete(self.prefix(trial)):
+            self.store.mark_complete(self.prefix(trial))
+        return data
+
+    def fetch(self, trial: str, trial_dir: Path) -> None:
+        """Make ``trial_dir`` a copy of the store's trial (whatever a killed run left there goes first)."""
+        if trial_dir.exists():
+            shutil.rmtree(trial_dir)
+        prefix = self.prefix(trial) + "/"
+        for key in self.store.list(self.prefix(trial)):
+            relative = key[len(prefix):]
+            if relative != COMPLETE_MARKER:
+                self.store.get_file(key, trial_dir / relative)
+
+    def retract(self, trial: str) -> None:
+        """Remove a trial's record before it runs again (``--retry-infra``: its attempts stay in the new record)."""
+        self.store.clear_complete(self.prefix(trial))
+        self.store.delete(join(self.prefix(trial), RECORD))
+
+    # ----- publishing ----------------------------------------------------------------------------
+
+    def publish(self, trial: str, trial_dir: Path) -> dict[str, Any] | None:
+        """Upload a finished trial: its files, its record (create-once), its marker. Returns the record another
+        writer stored first (this one's is then dropped), else None."""
+        prefix = self.prefix(trial)
+        names, limits = confined.regular_files(trial_dir)
+        if limits.truncated:
+            log.warning("%s: more than %d entries; the rest is not published", trial_dir, limits.max_entries)
+        with confined.folder_fd(trial_dir) as top:
+            for relative in names:
+                if relative == RECORD or os.path.basename(relative).startswith("."):
+                    continue
+                fd, _ = confined.open_regular(top, relative)
+                try:
+                    self.store.put_file(join(prefix, relative), Path(f"/proc/self/fd/{fd}"))
+                finally:
+                    os.close(fd)
+            record = confined.read_bytes(top, RECORD, limit=confined.RECORD_LIMIT)
+        theirs: dict[str, Any] | None = None
+        try:
+            self.store.put_bytes(join(prefix, RECORD), record, content_type="application/json", exclusive=True)
+        except AlreadyStored:
+            theirs = json.loads(self.store.get_bytes(join(prefix, RECORD)))
+            log.warning("%s: another run stored this trial's record first; keeping that one", self.store.uri_of(prefix))
+        self.store.mark_complete(prefix)
+        return theirs
+
+    def publish_files(self, directory: Path, names: list[str]) -> None:
+        """Upload campaign-level files (``campaign.json``, leaderboard, report, ``plots/...``) that exist."""
+        for name in names:
+            path = directory / name
+            if path.is_file() and not path.is_symlink():
+                self.store.put_file(join(self.campaign, name), path)
+
+    def pull_manifest(self, directory: Path) -> None:
+        """Copy the store's ``campaign.json`` into a run folder that has none (another machine's run)."""
+        target = directory / "campaign.json"
+        if not target.exists() and self.store.exists(join(self.campaign, "campaign.json")):
+            self.store.get_file(join(self.campaign, "campaign.json"), target)
+
+
+def outputs_of(directory: Path) -> list[str]:
+    """The campaign-level files of a run folder, relative to it (plots included)."""
+    names = ["campaign.json", "leaderboard.json", "leaderboard.csv", "leaderboard.md", "report.html"]
+    plots = directory / "plots"
+    if plots.is_dir():
+        names += sorted(f"plots/{p.name}" for p in plots.iterdir() if p.is_file() and not p.is_symlink())
+    return names

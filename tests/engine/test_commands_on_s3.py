@@ -1,0 +1,91 @@
+"""The researcher's commands on a campaign ``anchorage run --store`` published to the real S3 server: ``report`` and
+``rescore`` read the store prefix and write their files back under it, ``view`` serves it — the same leaderboard
+as from the run folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from typer.testing import CliRunner
+
+from anchorage.cli import app
+from anchorage.store import open_store
+from engine.conftest import campaign_yaml
+
+pytestmark = [pytest.mark.sandbox]
+
+REPO = Path(__file__).resolve().parents[2]
+ENTRIES = """\
+    - name: replayed
+      agent: {kind: replay, artifact: "%s/tasks/{task}/tests/expected_result.json"}
+    - name: empty
+      agent: {kind: command, command: ["/bin/sh", "-c", "echo '{}' > /root/results/{task}_result.json"]}"""
+
+
+def _cli(*args: str) -> Any:
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_report_rescore_and_view_on_a_store_prefix(mechanism: str, s3_server_env: Any, tmp_path: Path) -> None:
+    bucket = f"commands-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    manifest = tmp_path / "c.yaml"
+    manifest.write_text(campaign_yaml("cmds", ENTRIES % REPO, seeds=2))
+    run = _cli("run", str(manifest), "--runs-dir", str(tmp_path / "runs"), "--no-plots", "--store", f"s3://{bucket}/r")
+    store = open_store(f"s3://{bucket}/r")
+    records = {key: store.get_bytes(key) for key in store.list("cmds") if key.endswith("/trial.json")}
+    assert len(records) == 4
+    store.delete("cmds/leaderboard.json")
+
+    reported = _cli("report", f"s3://{bucket}/r/cmds")
+    assert reported["outputs"]["json"] == f"s3://{bucket}/r/cmds/leaderboard.json"
+    assert json.loads(store.get_bytes("cmds/leaderboard.json"))["rows"] == reported["leaderboard"]["rows"]
+    local = json.loads((tmp_path / "runs" / "cmds" / "leaderboard.json").read_text())
+    assert reported["leaderboard"]["rows"] == local["rows"]
+    assert b"Leaderboard" in store.get_bytes("cmds/report.html")
+    assert [row["entry"] for row in run["results"][0]["leaderboard"]] == [row["entry"] for row in local["rows"]]
+
+    rescored = _cli("rescore", f"s3://{bucket}/r/cmds", "--profile", "strict", "--no-plots")
+    assert rescored["run"] == f"s3://{bucket}/r/cmds/profiles/strict" and rescored["profile"].startswith("strict")
+    assert json.loads(store.get_bytes("cmds/profiles/strict/campaign.json"))["rescored_from"] == f"s3://{bucket}/r/cmds"
+    by_folder = _cli("rescore", str(tmp_path / "runs" / "cmds"), "--profile", "strict", "--no-plots")
+    assert rescored["leaderboard"]["rows"] == by_folder["leaderboard"]["rows"]
+    assert {key: store.get_bytes(key) for key in store.list("cmds") if key.endswith("/trial.json")
+            and "/profiles/" not in key} == records  # the run's records, untouched by the commands
+
+    env = {**os.environ, "PYTHONPATH": f"{REPO / 'operator'}:{REPO / 'devcluster'}"}
+    process = subprocess.Popen([sys.executable, "-c", "from anchorage.cli import main; main()", "view",
+                                f"s3://{bucket}/r", "--port", "0"], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        url = re.search(r"http://\S+/", line)
+        assert url, line
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                page = urllib.request.urlopen(url.group(0) + "campaigns/cmds/", timeout=10).read().decode()
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        assert "Leaderboard" in page and "replayed" in page and f"s3://{bucket}/r" in urllib.request.urlopen(
+            url.group(0), timeout=10).read().decode()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        if process.stdout is not None:
+            process.stdout.close()
