@@ -113,3 +113,28 @@ def test_a_view_shows_the_folder_read_only_without_its_path(tmp_path: Path) -> N
     folder = view.path.parent
     assert folder.stat().st_gid == uids.sandbox_group() and folder.stat().st_mode & 0o777 == 0o710
     assert any(target == str(view.path) for _, _, target in mounts.table())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="socket links are made by a root engine")
+def test_a_socket_link_lives_as_long_as_its_sandboxes(tmp_path: Path) -> None:
+    import socket
+
+    path = tmp_path / "private" / "trial.sock"
+    path.parent.mkdir(mode=0o700)
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+        server.listen()
+        link = views.file(path)
+        assert link != path and link.parent.name.startswith(views.FOLDER_PREFIX)
+        assert views.file(path) == link  # a second sandbox of the same trial: the same link, counted
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(str(link))  # the link reaches the socket
+        views.release_file(link)
+        assert link.exists()  # one sandbox still uses it
+        views.release_file(link)
+        assert not link.exists()  # one link per trial socket would pile up for the engine's life otherwise
+        views.release_file(link)  # more releases than uses: nothing
+        again = views.file(path)
+        assert again.exists() and again != link
+        views.release_file(again)
+        assert not again.exists()

@@ -346,7 +346,7 @@ def _bwrap_options(spec: SandboxSpec, etc_dir: Path, fds: _Descriptors) -> list[
         args += ["--symlink", link, target]
     args += ["--bind", str(spec.results_dir), RESULTS, "--bind", str(spec.logs_dir), LOGS]
     if spec.gateway_socket is not None:
-        args += ["--ro-bind", str(views.file(spec.gateway_socket)), GATEWAY_SOCKET]
+        args += ["--ro-bind", str(spec.gateway_socket), GATEWAY_SOCKET]  # run() made it reachable (views.file)
     args += ["--seccomp", str(fds.add(seccomp.open_program()))]
     args += ["--remount-ro", "/", "--chdir", spec.cwd]
     return args
@@ -420,7 +420,7 @@ def _unshare_argv(spec: SandboxSpec, root: Path, etc_dir: Path, who: Identity, f
         triples += ["link", link, target]
     triples += ["rw", str(spec.results_dir), RESULTS, "rw", str(spec.logs_dir), LOGS]
     if spec.gateway_socket is not None:
-        triples += ["ro", str(views.file(spec.gateway_socket)), GATEWAY_SOCKET]
+        triples += ["ro", str(spec.gateway_socket), GATEWAY_SOCKET]  # run() made it reachable (views.file)
     program = str(fds.add(seccomp.open_program()))
     return [
         "unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child",
@@ -586,6 +586,7 @@ def run(spec: SandboxSpec, *, mechanism: Mechanism, trial_id: str | None = None)
     fds = _Descriptors()
     group = None
     mounts: _Quotas | None = None
+    socket_link: Path | None = None
     scratch = Path("/tmp") / f"anchorage-root-{ident}"
     try:
         who = agent_identity(mechanism, lease)
@@ -603,6 +604,9 @@ def run(spec: SandboxSpec, *, mechanism: Mechanism, trial_id: str | None = None)
         mounts = _open_quotas(spec, mechanism, who)
         started = time.monotonic()
         bound = replace(spec, results_dir=mounts.bound("results"), logs_dir=mounts.bound("logs"))
+        if mechanism != "none" and spec.gateway_socket is not None:  # a link the leased id can reach, its folder closed
+            socket_link = views.file(spec.gateway_socket)
+            bound = replace(bound, gateway_socket=socket_link)
         command = build_command(bound, mechanism, group, enforced, scratch, host_port, who=who, lease=lease, fds=fds)
         enforced["wall_time"] = f"SIGKILL of the process group after {limits.timeout_sec:g}s"
         result = _supervise(bound, command, env, mechanism, group, enforced, started, who, fds)
@@ -614,6 +618,8 @@ def run(spec: SandboxSpec, *, mechanism: Mechanism, trial_id: str | None = None)
         return result
     finally:
         fds.close()
+        if socket_link is not None:
+            views.release_file(socket_link)
         if mounts is not None:
             mounts.release()
         if group is not None:

@@ -16,8 +16,10 @@ group). Its mountinfo line shows ``/`` as root and the layers as ``/proc/self/fd
 the folders and names them by descriptor), so no host path appears. Reads go through with the engine's
 rights; nothing can be written.
 
-The gateway's socket cannot be seen through overlayfs (a socket is found by its inode): it gets a hard
-link in the same folder instead (:meth:`Views.file`), so sandboxes reach it wherever the engine made it.
+The gateway's sockets cannot be seen through overlayfs (a socket is found by its inode): each gets a hard
+link in the same folder instead (:meth:`Views.file`), so sandboxes reach it wherever the engine made it. Each
+trial has a socket of its own, so these links are counted and removed when their last sandbox ends
+(:meth:`Views.release_file`), not kept for the engine's life.
 
 Views are made on first use and kept for the engine's life (a few dozen at most: the interpreter, the
 helpers, ``/etc``, each task's data and each agent CLI; least recently used ones are unmounted beyond
@@ -63,6 +65,7 @@ class Views:
         self._views: OrderedDict[tuple[str, int, int, tuple[str, ...]], View] = OrderedDict()
         self._count = 0
         self._files: dict[tuple[int, int], Path] = {}
+        self._file_users: dict[Path, int] = {}
         self._mounted_files: list[Path] = []
         self.overlay_problem = ""
 
@@ -89,8 +92,9 @@ class Views:
             return view
 
     def file(self, source: Path) -> Path:
-        """A path to the file ``source`` (the gateway's socket) that sandboxes can reach: a hard link to it in the
-        views folder (a read-only bind mount there when it is on another filesystem); ``source`` when not root."""
+        """A path to the file ``source`` (a gateway socket) that sandboxes can reach: a hard link to it in the
+        views folder (a read-only bind mount there when it is on another filesystem); ``source`` when not root.
+        Each call is one use: :meth:`release_file` when the sandbox that took it has ended."""
         if os.geteuid() != 0:
             return source
         info = os.stat(source)
@@ -98,6 +102,7 @@ class Views:
         with self._lock:
             found = self._files.get(key)
             if found is not None:
+                self._file_users[found] += 1
                 return found
             self._count += 1
             target = self._base() / f"file-{self._count}"
@@ -108,7 +113,29 @@ class Views:
                 mounts.mount(str(source), target, None, mounts.MS_BIND)
                 self._mounted_files.append(target)
             self._files[key] = target
+            self._file_users[target] = 1
             return target
+
+    def release_file(self, target: Path) -> None:
+        """One use of :meth:`file`'s ``target`` is over; the last one removes the link (or bind mount)."""
+        if os.geteuid() != 0:
+            return
+        with self._lock:
+            users = self._file_users.get(target)
+            if users is None:
+                return
+            if users > 1:
+                self._file_users[target] = users - 1
+                return
+            del self._file_users[target]
+            self._files = {key: path for key, path in self._files.items() if path != target}
+            mounted = target in self._mounted_files
+            if mounted:
+                self._mounted_files.remove(target)
+            with contextlib.suppress(OSError):
+                if mounted:
+                    mounts.umount(target)
+                target.unlink()
 
     def _base(self) -> Path:
         if self._folder is None:
@@ -155,6 +182,7 @@ class Views:
             files, mounted = list(self._files.values()), list(self._mounted_files)
             self._views.clear()
             self._files.clear()
+            self._file_users.clear()
             self._mounted_files.clear()
             folder, self._folder = self._folder, None
         for path in mounted:
@@ -184,6 +212,11 @@ def of(source: Path, cover: tuple[str, ...] = ()) -> View:
 def file(source: Path) -> Path:
     """:meth:`Views.file` of this process's views."""
     return VIEWS.file(source)
+
+
+def release_file(target: Path) -> None:
+    """:meth:`Views.release_file` of this process's views."""
+    VIEWS.release_file(target)
 
 
 def sweep_stale() -> int:
