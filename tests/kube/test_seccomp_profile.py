@@ -41,3 +41,17 @@ def test_runtime_default_without_a_profile() -> None:
     for container in pod["containers"] + pod["initContainers"]:
         assert container["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_the_operator_flag_sets_the_profile_and_refuses_paths_out_of_the_kubelets_root() -> None:
+    import pytest
+    import typer
+
+    from anchorage.commands.operator import operator_config
+
+    config = operator_config(store="file:///runs", gateway_selector=[], agent_seccomp_profile="anchorage/agent.json")
+    assert config.agent_seccomp_profile == "anchorage/agent.json"
+    assert operator_config(store="file:///runs", gateway_selector=[], agent_seccomp_profile="").agent_seccomp_profile is None
+    for bad in ("/var/lib/kubelet/seccomp/agent.json", "../agent.json", "anchorage/../../agent.json"):
+        with pytest.raises(typer.BadParameter, match="relative to the kubelet's seccomp root"):
+            operator_config(store="file:///runs", gateway_selector=[], agent_seccomp_profile=bad)

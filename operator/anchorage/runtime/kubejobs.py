@@ -30,7 +30,7 @@ import math
 import urllib.parse
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from anchorage import agents
 from anchorage.campaigns.names import child_name, label_value
@@ -131,6 +131,14 @@ class OperatorConfig(BaseModel):
         default=None, description="The task bundle image (images/tasks): the pods copy the tasks from it (an agent "
         "only its task's data, a verifier its task without the solution). Empty: the tasks are in the operator image "
         "at task_source.")
+
+    @field_validator("agent_seccomp_profile")
+    @classmethod
+    def _relative_profile(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith("/") or ".." in value.split("/") or not value.strip("/")):
+            raise ValueError(f"agent_seccomp_profile {value!r} must be a path relative to the kubelet's seccomp root "
+                             "(e.g. anchorage/agent.json), without '..'")
+        return value
 
     def admin_url(self) -> str:
         """Base URL of the gateway's admin API: ``gateway_admin_url``, else ``gateway_url``'s scheme and host on
