@@ -49,6 +49,10 @@ def run_operator(
     task_source: str = typer.Option("", "--task-source", help="ANCHORAGE_TASKS for pods (task folders)."),
     task_image: str = typer.Option("", "--task-image",
                                    help="Task bundle image (images/tasks) the pods copy their task from."),
+    agent_seccomp_profile: str = typer.Option(
+        "", "--agent-seccomp-profile", help="seccomp profile of agent containers, relative to the kubelet's seccomp "
+        "root (e.g. anchorage/agent.json: `python -m anchorage.runtime.seccomp_policy` prints it; every node of the "
+        "pool must have it). Default: RuntimeDefault."),
     gateway_url: str = typer.Option("", "--gateway-url",
                                     help="Gateway URL for agents, ending in /v1 (default: "
                                          "http://anchorage-gateway.anchorage.svc:8080/v1)."),
@@ -92,7 +96,7 @@ def run_operator(
     cfg = operator_config(store=store, trials_namespace=trials_namespace, storage_secret=storage_secret,
                           store_endpoint_url=store_endpoint_url, store_region=store_region,
                           kueue_queue=kueue_queue, runtime_class_name=runtime_class_name, task_source=task_source,
-                          task_image=task_image,
+                          task_image=task_image, agent_seccomp_profile=agent_seccomp_profile,
                           gateway_url=gateway_url,
                           gateway_admin_url=gateway_admin_url, gateway_namespace=gateway_namespace,
                           gateway_selector=gateway_selector, operator_image=operator_image, agent_image=agent_image,

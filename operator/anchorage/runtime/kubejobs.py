@@ -30,7 +30,7 @@ import math
 import urllib.parse
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from anchorage import agents
 from anchorage.campaigns.names import child_name, label_value
@@ -123,10 +123,22 @@ class OperatorConfig(BaseModel):
     ttl_seconds_after_finished: int = Field(default=3600, ge=0, description="Job TTL after it ends.")
     verifier_deadline_sec: int = Field(default=180, gt=0, description="Verifier Job deadline.")
     task_source: str | None = Field(default=None, description="ANCHORAGE_TASKS inside the operator image.")
+    agent_seccomp_profile: str | None = Field(
+        default=None, description="seccomp profile of agent containers, relative to the kubelet's seccomp root "
+        "(e.g. anchorage/agent.json, installed on the nodes from `python -m anchorage.runtime.seccomp_policy`: the "
+        "local sandbox's filter); default: the runtime's own (RuntimeDefault).")
     task_image: str | None = Field(
         default=None, description="The task bundle image (images/tasks): the pods copy the tasks from it (an agent "
         "only its task's data, a verifier its task without the solution). Empty: the tasks are in the operator image "
         "at task_source.")
+
+    @field_validator("agent_seccomp_profile")
+    @classmethod
+    def _relative_profile(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith("/") or ".." in value.split("/") or not value.strip("/")):
+            raise ValueError(f"agent_seccomp_profile {value!r} must be a path relative to the kubelet's seccomp root "
+                             "(e.g. anchorage/agent.json), without '..'")
+        return value
 
     def admin_url(self) -> str:
         """Base URL of the gateway's admin API: ``gateway_admin_url``, else ``gateway_url``'s scheme and host on
@@ -279,10 +291,10 @@ def writable_volumes(spec: TrialSpec, defaults: dict[str, float]) -> list[Manife
     return volumes + [{"name": name, "emptyDir": {"sizeLimit": scratch}} for name in ("home", "tmp")]
 
 
-def _restricted(read_only_root: bool = True) -> Manifest:
+def _restricted(read_only_root: bool = True, seccomp: str | None = None) -> Manifest:
     return {"runAsNonRoot": True, "runAsUser": 65532, "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": read_only_root, "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"}}
+            "seccompProfile": {"type": "Localhost", "localhostProfile": seccomp} if seccomp else {"type": "RuntimeDefault"}}
 
 
 def _pod_security() -> Manifest:
@@ -409,7 +421,7 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
         "containers": [{
             "name": "agent", "image": spec.agent.image or config.agent_image, "command": wrapped, "env": env,
             "workingDir": "/root", "resources": _resources(spec, task_defaults, config),
-            "securityContext": _restricted(), "volumeMounts": agent_mounts,
+            "securityContext": _restricted(seccomp=config.agent_seccomp_profile), "volumeMounts": agent_mounts,
         }],
         "volumes": [{"name": v, "emptyDir": {}} for v in ("task", "run", "upload-tmp")]
         + writable_volumes(spec, task_defaults),
