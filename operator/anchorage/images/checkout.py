@@ -17,6 +17,8 @@ from anchorage.errors import InputError
 
 #: What a checkout has (relative to its root): enough to build every image and to read the chart's tag.
 MARKERS = ("images/operator/Dockerfile", "operator/anchorage/__init__.py", "charts/anchorage/Chart.yaml")
+#: The checkout this package is installed from, when it is one (``<root>/operator/anchorage/images/checkout.py``).
+INSTALLED = Path(__file__).resolve().parents[3]
 CLONE_HINT = ("run it from a checkout of the Anchorage repository (git clone https://github.com/anchorage-dev/anchorage;"
               " the Dockerfiles read its operator/, prices/ and tasks/), or give the checkout as --context DIR")
 
@@ -39,9 +41,8 @@ def find(context: Path | None = None, *, cwd: Path | None = None) -> Path:
     for folder in (start, *start.parents):
         if is_checkout(folder):
             return folder
-    installed = Path(__file__).resolve().parents[3]  # <root>/operator/anchorage/images/checkout.py in a checkout
-    if is_checkout(installed):
-        return installed
+    if is_checkout(INSTALLED):
+        return INSTALLED
     raise InputError(f"no checkout of the Anchorage repository around {start}: the images' Dockerfiles need it as "
                      "their build context", hint=CLONE_HINT)
 
