@@ -1,6 +1,6 @@
 """The three agent CLIs in the cluster: one trial each, in the agent image, through the operator and the gateway.
 
-The agent image is built here (``tools/images.py``: buildah on a debootstrap base, cached by content under
+The agent image is built here (``anchorage.images``: buildah on a debootstrap base, cached by content under
 ``$ANCHORAGE_CACHE/images``) and its root folder given to the fake's kubelet (``ANCHORAGE_DEV_IMAGE_ROOTS``),
 which then runs the agent's containers in it: the image's CLIs, Python stack and ``/etc``, with the Job's
 command, environment, ``HOME`` and ``runAsUser`` — what a kubelet would run. The operator mints each trial's

@@ -182,3 +182,20 @@ def test_a_registry_asking_for_credentials_refuses_the_push_without_them(registr
         auth.write_text(json.dumps({"auths": {address: {"auth": token}}}))
         pushed = publishing.push("tiny", tiny_image, address, "0.1.0", tls_verify=False, authfile=auth)
         assert pushed.digest == _served_digest(address, "anchorage/tiny", "0.1.0", token)
+
+
+def test_build_json_prints_only_the_tags_on_stdout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``anchorage images build --json`` (what ``anchorage dev cluster`` reads): progress on stderr, JSON on stdout."""
+    def build_image(name: str, base: str, args: dict[str, str], built: dict[str, str], context: Path) -> str:
+        print(f"+ buildah bud ... {name}")  # what the builder prints while it works
+        built[name] = f"localhost/anchorage/{name}:0123456789ab"
+        return built[name]
+
+    monkeypatch.setattr(building, "ensure_tools", lambda: None)
+    monkeypatch.setattr(building, "build_base", lambda: "localhost/anchorage/debian-base:x")
+    monkeypatch.setattr(building, "build_image", build_image)
+    result = CliRunner().invoke(app, ["images", "build", "operator", "tasks", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"operator": "localhost/anchorage/operator:0123456789ab",
+                                         "tasks": "localhost/anchorage/tasks:0123456789ab"}
+    assert "+ buildah bud ... operator" in result.stderr
