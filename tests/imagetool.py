@@ -1,8 +1,7 @@
 """The image builder (``anchorage.images``) for the tests that build and run images.
 
-Used by ``tests/images/test_built_images.py``, ``tests/agents/test_cluster_agents.py`` and the session cluster
-(``tests/kube_cluster.py``): buildah and debootstrap are ensured — installed as root with apt-get where missing, else
-the calling test skips with the reason.
+Used by ``tests/images/test_built_images.py`` and the real cluster (``tests/kube_cluster.py``): buildah and
+debootstrap are ensured — installed as root with apt-get where missing, else the calling test skips with the reason.
 """
 
 from __future__ import annotations
