@@ -6,6 +6,7 @@ under ``$ANCHORAGE_CACHE/images``: the first run takes tens of minutes, a run wi
 
 from __future__ import annotations
 
+import time
 from types import ModuleType
 
 import pytest
@@ -42,8 +43,10 @@ def test_verifier_image_scores_the_smoke_task_with_the_hosts_gates(tool: ModuleT
     tag = tool.build("verifier", base)
     result = smoke.smoke_verifier(tag)
     assert result["o_eval"] == 1.0 and result["gates"] > 0
-    builds = [name for name in tool.images() if name.startswith("localhost/anchorage/verifier:")]
-    assert tag in builds and len(builds) <= tool.KEEP  # older builds pruned
+    builds = tool.builds("verifier")
+    assert tag in [built for _, built in builds]
+    # older builds pruned: beyond the newest KEEP only those young enough that another build may still use them
+    assert all(time.time() - created <= tool.YOUNG_SEC for created, _ in builds[tool.KEEP:]), builds
 
 
 def test_operator_image_runs_its_entry_points_as_its_user(tool: ModuleType, base: str) -> None:

@@ -231,16 +231,20 @@ def prune(name: str, keep: int = KEEP, young_sec: float = YOUNG_SEC) -> list[str
     gigabytes in vfs storage) and any younger than ``young_sec`` (another build on this machine may be using it as
     the base of its next image right now); what was removed. Two are kept so a branch and main do not rebuild in
     turn."""
-    out = buildah("images", "--json", quiet=True)
-    prefix = f"localhost/anchorage/{name}:"
-    built = sorted(((_created(image), tag) for image in json.loads(out or "[]")
-                    for tag in image.get("names") or [] if tag.startswith(prefix)), reverse=True)
     removed = []
-    old = [(created, tag) for created, tag in built[keep:] if time.time() - created > young_sec]
+    old = [(created, tag) for created, tag in builds(name)[keep:] if time.time() - created > young_sec]
     for _, tag in old:  # one a working container still uses stays (buildah refuses; no harm)
         if subprocess.run(["buildah", *storage(), "rmi", tag], capture_output=True, check=False).returncode == 0:
             removed.append(tag)
     return removed
+
+
+def builds(name: str) -> list[tuple[float, str]]:
+    """The local builds of ``images/<name>``: (when made, Unix time; tag), newest first."""
+    out = buildah("images", "--json", quiet=True)
+    prefix = f"localhost/anchorage/{name}:"
+    return sorted(((_created(image), tag) for image in json.loads(out or "[]")
+                   for tag in image.get("names") or [] if tag.startswith(prefix)), reverse=True)
 
 
 def _created(image: dict[str, object]) -> float:
