@@ -140,10 +140,22 @@ class RealCluster:
         return env
 
     def kubectl(self, *args: str, kubeconfig: Path | None = None, stdin: str | None = None,
-                check: bool = True) -> subprocess.CompletedProcess[str]:
+                check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """This cluster's kubectl; ``timeout`` bounds the process (longer than any ``--timeout=`` it is given)."""
         result: subprocess.CompletedProcess[str] = self.local.plane.kubectl(*args, kubeconfig=kubeconfig, stdin=stdin,
-                                                                             check=check)
+                                                                             check=check, timeout=timeout)
         return result
+
+    def wait_available(self, namespace: str, timeout: float = 300) -> None:
+        """Every Deployment of ``namespace`` Available within ``timeout`` s, else an error with the namespace's pods
+        and events (what kept them from starting)."""
+        done = self.kubectl("wait", "--for=condition=Available", "deployment", "--all", "-n", namespace,
+                            f"--timeout={timeout:.0f}s", check=False, timeout=timeout + 30)
+        if done.returncode != 0:
+            pods = self.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout
+            events = self.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout
+            raise AssertionError(f"the Deployments of {namespace} are not Available after {timeout:.0f} s: "
+                                 f"{done.stderr.strip()}\n{pods}\n{events[-4000:]}")
 
     def get(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
@@ -287,8 +299,7 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory, cluster_images: dict[
                                        p for p in (str(REPO / "tests"), os.environ.get("PYTHONPATH", "")) if p)})
         real = RealCluster(local, root, s3.folder, s3, images)
         real.install(RELEASE, OPERATOR_NAMESPACE, TRIALS_NAMESPACE, crds=True)
-        real.kubectl("wait", "--for=condition=Available", "deployment", "--all", "-n", OPERATOR_NAMESPACE,
-                     "--timeout=300s")
+        real.wait_available(OPERATOR_NAMESPACE)
         yield real
     finally:
         if real is not None and real.private is not None:

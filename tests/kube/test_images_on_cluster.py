@@ -89,8 +89,7 @@ def test_pushed_images_and_a_release_with_only_the_registry_value_run_the_exampl
 
     release = real_cluster.install("byregistry", "byregistry", "byregistry-trials", registry_only=True)
     try:
-        real_cluster.kubectl("wait", "--for=condition=Available", "deployment", "--all", "-n", release.namespace,
-                             "--timeout=300s")
+        real_cluster.wait_available(release.namespace)
         doc = yaml.safe_load((REPO / "examples" / "trial.yaml").read_text())
         real_cluster.kubectl("apply", "-f", str(REPO / "examples" / "trial.yaml"), "-n", release.namespace)
         status = _wait_phase(real_cluster, release.namespace, doc["metadata"]["name"], 600)
