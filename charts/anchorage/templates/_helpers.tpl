@@ -87,17 +87,32 @@ to the chart's appVersion. */}}
 {{- end -}}
 {{- end -}}
 
-{{/* Pull secrets of the chart's pods: imagePullSecrets and global.imagePullSecrets (names or {name: ...}). */}}
-{{- define "anchorage.imagePullSecrets" -}}
+{{/* Names of the pull secrets (a JSON list): imagePullSecrets and global.imagePullSecrets (names or {name: ...}). The
+chart's pods list them, and the operator gets them (--image-pull-secret) for every pod it creates. */}}
+{{- define "anchorage.imagePullSecretNames" -}}
 {{- $names := list -}}
 {{- range (concat (.Values.imagePullSecrets | default list) ((.Values.global | default dict).imagePullSecrets | default list)) -}}
 {{- if kindIs "map" . }}{{- $names = append $names .name -}}{{- else }}{{- $names = append $names . -}}{{- end -}}
 {{- end -}}
-{{- with ($names | uniq) }}
+{{- $names | uniq | toJson -}}
+{{- end -}}
+
+{{/* Pull secrets of the chart's pods. */}}
+{{- define "anchorage.imagePullSecrets" -}}
+{{- with (include "anchorage.imagePullSecretNames" . | fromJsonArray) }}
 imagePullSecrets:
 {{- range . }}
   - name: {{ . }}
 {{- end }}
+{{- end -}}
+{{- end -}}
+
+{{/* The ServiceAccount of the pods of the trials namespace (store.serviceAccount): its name, or empty for none. */}}
+{{- define "anchorage.storeServiceAccount" -}}
+{{- if .Values.store.serviceAccount.create -}}
+{{ default (printf "%s-store-client" (include "anchorage.fullname" .)) .Values.store.serviceAccount.name }}
+{{- else -}}
+{{ .Values.store.serviceAccount.name }}
 {{- end -}}
 {{- end -}}
 
@@ -130,10 +145,11 @@ containerSecurityContext (a key set to null is left out, e.g. runAsUser where th
 {{- toYaml .Values.containerSecurityContext -}}
 {{- end -}}
 
-{{/* Store environment: S3 endpoint and region (credentials come by envFrom of store.credentialsSecret). */}}
+{{/* Store environment: S3 endpoint (the S3 client's only) and region (credentials come by envFrom of
+store.credentialsSecret, or from the operator's ServiceAccount). */}}
 {{- define "anchorage.storeEnv" -}}
 {{- with .Values.store.endpointUrl }}
-- name: AWS_ENDPOINT_URL
+- name: AWS_ENDPOINT_URL_S3
   value: {{ . | quote }}
 {{- end }}
 {{- with .Values.store.region }}

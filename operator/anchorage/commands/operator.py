@@ -29,8 +29,21 @@ def run_operator(
     trials_namespace: str = typer.Option("", "--trials-namespace", help="Namespace of Jobs (default: the CR's)."),
     storage_secret: str = typer.Option("", "--storage-secret", help="Secret with store credentials (sidecars only)."),
     store_endpoint_url: str = typer.Option("", "--store-endpoint-url",
-                                           help="S3 endpoint of the pods' store clients (AWS_ENDPOINT_URL; default: AWS)."),
+                                           help="S3 endpoint of the pods' store clients (AWS_ENDPOINT_URL_S3; default: AWS)."),
     store_region: str = typer.Option("", "--store-region", help="S3 region of the pods' store clients."),
+    store_service_account: str = typer.Option(
+        "", "--store-service-account", help="ServiceAccount (trials namespace) of trial, verifier and protocol pods: its "
+        "token, projected with --store-token-audience, reaches only the containers that use the store (web identity: "
+        "AWS_WEB_IDENTITY_TOKEN_FILE), never the agent. Default: no account token in any container."),
+    store_token_audience: str = typer.Option("", "--store-token-audience",
+                                             help="Audience of that token (default: sts.amazonaws.com)."),
+    store_token_seconds: int = typer.Option(3600, "--store-token-seconds", min=600,
+                                            help="Lifetime of that token (the kubelet renews it)."),
+    store_role_arn: str = typer.Option("", "--store-role-arn",
+                                       help="Role the store's containers assume with that token (AWS_ROLE_ARN)."),
+    image_pull_secret: list[str] = typer.Option([], "--image-pull-secret", metavar="NAME",
+                                                help="Pull secret (trials namespace) of trial, verifier and protocol "
+                                                     "pods (repeatable)."),
     kueue_queue: str = typer.Option("", "--kueue-queue", help="Kueue LocalQueue to label Jobs with."),
     runtime_class_name: str = typer.Option(
         "", "--runtime-class-name", help="RuntimeClass of trial pods (e.g. gvisor, kata) unless a Trial or campaign "
@@ -95,6 +108,9 @@ def run_operator(
 
     cfg = operator_config(store=store, trials_namespace=trials_namespace, storage_secret=storage_secret,
                           store_endpoint_url=store_endpoint_url, store_region=store_region,
+                          store_service_account=store_service_account, store_token_audience=store_token_audience,
+                          store_role_arn=store_role_arn, image_pull_secrets=image_pull_secret,
+                          store_token_seconds=str(store_token_seconds),
                           kueue_queue=kueue_queue, runtime_class_name=runtime_class_name, task_source=task_source,
                           task_image=task_image, agent_seccomp_profile=agent_seccomp_profile,
                           gateway_url=gateway_url,
@@ -135,7 +151,8 @@ def _json(text: str, flag: str) -> object:
 
 
 def operator_config(*, store: str, gateway_selector: list[str], node_selector: list[str] | None = None,
-                    tolerations: str = "", affinity: str = "", **flags: str) -> OperatorConfig:
+                    tolerations: str = "", affinity: str = "", image_pull_secrets: list[str] | None = None,
+                    **flags: str) -> OperatorConfig:
     """The ``OperatorConfig`` of the flags (empty strings: the model's defaults); bad flags raise typer.BadParameter."""
     from pydantic import ValidationError
 
@@ -148,6 +165,8 @@ def operator_config(*, store: str, gateway_selector: list[str], node_selector: l
         values["gateway_selector"] = _pairs(gateway_selector, "--gateway-selector")
     if node_selector:
         values["node_selector"] = _pairs(node_selector, "--node-selector")
+    if image_pull_secrets:
+        values["image_pull_secrets"] = list(image_pull_secrets)
     if tolerations:
         values["tolerations"] = _json(tolerations, "--tolerations")
     if affinity:

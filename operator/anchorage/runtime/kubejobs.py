@@ -16,6 +16,12 @@ A trial pod (one per Job, no retries, ``activeDeadlineSeconds`` = the agent time
   ephemeral storage up to :data:`STORAGE_REQUEST_MIB` (limited as the task says); restricted pod security; no
   service-account token.
 
+Identity and pulls (:func:`pod_access`, :func:`store_identity`): every pod of the trials namespace carries the
+operator's ``imagePullSecrets`` and ``automountServiceAccountToken: false``; with ``store_service_account`` it runs as
+that account, and only the containers that read or write the store (``upload``, ``fetch-artifacts``) mount its token,
+projected with the store's audience (``AWS_WEB_IDENTITY_TOKEN_FILE``, ``AWS_ROLE_ARN``); the pod's annotations tell the
+EKS and Azure identity webhooks to skip every other container.
+
 A model-calling agent (:func:`uses_gateway`) gets ``OPENAI_BASE_URL`` and ``ANTHROPIC_BASE_URL`` (the gateway) and its per-trial
 token as ``OPENAI_API_KEY`` and ``ANTHROPIC_API_KEY`` through ``secretKeyRef`` to the Secret
 ``<job>-gateway`` (:func:`gateway_token_secret`), which the operator creates right after the Job, owned
@@ -93,8 +99,21 @@ class OperatorConfig(BaseModel):
     store_uri: str = Field(default="file:///var/lib/anchorage/runs", description="Root of the run folders.")
     storage_secret: str | None = Field(default=None, description="Secret with S3 credentials (sidecar only).")
     store_endpoint_url: str | None = Field(default=None, description="S3 endpoint of the pods that read or write the "
-                                           "store (AWS_ENDPOINT_URL; empty: AWS).")
+                                           "store (AWS_ENDPOINT_URL_S3; empty: AWS).")
     store_region: str | None = Field(default=None, description="S3 region of those pods (AWS_DEFAULT_REGION).")
+    store_service_account: str | None = Field(
+        default=None, description="ServiceAccount of trial, verifier and protocol pods (in the trials namespace): its "
+        "token reaches only the containers that read or write the store, as a projected token with "
+        "store_token_audience (web identity: IRSA, GKE or AKS OIDC federation), never the agent. Empty: the "
+        "namespace's default account, no token.")
+    store_token_audience: str = Field(default="sts.amazonaws.com", min_length=1,
+                                      description="Audience of the store containers' projected token.")
+    store_token_seconds: int = Field(default=3600, ge=600, description="Lifetime of that token (the kubelet renews "
+                                     "it before it expires).")
+    store_role_arn: str | None = Field(default=None, description="Role the store containers assume with that token "
+                                       "(AWS_ROLE_ARN); empty: whatever the platform injects, if anything.")
+    image_pull_secrets: list[str] = Field(default_factory=list, description="Secrets (in the trials namespace) the "
+                                          "kubelet pulls the images of trial, verifier and protocol pods with.")
     operator_image: str = Field(default="ghcr.io/anchorage/operator:0.1.0", description="Image with anchorage.")
     agent_image: str = Field(default="ghcr.io/anchorage/agent-base:0.1.0", description="Default agent image.")
     verifier_image: str = Field(default="ghcr.io/anchorage/verifier:0.1.0", description="Image of the scorer.")
@@ -156,6 +175,50 @@ def scheduling(config: OperatorConfig) -> Manifest:
     fields: Manifest = {"nodeSelector": dict(config.node_selector), "tolerations": list(config.tolerations),
                         "affinity": config.affinity, "priorityClassName": config.priority_class_name}
     return {key: value for key, value in fields.items() if value}
+
+
+#: Where the store containers find their projected ServiceAccount token (AWS_WEB_IDENTITY_TOKEN_FILE).
+STORE_TOKEN_DIR = "/var/run/secrets/anchorage/store"
+STORE_TOKEN_VOLUME = "store-token"
+
+
+def pod_access(config: OperatorConfig) -> Manifest:
+    """The pod-spec fields of the pods of the trials namespace that say who they are to the cluster: the pull secrets
+    of their images and, with ``store_service_account``, that account (its token is never mounted automatically:
+    only the store's containers get one, :func:`store_identity`)."""
+    fields: Manifest = {"automountServiceAccountToken": False}
+    if config.store_service_account:
+        fields["serviceAccountName"] = config.store_service_account
+    if config.image_pull_secrets:
+        fields["imagePullSecrets"] = [{"name": name} for name in config.image_pull_secrets]
+    return fields
+
+
+def store_identity(config: OperatorConfig) -> tuple[list[Manifest], list[Manifest], list[Manifest]]:
+    """(env, volumeMounts, volumes) that give the store's containers the pod's web identity: the ServiceAccount's
+    token projected with the store's audience (AWS_WEB_IDENTITY_TOKEN_FILE) and the role to assume (AWS_ROLE_ARN);
+    nothing without ``store_service_account``."""
+    if not config.store_service_account:
+        return [], [], []
+    env = [{"name": "AWS_WEB_IDENTITY_TOKEN_FILE", "value": f"{STORE_TOKEN_DIR}/token"}]
+    if config.store_role_arn:
+        env.append({"name": "AWS_ROLE_ARN", "value": config.store_role_arn})
+    mounts = [{"name": STORE_TOKEN_VOLUME, "mountPath": STORE_TOKEN_DIR, "readOnly": True}]
+    volumes = [{"name": STORE_TOKEN_VOLUME, "projected": {"sources": [{"serviceAccountToken": {
+        "audience": config.store_token_audience, "expirationSeconds": config.store_token_seconds, "path": "token"}}]}}]
+    return env, mounts, volumes
+
+
+def identity_annotations(pod_spec: Manifest) -> dict[str, str]:
+    """Pod annotations that keep the platforms' identity webhooks (EKS pod identity, Azure workload identity) from
+    injecting a credential into any container but the store's: every other container is listed as skipped."""
+    mounted = {c["name"] for c in [*pod_spec.get("initContainers", []), *pod_spec["containers"]]
+               if any(m["name"] == STORE_TOKEN_VOLUME for m in c.get("volumeMounts", []))}
+    if "serviceAccountName" not in pod_spec:
+        return {}
+    others = [c["name"] for c in [*pod_spec.get("initContainers", []), *pod_spec["containers"]] if c["name"] not in mounted]
+    return {"eks.amazonaws.com/skip-containers": ",".join(others),
+            "azure.workload.identity/skip-containers": ";".join(others)} if others else {}
 
 
 def uses_gateway(agent: AgentSpec) -> bool:
@@ -320,9 +383,13 @@ def _task_source(config: OperatorConfig, task: str) -> tuple[list[Manifest], lis
 
 
 def _storage_env(config: OperatorConfig, dest: str) -> tuple[list[Manifest], list[Manifest]]:
+    """(env, envFrom) of a container that reads or writes the store: where, the S3 endpoint (AWS_ENDPOINT_URL_S3, so a
+    web identity's STS calls still go to AWS), the region, the web identity (:func:`store_identity`) and the
+    credentials Secret."""
     env = [{"name": "ANCHORAGE_STORE", "value": config.store_uri}, {"name": "ANCHORAGE_DEST", "value": dest}]
-    env += [{"name": name, "value": value} for name, value in (("AWS_ENDPOINT_URL", config.store_endpoint_url),
+    env += [{"name": name, "value": value} for name, value in (("AWS_ENDPOINT_URL_S3", config.store_endpoint_url),
                                                               ("AWS_DEFAULT_REGION", config.store_region)) if value]
+    env += store_identity(config)[0]
     env_from = [{"secretRef": {"name": config.storage_secret}}] if config.storage_secret else []
     return env, env_from
 
@@ -342,7 +409,8 @@ def _sidecar(config: OperatorConfig, dest: str, paths: dict[str, str], marker: s
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "50m", "memory": "128Mi"}},
         "volumeMounts": [{"name": "results", "mountPath": HELPER_RESULTS, "readOnly": True},
                          {"name": "logs", "mountPath": HELPER_LOGS, "readOnly": True},
-                         {"name": "run", "mountPath": RUN_DIR}, {"name": tmp, "mountPath": "/tmp"}],
+                         {"name": "run", "mountPath": RUN_DIR}, {"name": tmp, "mountPath": "/tmp"},
+                         *store_identity(config)[1]],
     }
 
 
@@ -430,6 +498,7 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
     if runtime_class:
         pod_spec["runtimeClassName"] = runtime_class
     pod_spec.update(scheduling(config))
+    _with_identity(pod_spec, config)
     metadata: Manifest = {"name": job_name, "namespace": ns, "labels": job_labels,
                           "annotations": {"anchorage.dev/trial-namespace": trial["metadata"]["namespace"], **names}}
     if ns == trial["metadata"]["namespace"]:
@@ -438,8 +507,20 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
         "apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
         "spec": {"backoffLimit": 0, "activeDeadlineSeconds": deadline(spec, task_defaults),
                  "ttlSecondsAfterFinished": config.ttl_seconds_after_finished,
-                 "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
+                 "template": {"metadata": _template_metadata(labels, pod_spec), "spec": pod_spec}},
     }
+
+
+def _with_identity(pod_spec: Manifest, config: OperatorConfig) -> None:
+    """Add :func:`pod_access` to a pod spec and the projected store token to its volumes (the store's containers
+    already mount it: the upload sidecar by :func:`_sidecar`, a fetch-artifacts container by its builder)."""
+    pod_spec.update(pod_access(config))
+    pod_spec["volumes"] = [*pod_spec["volumes"], *store_identity(config)[2]]
+
+
+def _template_metadata(labels: dict[str, str], pod_spec: Manifest) -> Manifest:
+    annotations = identity_annotations(pod_spec)
+    return {"labels": labels, **({"annotations": annotations} if annotations else {})}
 
 
 def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], out: str,
@@ -469,8 +550,9 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
     mounts = [{"name": "work", "mountPath": "/scratch"}, {"name": "tmp", "mountPath": "/tmp"}]
     small = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "500m", "memory": "1Gi"}}
     sidecar = _sidecar(config, out, {"": "/scratch/out"}, marker="verifier-upload.json")
+    token_mounts = store_identity(config)[1]
     sidecar["volumeMounts"] = [{"name": "work", "mountPath": "/scratch", "readOnly": True},
-                               {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
+                               {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}, *token_mounts]
     named_labels, names = name_labels(scoring_run=name, campaign=named(run["metadata"], LABEL_CAMPAIGN))
     labels = {**MANAGED_BY, **named_labels, LABEL_ROLE: "verifier", LABEL_NETWORK: "none"}
     pod_spec = {
@@ -479,7 +561,7 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
         "initContainers": [
             {"name": "fetch-artifacts", "image": config.operator_image,
              "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": fetch, "env": env, "envFrom": env_from,
-             "securityContext": _restricted(), "resources": small, "volumeMounts": mounts},
+             "securityContext": _restricted(), "resources": small, "volumeMounts": [*mounts, *token_mounts]},
             *copy_task,
             sidecar,
         ],
@@ -492,6 +574,7 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
         "volumes": [{"name": v, "emptyDir": {}} for v in ("work", "run", "tmp")],
         **scheduling(config),
     }
+    _with_identity(pod_spec, config)
     metadata: Manifest = {"name": verifier_job_name(name), "namespace": ns, "labels": labels,
                           "annotations": {"anchorage.dev/scoring-run-namespace": run["metadata"]["namespace"], **names}}
     if ns == run["metadata"]["namespace"]:
@@ -499,7 +582,7 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
             "spec": {"backoffLimit": 0, "activeDeadlineSeconds": config.verifier_deadline_sec,
                      "ttlSecondsAfterFinished": config.ttl_seconds_after_finished,
-                     "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
+                     "template": {"metadata": _template_metadata(labels, pod_spec), "spec": pod_spec}}}
 
 
 PROTOCOL_DEADLINE = 3600
@@ -535,8 +618,9 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
     mounts = [{"name": "work", "mountPath": "/scratch"}, {"name": "tmp", "mountPath": "/tmp"}]
     small = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "500m", "memory": "1Gi"}}
     sidecar = _sidecar(config, out, {"": "/scratch/out"})
+    token_mounts = store_identity(config)[1]
     sidecar["volumeMounts"] = [{"name": "work", "mountPath": "/scratch", "readOnly": True},
-                               {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
+                               {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}, *token_mounts]
     labels = {**MANAGED_BY, LABEL_TRIAL: meta["name"], LABEL_ROLE: "protocol", LABEL_STEP: step}
     if campaign:
         labels[LABEL_CAMPAIGN] = campaign
@@ -547,7 +631,8 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
             {"name": "fetch-artifacts", "image": config.operator_image,
              "command": ["python", "-m", "anchorage.runtime.kubepod"],
              "args": ["fetch-artifacts", "--dest", SCRATCH_IN, "--artifact", f"0={prefix}/artifacts"],
-             "env": env, "envFrom": env_from, "securityContext": _restricted(), "resources": small, "volumeMounts": mounts},
+             "env": env, "envFrom": env_from, "securityContext": _restricted(), "resources": small,
+             "volumeMounts": [*mounts, *token_mounts]},
             *copy_task,
             sidecar,
         ],
@@ -560,6 +645,7 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
         "volumes": [{"name": v, "emptyDir": {}} for v in ("work", "run", "tmp")],
         **scheduling(config),
     }
+    _with_identity(pod_spec, config)
     metadata: Manifest = {"name": name, "namespace": ns, "labels": labels,
                           "annotations": {"anchorage.dev/trial-namespace": meta["namespace"]}}
     if ns == meta["namespace"]:
@@ -567,7 +653,7 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
             "spec": {"backoffLimit": 0, "activeDeadlineSeconds": PROTOCOL_DEADLINE,
                      "ttlSecondsAfterFinished": config.ttl_seconds_after_finished,
-                     "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
+                     "template": {"metadata": _template_metadata(labels, pod_spec), "spec": pod_spec}}}
 
 
 def network_policies(namespace: str, config: OperatorConfig) -> list[Manifest]:
