@@ -69,7 +69,7 @@ def test_a_campaigns_cancelled_trials_are_never_run_again_nor_scored(kube_env: E
     seen: list[str] = []
     for _ in range(2):  # cancel each trial while it runs: the next seed starts, the cancelled one never again
         env.wait_for(lambda done=tuple(seen): any(_running(env, n) for n in _names(env, "anchorage.dev", "trials")
-                                                  if n not in done), 60, "the campaign's next trial to run")
+                                                  if n not in done), 120, "the campaign's next trial to run")
         current = [n for n in _names(env, "anchorage.dev", "trials") if n not in seen]
         assert len(current) == 1, current
         seen += current
