@@ -124,15 +124,53 @@ imagePullSecrets:
 {{- end -}}
 {{- end -}}
 
-{{/* Namespaces the operator watches: watchNamespaces (default: the release's) plus the trials namespace. */}}
 {{/* "true" when the operator runs with kopf peering (operator.peering.enabled), else empty. */}}
 {{- define "anchorage.peering" -}}
 {{- if and .Values.operator.enabled .Values.operator.peering.enabled -}}true{{- end -}}
 {{- end -}}
 
+{{/* "true" when the operator serves every namespace (operator.clusterWide), else empty. */}}
+{{- define "anchorage.clusterWide" -}}
+{{- if .Values.operator.clusterWide -}}true{{- end -}}
+{{- end -}}
+
+{{/* "true" when the operator reports objects in namespaces it does not serve (operator.reportUnserved; never
+cluster-wide, where it serves them all), else empty. */}}
+{{- define "anchorage.reportUnserved" -}}
+{{- if and .Values.operator.reportUnserved (not .Values.operator.clusterWide) -}}true{{- end -}}
+{{- end -}}
+
+{{/* Namespaces the operator watches (JSON list): watchNamespaces (default: the release's) plus the trials namespace;
+[] when it serves every namespace (operator.clusterWide). */}}
 {{- define "anchorage.watchedNamespaces" -}}
+{{- if .Values.operator.clusterWide -}}
+{{- list | toJson -}}
+{{- else -}}
 {{- $watch := .Values.operator.watchNamespaces | default (list .Release.Namespace) -}}
 {{- append $watch (include "anchorage.trialsNamespace" .) | uniq | sortAlpha | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The application rules of the operator (watched namespaces' Roles, or the ClusterRole of operator.clusterWide):
+tests/charts/test_chart_rbac.py derives them from operator/anchorage/controller. */}}
+{{- define "anchorage.applicationRules" -}}
+# Trials and ScoringRuns: watched, read and created (campaigns create Trials, finished Trials create ScoringRuns);
+# patched only to add and remove the operator's finalizer anchorage.dev/stop-jobs (controller/finalizers.py: their
+# Jobs run in the trials namespace, where no ownerReference reaches); their status is written.
+- apiGroups: [anchorage.dev]
+  resources: [trials, scoringruns]
+  verbs: [get, list, watch, create, patch]
+# VerificationCampaigns: handled (kopf annotates them and holds its finalizer), and read by a ScoringRun's campaignRef.
+- apiGroups: [anchorage.dev]
+  resources: [verificationcampaigns]
+  verbs: [get, list, watch, patch]
+- apiGroups: [anchorage.dev]
+  resources: [trials/status, scoringruns/status, verificationcampaigns/status]
+  verbs: [patch]
+# The operator's own Events: phase changes and failures of campaigns, Trials and ScoringRuns.
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
 {{- end -}}
 
 {{/* Security contexts of the chart's own pods (operator, gateway, helm test): the values podSecurityContext and

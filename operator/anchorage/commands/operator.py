@@ -2,7 +2,9 @@
 
 Registered by ``anchorage.cli``. Flags become the operator's ``OperatorConfig`` (:func:`operator_config`,
 passed to the handlers through ``ANCHORAGE_OPERATOR_CONFIG``); watches are namespaced (``--namespace``,
-repeatable) and logs are JSON lines by default. The gateway flags say where trial pods reach the model
+repeatable) or cluster-wide (``--all-namespaces``), objects in namespaces no operator serves get a NotServed Event
+(``--report-unserved``, ``anchorage.controller.unserved``), and logs are JSON lines by default. The gateway flags
+say where trial pods reach the model
 gateway and which pods the trials' NetworkPolicy lets them talk to; the two gateway secrets come from the
 environment only (``ANCHORAGE_GATEWAY_TOKEN_SECRET``, ``ANCHORAGE_GATEWAY_ADMIN_TOKEN``).
 ``--metrics-port`` serves Prometheus ``/metrics`` (collectors of ``anchorage.metrics``, fed by the
@@ -25,6 +27,12 @@ if TYPE_CHECKING:
 def run_operator(
     namespace: list[str] = typer.Option(["default"], "--namespace", "-n",
                                         help="Namespace to watch (repeatable); the trials namespace is added."),
+    all_namespaces: bool = typer.Option(False, "--all-namespaces", "-A",
+                                        help="Serve every namespace (cluster-wide watches and peering); --namespace "
+                                             "is then ignored."),
+    report_unserved: bool = typer.Option(True, "--report-unserved/--no-report-unserved",
+                                         help="Post a NotServed Warning Event on Trials, ScoringRuns and campaigns in "
+                                              "namespaces no operator serves (a cluster-wide list and watch of them)."),
     store: str = typer.Option("file://./runs", "--store", help="Artifact store root (file:// or s3://)."),
     trials_namespace: str = typer.Option("", "--trials-namespace", help="Namespace of Jobs (default: the CR's)."),
     storage_secret: str = typer.Option("", "--storage-secret", help="Secret with store credentials (sidecars only)."),
@@ -120,8 +128,9 @@ def run_operator(
                           affinity=affinity, priority_class_name=priority_class_name,
                           cpu_request_ratio=str(cpu_request_ratio) if cpu_request_ratio != 1.0 else "")
     os.environ["ANCHORAGE_OPERATOR_CONFIG"] = cfg.model_dump_json()
-    namespaces = sorted({*namespace, *([trials_namespace] if trials_namespace else [])})
+    namespaces = [] if all_namespaces else sorted({*namespace, *([trials_namespace] if trials_namespace else [])})
     os.environ["ANCHORAGE_WATCH_NAMESPACES"] = ",".join(namespaces)  # the Jobs' own watch (controller.watching)
+    os.environ["ANCHORAGE_REPORT_UNSERVED"] = "1" if report_unserved else "0"  # controller.unserved
     kopf.configure(verbose=verbose, log_format=kopf.LogFormat[log_format.upper()])
     import anchorage.controller  # noqa: F401  (registers the handlers)
 
@@ -131,7 +140,7 @@ def run_operator(
     settings = kopf.OperatorSettings()
     settings.peering.lifetime = peering_lifetime
     kopf.run(standalone=standalone, namespaces=namespaces, peering_name="anchorage", priority=priority,
-             settings=settings, liveness_endpoint=liveness or None, clusterwide=False)
+             settings=settings, liveness_endpoint=liveness or None, clusterwide=all_namespaces)
 
 
 def _pairs(items: list[str], flag: str) -> dict[str, str]:

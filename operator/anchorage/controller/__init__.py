@@ -7,9 +7,11 @@ the Jobs it creates, which calls the Job handlers of ``trials`` and ``scoring``;
 create). Handlers are thin: they parse the
 spec into the pydantic models, call the pure builders of ``anchorage.runtime.kubejobs`` and the shared
 planning/aggregation code, and write status. ``gatewaying`` (no handlers) gives model-calling trials their
-gateway token and reads their usage and cost at the end; ``kube`` holds the few API calls.
+gateway token and reads their usage and cost at the end; ``kube`` holds the few API calls. ``finalizers`` stops the
+Jobs and pods of a deleted Trial or ScoringRun (their finalizer across namespaces); ``unserved`` posts a Warning
+Event on Trials, ScoringRuns and campaigns created in namespaces no operator serves.
 """
 
-from anchorage.controller import campaigns, scoring, settings, trials, watching
+from anchorage.controller import campaigns, finalizers, scoring, settings, trials, unserved, watching
 
-__all__ = ["campaigns", "scoring", "settings", "trials", "watching"]
+__all__ = ["campaigns", "finalizers", "scoring", "settings", "trials", "unserved", "watching"]

@@ -52,6 +52,10 @@ LABEL_SCORING = "anchorage.dev/scoring-run"
 LABEL_ROLE = "anchorage.dev/role"
 LABEL_STEP = "anchorage.dev/step"
 LABEL_NETWORK = "anchorage.dev/network"
+#: The finalizer of every Trial and ScoringRun the operator runs: their Jobs live in the trials namespace, where no
+#: ownerReference from another namespace reaches, so the operator stops them before the object goes
+#: (``anchorage.controller.finalizers``). Set in the body of the children it creates, added to the others by a patch.
+JOBS_FINALIZER = "anchorage.dev/stop-jobs"
 RUN_DIR = "/run/anchorage"
 #: Where the fetch and upload containers (the operator's image, user 65532) mount the agent's results and logs: folders
 #: of their own — the agent's paths (/root/results, /logs/agent) lie under folders of the agent image's layout.
@@ -693,24 +697,25 @@ def network_policies(namespace: str, config: OperatorConfig) -> list[Manifest]:
 
 
 def child_trial(campaign: Manifest, name: str, spec: TrialSpec) -> Manifest:
-    """A campaign's Trial, owned by the campaign (deleting the campaign deletes it)."""
+    """A campaign's Trial, owned by the campaign (deleting the campaign deletes it), with :data:`JOBS_FINALIZER`."""
     body = spec.model_dump(by_alias=True, exclude_none=True, mode="json")
     labels, annotations = name_labels(campaign=campaign["metadata"]["name"])
     return {"apiVersion": API, "kind": "Trial",
             "metadata": {"name": name, "namespace": campaign["metadata"]["namespace"],
                          "labels": {**MANAGED_BY, **labels}, "annotations": annotations,
-                         "ownerReferences": [owner_ref(campaign)]},
+                         "ownerReferences": [owner_ref(campaign)], "finalizers": [JOBS_FINALIZER]},
             "spec": body}
 
 
 def child_scoring_run(trial: Manifest, name: str, verification: dict[str, Any],
                       scoring: dict[str, Any] | None = None) -> Manifest:
-    """The ScoringRun of a finished Trial, owned by it (scored under the Trial's ``scoring.profile``)."""
+    """The ScoringRun of a finished Trial, owned by it (scored under the Trial's ``scoring.profile``), with
+    :data:`JOBS_FINALIZER`."""
     named_labels, annotations = name_labels(trial=trial["metadata"]["name"], campaign=named(trial["metadata"],
                                                                                              LABEL_CAMPAIGN))
     return {"apiVersion": API, "kind": "ScoringRun",
             "metadata": {"name": name, "namespace": trial["metadata"]["namespace"],
                          "labels": {**MANAGED_BY, **named_labels}, "annotations": annotations,
-                         "ownerReferences": [owner_ref(trial)]},
+                         "ownerReferences": [owner_ref(trial)], "finalizers": [JOBS_FINALIZER]},
             "spec": {"trialRef": trial["metadata"]["name"], "verification": verification,
                      **({"scoring": scoring} if scoring else {})}}

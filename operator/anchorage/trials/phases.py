@@ -4,7 +4,8 @@ Who uses it: :mod:`anchorage.trials.outcomes` (classification), :mod:`anchorage.
 (``trial.json``), the local engine, the operator's handlers and status models, metrics and the
 aggregation. ``Failed`` is the model's own failure (scored: a missing artifact is BO-Eval −1);
 ``InfrastructureFailed`` is the platform's, never scored as the model's zero, retried only when the
-manifest asks for it (``retries``).
+manifest asks for it (``retries``). ``Cancelled`` is neither: the trial was deleted (or its campaign was) before
+its end, its Jobs and pods were stopped; it has no score and is never counted as one.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from enum import StrEnum
 
 
 class Phase(StrEnum):
-    """Where a trial is. The last three are terminal."""
+    """Where a trial is. The last four are terminal."""
 
     PENDING = "Pending"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     INFRASTRUCTURE_FAILED = "InfrastructureFailed"
+    CANCELLED = "Cancelled"
 
     @property
     def terminal(self) -> bool:
@@ -38,13 +40,16 @@ class Reason(StrEnum):
     SANDBOX_ERROR = "sandbox_error"
     GATEWAY_ERROR = "gateway_error"
     STORAGE_ERROR = "storage_error"
+    CANCELLED = "cancelled"
 
     @property
     def infrastructure(self) -> bool:
         return self in INFRASTRUCTURE_REASONS
 
 
-TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INFRASTRUCTURE_FAILED})
+TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INFRASTRUCTURE_FAILED, Phase.CANCELLED})
+#: Phases that end a trial without a score of the model's (never averaged, never a zero on a board).
+UNSCORED = frozenset({Phase.INFRASTRUCTURE_FAILED, Phase.CANCELLED})
 #: The platform's failures: they end a trial InfrastructureFailed.
 INFRASTRUCTURE_REASONS = frozenset({Reason.SANDBOX_ERROR, Reason.GATEWAY_ERROR, Reason.STORAGE_ERROR})
 #: Every phase, in lifecycle order (metrics set each of them, 0 when empty).
