@@ -239,7 +239,9 @@ def simulated_values(store: Path, trials_namespace: str) -> dict[str, Any]:
     (:meth:`RealCluster.chart_operator`), so the chart's operator and gateway pods are kept off every node."""
     store.mkdir(parents=True, exist_ok=True)
     nowhere = {"nodeSelector": {"anchorage.dev/runs-images": "never"}}
-    return {"store": {"uri": f"file://{store}"}, "trials": {"namespace": trials_namespace},
+    return {"store": {"uri": f"file://{store}"},
+            # the simulated node runs nothing and enforces no NetworkPolicy: nothing to confirm
+            "trials": {"namespace": trials_namespace, "networkPolicies": {"requireEnforcement": False}},
             "tasks": {"image": {"repository": ""}},
             "operator": {"taskSource": str(REPO / "tasks"), "logFormat": "plain", **nowhere}, "gateway": nowhere}
 

@@ -28,7 +28,7 @@ WATCHING = {"event", "index"}
 # Typed client methods → (apiGroup, plural) of the kind in their name; an unknown kind fails the test.
 TYPED_KINDS = {"job": ("batch", "jobs"), "network_policy": ("networking.k8s.io", "networkpolicies"),
                "config_map": ("", "configmaps"), "secret": ("", "secrets"), "pod": ("", "pods"),
-               "event": ("", "events")}
+               "event": ("", "events"), "service": ("", "services")}
 METHOD = re.compile(r"^(?P<verb>create|get|read|list|patch|replace|delete)_namespaced_(?P<kind>\w+?)(?P<status>_status)?$")
 VERB = {"read": "get", "replace": "update", "GET": "get", "POST": "create", "PATCH": "patch", "PUT": "update",
         "DELETE": "delete"}
@@ -237,7 +237,8 @@ def test_the_derivation_sees_the_controllers_api_use() -> None:
                          ids=["defaults", "standalone"])
 def test_application_rules_are_exactly_what_the_controller_uses(render: Render, values: dict[str, Any]) -> None:
     rendered = render(values)
-    granted = rendered_rules(rendered, ("-operator-application", "-operator-trials"), ("Role", "ClusterRole"))
+    granted = rendered_rules(rendered, ("-operator-application", "-operator-trials", "-operator-gateway"),
+                             ("Role", "ClusterRole"))
     used = derived_application_rules()
     assert sorted(granted - used) == [], "granted but never used by the controller"
     assert sorted(used - granted) == [], "used by the controller but not granted"
