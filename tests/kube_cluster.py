@@ -116,8 +116,10 @@ class RealCluster:
         if simulated:
             base = simulated_values(self.root / f"{name}-runs", trials_namespace)
         else:
+            # platform failures decided within the tests' patience (the chart's defaults are 600 s and 120 s)
             base = cluster.merge_values(cluster.release_values(self.images, self.s3, trials_namespace),
-                                        {"operator": {"logFormat": "plain"}})
+                                        {"operator": {"logFormat": "plain"}, "trials": {"platformFailures": {
+                                            "unschedulableSeconds": 45, "containerStartSeconds": 30}}})
             cluster.store_secret(self.local, self.s3, namespace)
         merged = cluster.merge_values(base, {"crds": {"enabled": crds}, **(values or {})})
         manifest = cluster.install_chart(self.local, REPO / "charts" / "anchorage", release=name, namespace=namespace,

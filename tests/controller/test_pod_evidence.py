@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from anchorage.controller import pods, podevidence
+from anchorage.controller import podevidence, pods
 from anchorage.controller.podevidence import Verdict
 from anchorage.runtime import kubejobs
 from anchorage.runtime.kubejobs import OperatorConfig

@@ -126,7 +126,7 @@ def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
     enforcement.admit(body, ns, cfg)  # NetworkPolicies confirmed enforced there (or the trial waits, saying why)
     job = kubejobs.trial_job(dict(body), spec, plan=plan, task_defaults=defaults, config=cfg,
                              job_name=job_name(meta["name"], attempt), campaign=campaign,
-                             gateway_address=gateway_address(cfg) if plan.needs_gateway else None)
+                             gateway_address=_gateway_alias(cfg, plan))
     if (body.get("status") or {}).get("jobName") != job["metadata"]["name"]:
         prefix = kubejobs.trial_prefix(meta["namespace"], meta["name"], campaign)
         running = TrialStatus(
@@ -142,6 +142,19 @@ def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
             kube.post_event(dict(body), "Normal", "Started", f"attempt {attempt} running as Job {job['metadata']['name']}")
     policies.ensure(job["metadata"]["namespace"], cfg)
     gatewaying.create_job(job, body, spec)  # the Job, then a model-calling agent's token Secret
+
+
+def _gateway_alias(cfg: kubejobs.OperatorConfig, plan: AgentPlan) -> str | None:
+    """The gateway's address for a trial pod's ``hostAliases`` (its agent has no DNS): required by a model-calling
+    agent (no address: the platform's failure before anything runs), given to any other agent when there is one."""
+    if plan.replay is not None:
+        return None
+    try:
+        return gateway_address(cfg)
+    except GatewayAddressError:
+        if plan.needs_gateway:
+            raise
+        return None
 
 
 def launch(trial: Mapping[str, Any]) -> None:

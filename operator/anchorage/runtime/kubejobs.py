@@ -4,13 +4,16 @@ NetworkPolicies and child custom resources.
 Called by ``anchorage.controller`` (which only sends what these return) and by the tests, which
 validate every built manifest with ``kubernetes-validate``. No client calls here.
 
-A trial pod (one per Job, no retries, ``activeDeadlineSeconds`` = the agent timeout):
+A trial pod (one per Job, no retries; ``activeDeadlineSeconds`` = the agent timeout plus the platform's allowance,
+a backstop: the agent is timed from its own container's start, :func:`timed`; its network and name resolution:
+:func:`agent_network` and :func:`network_policies`):
 
 * init container ``fetch-task`` (operator image) copies the task's ``environment/data`` (and, for
   the oracle, ``solution/``) into the ``task`` volume, which the agent mounts read-only;
 * native sidecar ``upload`` (operator image) is the only container with the storage credentials: it
-  waits for the agent to finish, then uploads ``/root/results`` and ``/logs/agent`` to the trial's
-  folder in the artifact store;
+  waits for the agent to finish, then for the store (reachable once the operator labelled the pod
+  :data:`LABEL_STORE_ACCESS` after the agent's end), then uploads ``/root/results`` and ``/logs/agent`` to the
+  trial's folder in the artifact store;
 * container ``agent`` (the agent image) runs the agent command and writes its exit code where the
   sidecar sees it. Memory requested as limited, CPU as limited times ``cpu_request_ratio`` (1 by default),
   ephemeral storage up to :data:`STORAGE_REQUEST_MIB` (limited as the task says); restricted pod security; no
@@ -37,6 +40,7 @@ from anchorage import agents
 from anchorage.campaigns.names import child_name, label_value
 from anchorage.errors import InputError
 from anchorage.manifests import API, AgentSpec, TrialSpec
+from anchorage.runtime.podresolver import RESOLVER_ENV, SEARCH_ENV
 from anchorage.trials.agents import AgentPlan, needs_gateway
 
 Manifest = dict[str, Any]
@@ -53,8 +57,6 @@ LABEL_NETWORK = "anchorage.dev/network"
 LABEL_STORE_ACCESS = "anchorage.dev/store-access"
 #: The agent's timeout in seconds, on a trial pod (the operator's pod watch times the agent from its container's start).
 ANNOTATION_TIMEOUT = "anchorage.dev/agent-timeout-seconds"
-#: The upload sidecar's cluster DNS servers and search domains (a trial pod's resolv.conf answers nothing).
-RESOLVER_ENV, SEARCH_ENV = "ANCHORAGE_RESOLVER", "ANCHORAGE_RESOLVER_SEARCH"
 #: The only nameserver of a trial pod whose agent runs: nothing answers there (a pod's own loopback).
 NO_DNS = "127.0.0.1"
 RUN_DIR = "/run/anchorage"
@@ -440,13 +442,14 @@ def _cli_check(plan: AgentPlan, image: str) -> list[Manifest]:
 def agent_network(plan: AgentPlan, config: OperatorConfig, gateway_address: str | None) -> Manifest:
     """The pod-spec fields of a trial pod's name resolution. A pod whose agent runs has no DNS: its only nameserver is
     the pod's own loopback, where nothing answers, and the gateway URL's host name is in its ``/etc/hosts``
-    (``hostAliases``: ``gateway_address``, the gateway Service's ClusterIP, which the operator looks up). Its upload
+    (``hostAliases``: ``gateway_address``, the gateway Service's ClusterIP, which the operator looks up; every agent
+    gets it, a model-calling one also its token). Its upload
     sidecar, which reaches the store only after the agent ended, resolves the store's name itself through
     ``cluster_dns`` (``anchorage.runtime.podresolver``). A replay (no agent code runs) resolves names as any pod.
     Without ``cluster_dns`` the pod keeps the cluster's DNS (its policy still closes DNS during the agent phase)."""
     fields: Manifest = {}
     host = gateway_host(config)
-    if plan.needs_gateway and host is not None and gateway_address:
+    if plan.replay is None and host is not None and gateway_address:
         fields["hostAliases"] = [{"ip": gateway_address, "hostnames": [host]}]
     if plan.replay is None and config.cluster_dns:
         fields["dnsPolicy"] = "None"

@@ -169,10 +169,10 @@ def upload(args: argparse.Namespace) -> None:
     (:mod:`anchorage.runtime.podresolver`: the pod itself has none), and the store is reachable only after the agent
     ended (:func:`_reach`).
     """
+    term = _terminated()  # first: the kubelet may end the main container (and send SIGTERM) at once
     from anchorage.runtime import podresolver
 
     run_dir = Path(args.wait)
-    term = _terminated()
     _wait_for(run_dir, term)
     podresolver.install_from_env()
     store = open_store(os.environ["ANCHORAGE_STORE"])

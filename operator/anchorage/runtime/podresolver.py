@@ -24,8 +24,8 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from anchorage.runtime.kubejobs import RESOLVER_ENV, SEARCH_ENV
-
+#: The upload sidecar's cluster DNS servers and search domains (set by ``anchorage.runtime.kubejobs``).
+RESOLVER_ENV, SEARCH_ENV = "ANCHORAGE_RESOLVER", "ANCHORAGE_RESOLVER_SEARCH"
 #: Names with at least this many dots are tried as they are before the search domains.
 NDOTS = 1
 PORT = 53
