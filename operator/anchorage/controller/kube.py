@@ -319,14 +319,6 @@ class Client:
     def read_namespaced_pod(self, name: str, namespace: str) -> Obj:
         return self.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
 
-    def delete_namespaced_pod(self, name: str, namespace: str) -> Obj:
-        return self.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}",
-                            {"gracePeriodSeconds": 0}, answer=False)
-
-    def delete_namespaced_job(self, name: str, namespace: str) -> Obj:
-        return self.request("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}",
-                            {"propagationPolicy": "Background"}, answer=False)
-
     def list_namespaced_event(self, namespace: str, field_selector: str) -> Obj:
         query = urllib.parse.urlencode({"fieldSelector": field_selector})
         return self.request("GET", f"/api/v1/namespaces/{namespace}/events?{query}")
@@ -589,16 +581,6 @@ def get_pod(namespace: str, name: str) -> Obj | None:
     return _missing_ok(lambda: client().read_namespaced_pod(name, namespace), what=f"get pod/{name}")
 
 
-def delete_pod(namespace: str, name: str) -> None:
-    """Delete a pod at once (gone already: nothing to do)."""
-    _missing_ok(lambda: client().delete_namespaced_pod(name, namespace), what=f"delete pod/{name}")
-
-
-def delete_job(namespace: str, name: str) -> None:
-    """Delete a Job and (in the background) its pods; gone already: nothing to do."""
-    _missing_ok(lambda: client().delete_namespaced_job(name, namespace), what=f"delete job/{name}")
-
-
 def events_of(namespace: str, kind: str, uid: str) -> list[Obj]:
     """The Events about one object (``involvedObject``), oldest first."""
     answer = call(lambda: client().list_namespaced_event(namespace, f"involvedObject.kind={kind},"
@@ -640,8 +622,9 @@ def delete_job(namespace: str, name: str, uid: str | None = None) -> bool:
     return True
 
 
-def delete_pod(namespace: str, name: str, grace_seconds: int) -> bool:
-    """Delete a pod with a grace period of ``grace_seconds`` (SIGTERM, then SIGKILL that much later); False when gone."""
+def delete_pod(namespace: str, name: str, grace_seconds: int = 0) -> bool:
+    """Delete a pod with a grace period of ``grace_seconds`` (SIGTERM, then SIGKILL that much later; 0: at once);
+    False when it is gone already."""
     body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": grace_seconds}
     try:
         call(lambda: client().delete_namespaced_pod(name, namespace, body), what=f"delete pod/{name}")
