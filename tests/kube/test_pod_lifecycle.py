@@ -15,9 +15,7 @@ the chart's operator and gateway as pods, the S3 store as a pod):
   never scored (a campaign's leaderboard counts it as an infrastructure failure, not a zero);
 * **the agent's time starts with its container** — a trial kept from being scheduled for longer than its whole
   timeout still runs its agent its full time;
-* **a lost node** — a third real node joins, takes a trial's pod, then fails as a machine does (every process of it
-  killed at once): once its pods' toleration of the unreachable taint has passed, the attempt ends ``node_lost``
-  naming the node, and the trial runs again on another node — never scored as the agent's failure;
+* **a lost node** — in ``tests/kube/test_real_node_loss.py`` (a campaign's trials on a third node that is lost);
 * **the policies are kept** — a deleted or edited policy comes back.
 """
 
@@ -37,7 +35,7 @@ import pytest
 import yaml
 
 from kube.test_real_node import _wait_phase
-from kube_cluster import REAL_NODE_LABEL, REAL_NODES, RealCluster
+from kube_cluster import REAL_NODES, RealCluster
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -388,47 +386,6 @@ def _seconds(stamp: str) -> float:
     import datetime as dt
 
     return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-
-
-@pytest.mark.slow  # (a node joined, its trial's pod started, the node lost, the retry run: about six minutes)
-def test_a_lost_node_ends_the_attempt_as_the_platforms_and_the_trial_runs_again(real_cluster: RealCluster) -> None:
-    real = real_cluster
-    release = real.release
-    name, lost = "podlife-lost", "node-3"
-    hold = "podlife.test/hold=true:NoSchedule"
-    node = real.local.add_real_node(lost, labels={REAL_NODE_LABEL: "real"})
-    try:
-        real.kubectl("taint", "node", *REAL_NODES, hold)  # the trial's first pod can only go to the new node
-        try:
-            _trial(real, name, {"kind": "command", "command": ["python3", "-c", "import time; time.sleep(45)"]},
-                   retries=1, limits={"agentTimeoutSec": 600, "cpus": 0.5, "memoryMB": 256})
-
-            def agent_running() -> bool:
-                return any(p["spec"].get("nodeName") == lost and any(
-                    c["name"] == "agent" and "running" in (c.get("state") or {})
-                    for c in p["status"].get("containerStatuses") or []) for p in _trial_pods(real, name))
-
-            real.wait_for(agent_running, 300, f"the trial's agent to run on {lost}")
-        finally:
-            real.kubectl("taint", "node", *REAL_NODES, hold.removesuffix(":NoSchedule").replace("=true", "") + "-",
-                         check=False)
-        node.lose()
-        status = _wait_phase(real, "trial", release.namespace, name, 480)
-        record = _record(real, name)
-        # the lost node's attempt is the platform's, named; the retry ran elsewhere and was judged on its own
-        assert record["attempt"] == 2 and [a["reason"] for a in record["previous_attempts"]] == ["node_lost"], record
-        assert lost in record["previous_attempts"][0]["message"], record
-        assert status["phase"] != "InfrastructureFailed" and status["reason"] != "node_lost", status
-        assert status["reason"] == "no_artifact", status  # the agent ran its 45 s and exited 0; the task wants more
-        nodes = {p["spec"].get("nodeName") for p in _trial_pods(real, name)} - {lost}
-        assert nodes and nodes <= set(REAL_NODES), nodes
-    finally:
-        real.kubectl("delete", "trial", "-n", release.namespace, name, "--wait=false", check=False)
-        real.kubectl("delete", "node", lost, "--wait=false", check=False)  # its pods are then collected
-        real.kubectl("delete", "pods", "-A", f"--field-selector=spec.nodeName={lost}", "--force", "--grace-period=0",
-                     check=False)
-        node.stop()
-        real.local.real_nodes.pop(lost, None)
 
 
 def test_a_deleted_or_edited_policy_comes_back(real_cluster: RealCluster) -> None:
