@@ -6,7 +6,7 @@ here must equal the ``require`` lines of ``tools/kube/*/go.mod`` (``tests/kube/t
 ``tools/kube/build.sh`` builds into ``<cache>/kube/<KUBE_VERSION>/`` (control plane, kubelet, kube-proxy),
 ``<cache>/etcd/<ETCD_VERSION>/``, ``<cache>/registry/<REGISTRY_VERSION>/`` and, keyed by their version and a hash of
 their build folder (:func:`source_key`, the same as build.sh's ``sources``), ``<cache>/coredns/``,
-``<cache>/kube-router/`` and ``<cache>/pause/``.
+``<cache>/kube-router/``, ``<cache>/pause/`` and the tests' ``<cache>/kstatus/`` (:func:`kstatus`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ ETCD_VERSION = "v3.6.16"
 COREDNS_VERSION = "v1.14.2"
 KUBE_ROUTER_VERSION = "v2.1.0"
 REGISTRY_VERSION = "v3.1.2"
+KSTATUS_VERSION = "v0.37.2"  # sigs.k8s.io/cli-utils: kstatus, which the tests hold the operator's statuses to
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kube-proxy")
 GO_FALLBACK = Path("/usr/local/go/bin/go")
 TOOLS = Path(__file__).resolve().parents[1].parent / "tools" / "kube"
@@ -82,6 +83,15 @@ def node_paths() -> dict[str, Path]:
             "coredns": root / "coredns" / f"{COREDNS_VERSION}-{source_key('coredns')}" / "coredns",
             "pause": root / "pause" / source_key("pause") / "pause",
             "registry": root / "registry" / f"{REGISTRY_VERSION}-{source_key('registry')}" / "registry"}
+
+
+def kstatus() -> Path | str:
+    """The tests' kstatus program (``tools/kube/kstatus``: cli-utils' status of each object of a list on stdin), or a
+    sentence saying how to build it."""
+    path = cache_root() / "kstatus" / f"{KSTATUS_VERSION}-{source_key('kstatus')}" / "kstatus"
+    if os.access(path, os.X_OK):
+        return path
+    return f"the kstatus program is not built ({path} missing): run `make kube` (tools/kube/build.sh builds it)"
 
 
 def find() -> Binaries | str:

@@ -105,3 +105,7 @@ registry_version=$(pinned registry github.com/distribution/distribution/v3)
 build registry "$cache/registry/$registry_version-$(sources registry)" \
   "-X github.com/distribution/distribution/v3/version.version=$registry_version" \
   registry=anchorage.dev/tools/kube/registry
+# The tests' kstatus program: sigs.k8s.io/cli-utils' status computation (what Flux, Argo CD and kpt read) over a list
+# on stdin, so the operator's conditions are held to the library itself (tests/kube/test_real_kstatus.py).
+kstatus_version=$(pinned kstatus sigs.k8s.io/cli-utils)
+build kstatus "$cache/kstatus/$kstatus_version-$(sources kstatus)" "" kstatus=anchorage.dev/tools/kube/kstatus
