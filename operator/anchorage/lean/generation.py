@@ -11,7 +11,7 @@ OUT/Obligations/<Ns>.lean     one theorem per checkable field, skipped ones list
 OUT/obligations.json          manifest: theorem → JSON paths, claim, Python verdict, source lines
 ```
 
-Called by :mod:`anchorage.commands.lean`, :mod:`anchorage.lean.checking` and the discrimination
+Called by :mod:`anchorage.commands.lean`, :mod:`anchorage.lean.obligations` and the discrimination
 suite. The same obligation trees are evaluated exactly in Python (``Obligation.holds``).
 """
 

@@ -1,7 +1,7 @@
 """Run Lake on a generated obligation package and map its errors back to JSON paths.
 
 Lean is optional: :func:`lake_path` is None where no toolchain is installed (this machine), and
-callers then report that only the Python exact checker ran. Used by :mod:`anchorage.lean.checking`,
+callers then report that only the Python exact checker ran. Used by :mod:`anchorage.lean.obligations`,
 :mod:`anchorage.lean.audit` and the discrimination suite.
 """
 

@@ -4,7 +4,7 @@ A mode says how a metric is *parsed* (which endpoint is its anchor O, what it ne
 excluded by construction, its denominator and default degeneracy band), how it is *rewarded* (SPEC §4,
 and the published report's arithmetic for the ``tbmm-report-2026-09`` profile), and how it is described
 in the JSON *schema* (its name and formula). :data:`MODES` is the registry: ``anchorage.scoring.config``
-compiles metrics through it, ``anchorage.scoring.rewards`` and ``anchorage.scoring.report`` reward through
+compiles metrics through it, ``anchorage.scoring.rewards`` and ``anchorage.scoring.tbmm_report`` reward through
 the compiled metric's ``rule``, the schema's ``normalization_mode`` enum comes from it. Adding a mode is one
 class here plus a test (docs/architecture.md "add a metric mode").
 """

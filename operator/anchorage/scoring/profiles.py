@@ -11,7 +11,7 @@ belong to the seed's hard-gate classes) lives in the task's ``tests/profiles.yam
 * ``strict``: ``paper`` plus this project's additional feasibility gates as hard penalties.
 * ``errata``: ``strict`` plus this project's re-derived anchors (each an erratum with script and numbers).
 * ``tbmm-report-2026-09``: the published leaderboard's arithmetic (reports/full-report.md at 4a3807d of
-  the benchmark's repository), so numbers can be set beside it; see :mod:`anchorage.scoring.report`.
+  the benchmark's repository), so numbers can be set beside it; see :mod:`anchorage.scoring.tbmm_report`.
 """
 
 from __future__ import annotations
