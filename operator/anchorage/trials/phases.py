@@ -4,7 +4,9 @@ Who uses it: :mod:`anchorage.trials.outcomes` (classification), :mod:`anchorage.
 (``trial.json``), the local engine, the operator's handlers and status models, metrics and the
 aggregation. ``Failed`` is the model's own failure (scored: a missing artifact is BO-Eval −1);
 ``InfrastructureFailed`` is the platform's, never scored as the model's zero, retried only when the
-manifest asks for it (``retries``).
+manifest asks for it (``retries``). ``Queued`` is a cluster trial's wait for admission by the cluster's batch
+queue (Kueue): no pod exists, no agent time passes; ``preempted`` ends an attempt whose admission the queue took back
+(Kueue evicted its workload for a higher-priority one) — the platform's, retried as such.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ class Phase(StrEnum):
     """Where a trial is. The last three are terminal."""
 
     PENDING = "Pending"
+    QUEUED = "Queued"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
@@ -38,6 +41,7 @@ class Reason(StrEnum):
     SANDBOX_ERROR = "sandbox_error"
     GATEWAY_ERROR = "gateway_error"
     STORAGE_ERROR = "storage_error"
+    PREEMPTED = "preempted"
 
     @property
     def infrastructure(self) -> bool:
@@ -46,7 +50,8 @@ class Reason(StrEnum):
 
 TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INFRASTRUCTURE_FAILED})
 #: The platform's failures: they end a trial InfrastructureFailed.
-INFRASTRUCTURE_REASONS = frozenset({Reason.SANDBOX_ERROR, Reason.GATEWAY_ERROR, Reason.STORAGE_ERROR})
+INFRASTRUCTURE_REASONS = frozenset({Reason.SANDBOX_ERROR, Reason.GATEWAY_ERROR, Reason.STORAGE_ERROR,
+                                    Reason.PREEMPTED})
 #: Every phase, in lifecycle order (metrics set each of them, 0 when empty).
 PHASES = tuple(Phase)
 
