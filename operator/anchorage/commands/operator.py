@@ -31,7 +31,10 @@ def run_operator(
     store_endpoint_url: str = typer.Option("", "--store-endpoint-url",
                                            help="S3 endpoint of the pods' store clients (AWS_ENDPOINT_URL; default: AWS)."),
     store_region: str = typer.Option("", "--store-region", help="S3 region of the pods' store clients."),
-    kueue_queue: str = typer.Option("", "--kueue-queue", help="Kueue LocalQueue to label Jobs with."),
+    kueue_queue: str = typer.Option("", "--kueue-queue", help="Kueue LocalQueue of trial Jobs whose Trial names none "
+                                    "(spec.queueName); they are Queued until Kueue admits them."),
+    kueue_scoring_queue: str = typer.Option("", "--kueue-scoring-queue", help="Kueue LocalQueue of verifier, panel and "
+                                            "CBU Jobs (default: not queued)."),
     runtime_class_name: str = typer.Option(
         "", "--runtime-class-name", help="RuntimeClass of trial pods (e.g. gvisor, kata) unless a Trial or campaign "
         "names its own (spec.runtimeClassName)."),
@@ -91,7 +94,8 @@ def run_operator(
 
     cfg = operator_config(store=store, trials_namespace=trials_namespace, storage_secret=storage_secret,
                           store_endpoint_url=store_endpoint_url, store_region=store_region,
-                          kueue_queue=kueue_queue, runtime_class_name=runtime_class_name, task_source=task_source,
+                          kueue_queue=kueue_queue, kueue_scoring_queue=kueue_scoring_queue,
+                          runtime_class_name=runtime_class_name, task_source=task_source,
                           task_image=task_image,
                           gateway_url=gateway_url,
                           gateway_admin_url=gateway_admin_url, gateway_namespace=gateway_namespace,
