@@ -211,9 +211,9 @@ def operator_config(rendered: Rendered, deployment: str = "anchorage-operator") 
     from anchorage.commands.operator import operator_config as build
 
     params = cli_params("operator", container(rendered, deployment)["args"][1:])
-    names = ("trials_namespace", "storage_secret", "kueue_queue", "kueue_scoring_queue", "task_source", "gateway_url", "gateway_admin_url",
-             "gateway_namespace", "operator_image", "agent_image", "verifier_image", "runtime_class_name",
-             "node_selector", "tolerations", "affinity", "priority_class_name")
+    names = ("trials_namespace", "storage_secret", "kueue_queue", "kueue_scoring_queue", "task_source",
+             "gateway_url", "gateway_admin_url", "gateway_namespace", "operator_image", "agent_image", "verifier_image",
+             "runtime_class_name", "node_selector", "tolerations", "affinity", "priority_class_name")
     return build(store=params["store"], gateway_selector=params["gateway_selector"], **{n: params[n] for n in names})
 
 

@@ -48,7 +48,7 @@ from anchorage.trials import AttemptEnd, Phase
 
 log = logging.getLogger("anchorage.queueing")
 POSITION_SEC = float(os.environ.get("ANCHORAGE_QUEUE_POSITION_INTERVAL", "10"))
-DISCOVERY_SEC = 30.0
+DISCOVERY_SEC = 10.0
 #: What this module lists and watches (the chart's RBAC grants list and watch: ``tests/charts/test_chart_rbac.py``).
 WATCHED = {"workloads": (kube.KUEUE_GROUP, kube.KUEUE_API, "workloads")}
 Obj = dict[str, Any]
