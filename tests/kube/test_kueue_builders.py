@@ -97,3 +97,15 @@ def test_a_workloads_job_and_why_it_waits() -> None:
     assert kueue.workload_job(_workload(owner="Pod")) is None
     assert kueue.waiting_message(_workload(("QuotaReserved", "False"))) == "QuotaReserved says"
     assert kueue.waiting_message(_workload(("QuotaReserved", "True"))) is None
+
+
+def test_positions_come_from_the_visibility_apis_pending_list() -> None:
+    from anchorage.controller.queueing import positions
+
+    def item(job: str, ns: str, position: int) -> dict[str, Any]:
+        return {"metadata": {"name": f"job-{job}-x", "namespace": ns,
+                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job}]},
+                "positionInLocalQueue": position, "positionInClusterQueue": position + 5}
+
+    pending = [item("t1-a0", "trials", 0), item("t2-a1", "trials", 1), item("t3-a0", "elsewhere", 2)]
+    assert positions("trials", "q", pending) == {"t1-a0": 0, "t2-a1": 1}
