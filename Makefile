@@ -5,21 +5,26 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml devcluster/pyproject.toml constraints.txt | sha1sum | cut -c1-12)
-SYSTEM_PACKAGES := bubblewrap prometheus poppler-utils iproute2 chromium buildah debootstrap
+SYSTEM_PACKAGES := bubblewrap prometheus poppler-utils iproute2 chromium buildah debootstrap \
+	containerd runc containernetworking-plugins iptables ipset conntrack
+#: pytest's workers: two (the machine's cores), the real-cluster tests all on one of them (one cluster per session)
+PYTEST_WORKERS ?= -n 2 --dist loadgroup
 
-.PHONY: demo test lint unit system venv agents kube s3 images lock clean
+.PHONY: demo test test-fast lint unit system venv agents kube s3 images images-cached lock clean
 
 ## demo: run the demo campaign on the embedded default and print the leaderboard
 demo: venv system
 	$(BIN)/anchorage run examples/demo.yaml
 
-## test: lint (ruff, mypy strict, import-linter, CRD drift) and the whole test suite (the real-cluster tests
-## run against the control plane `make kube` builds once into the cache)
-test: venv system kube s3
-	@status=0; \
-	$(MAKE) --no-print-directory lint || { status=1; echo "lint FAILED (the tests run anyway)"; }; \
-	$(MAKE) --no-print-directory unit || status=1; \
-	exit $$status
+## test: set up everything, lint (ruff, mypy strict, import-linter) and run the whole test suite — each phase timed
+## (tools/testrun.sh prints the table; pytest prints the time per test folder and the 25 slowest tests)
+test:
+	@bash tools/testrun.sh
+
+## test-fast: one area quickly, for developers (not what CI runs): the tests that need no cluster and are not slow,
+## on two workers; narrow it further with PYTEST_ARGS (e.g. PYTEST_ARGS=tests/scoring)
+test-fast: venv system
+	$(BIN)/python -m pytest $(PYTEST_WORKERS) -m "not slow and not cluster" $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check operator devcluster tests bench tools
@@ -27,7 +32,7 @@ lint: venv
 	$(BIN)/lint-imports
 
 unit: venv system agents
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_WORKERS) --durations=25 $(PYTEST_ARGS)
 
 ## s3: build (once, cached by version) the pinned S3 server the store's tests run against: versitygw (needs Go)
 s3:
@@ -35,7 +40,11 @@ s3:
 
 ## images: build the agent, verifier and operator images with buildah (no Docker engine) and run their smoke commands
 images: venv
-	$(BIN)/python tools/images.py build agent-base verifier operator --smoke
+	$(BIN)/python tools/images.py build agent-base verifier operator tasks --smoke
+
+## images-cached: the same images, built when their content changed, without the smoke commands (tests/images runs them)
+images-cached: venv system
+	$(BIN)/python tools/images.py build agent-base verifier operator tasks
 
 ## agents: the pinned agent CLIs (codex, claude-code, opencode) from npm into the cache, once (reused after)
 agents: venv
@@ -62,8 +71,9 @@ $(STAMP): pyproject.toml devcluster/pyproject.toml constraints.txt
 	touch $@
 
 ## system: Debian packages for the sandbox (bubblewrap), Prometheus, figure rendering (poppler), the viewer's
-## browser tests (chromium, driven by Playwright; no browser download) and image builds without a Docker engine
-## (buildah, debootstrap: `make images`, tests/images and tests/agents build the images once, cached by content)
+## browser tests (chromium, driven by Playwright; no browser download), image builds without a Docker engine
+## (buildah, debootstrap: `make images`, cached by content) and the dev cluster's real nodes (containerd, runc, the
+## CNI plugins, iptables, ipset, conntrack)
 system:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -73,8 +83,8 @@ system:
 	  else echo "note: missing system packages:$$missing (install them as root; tests that need them say so and skip)"; fi; \
 	fi
 
-## kube: build (once, cached by version) the pinned Kubernetes control plane the real-cluster tests and
-## `anchorage dev cluster` run: kube-apiserver, controller manager, scheduler, kubectl, etcd (needs Go)
+## kube: build (once, cached by version) the pinned Kubernetes binaries the real-cluster tests and `anchorage dev
+## cluster` run: control plane, kubelet, kube-proxy, kubectl, etcd, CoreDNS, kube-router, pause, registry (needs Go)
 kube:
 	@bash tools/kube/build.sh
 

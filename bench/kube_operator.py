@@ -291,10 +291,10 @@ def run_real(args: argparse.Namespace, root: Path) -> Run:
     throughput = dataclasses.replace(controlplane.BATCH, etcd_dir=etcd_dir)
     local = cluster.start(root / "plane", found, audit_users=(OPERATOR_USER,), throughput=throughput)
     try:
-        local.start_node("simulated-1", simulate="simulated_pods:anchorage_pod",  # runs nothing: room for every pod
-                         capacity={"pods": str(max(1000, 4 * args.parallelism)), "cpu": "100000", "memory": "1000Ti",
-                                   "ephemeral-storage": "1000Ti"},
-                         env={"PYTHONPATH": str(REPO / "tests")})
+        local.start_simulated_node("simulated-1", simulate="simulated_pods:anchorage_pod",  # room for every pod
+                                   capacity={"pods": str(max(1000, 4 * args.parallelism)), "cpu": "100000",
+                                             "memory": "1000Ti", "ephemeral-storage": "1000Ti"},
+                                   env={"PYTHONPATH": str(REPO / "tests")})
         cluster.apply_crds(local, REPO / "crds")
         for namespace in ("raw", "bench"):
             local.plane.namespace(namespace)

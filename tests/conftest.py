@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["services", "kube_cluster"]  # moto, Prometheus (tests/services.py); the real control plane
+pytest_plugins = ["services", "kube_cluster", "budget"]  # S3, Prometheus; the real cluster; the time report
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = Path(os.environ.get("ANCHORAGE_REFERENCE", REPO.parent / "shared" / "reference"))

@@ -1,6 +1,6 @@
 """The image tool (``tools/images.py``) for the tests that build and run images.
 
-Used by ``tests/images/test_built_images.py`` and ``tests/agents/test_cluster_agents.py``: the tool is loaded
+Used by ``tests/images/test_built_images.py`` and the real cluster (``tests/kube_cluster.py``): the tool is loaded
 from its file once (it is a script, not a package module), and buildah and debootstrap are ensured — installed
 as root with apt-get where missing, else the calling test skips with the reason.
 """

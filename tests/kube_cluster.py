@@ -10,10 +10,10 @@ operator, task bundle: ``tools/images.py``, cached by content) are pushed to the
 the artifact store is the project's real S3 server running as a pod (``addons.store_manifests``). The chart is
 installed as a user installs it (release ``anchorage`` in namespace ``anchorage``, trials namespace
 ``anchorage-trials`` enforcing PodSecurity ``restricted``): its operator and gateway run as pods from their
-images. Releases for the simulated node (:meth:`RealCluster.install` with ``simulated``) keep a ``file://`` store
-and run their operator on this machine (:meth:`RealCluster.chart_operator`) with the chart's arguments and its
-ServiceAccount's token. Without the binaries every test using it skips with the reason (``make kube`` builds them;
-``make test`` does that first).
+images. Releases whose trials go to the simulated node (:meth:`RealCluster.install` with ``simulated``) are
+installed the same way (their operator a pod on a real node, the same store), only their trials namespace pinned to
+that node; the simulated pods write to the store from this machine. Without the binaries every test using it
+skips with the reason (``make kube`` builds them; ``make test`` does that first).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -49,36 +48,6 @@ KUEUE_FAIR_SHARING = {"usageHalfLifeTime": "30s", "usageSamplingInterval": "1s"}
 #: Namespaces of the chart's releases whose ServiceAccounts' requests the API server's audit log records
 #: (``RealCluster.audited``): the session's release, and the simulated-node one of ``tests/kube/test_real_operator.py``.
 AUDITED_NAMESPACES = (OPERATOR_NAMESPACE, "crash")
-
-
-@dataclass
-class Operator:
-    """An ``anchorage operator`` process started by a test (restartable, killable)."""
-
-    argv: list[str]
-    env: dict[str, str]
-    root: Path
-    proc: subprocess.Popen[bytes] | None = None
-    logs: list[Path] = field(default_factory=list)
-
-    def start(self) -> None:
-        log = self.root / f"operator-{len(self.logs)}.log"
-        self.logs.append(log)
-        with log.open("wb") as handle:
-            self.proc = subprocess.Popen(self.argv, env=self.env, stdout=handle, stderr=subprocess.STDOUT)
-
-    def stop(self, *, kill: bool = False) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            (self.proc.kill if kill else self.proc.terminate)()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
-
-    def tail(self, size: int = 4000) -> str:
-        return self.logs[-1].read_text(errors="replace")[-size:] if self.logs else ""
 
 
 @dataclass
@@ -118,17 +87,13 @@ class RealCluster:
         """``helm install`` the chart (as the admin, with the Helm library) and mint its operator's token."""
         from anchorage_devcluster import cluster
 
-        if simulated:
-            base = simulated_values(self.root / f"{name}-runs", trials_namespace)
-        else:
-            base = cluster.merge_values(cluster.release_values(self.images, self.s3, trials_namespace),
-                                        {"operator": {"logFormat": "plain"}})
-            cluster.store_secret(self.local, self.s3, namespace)
+        base = cluster.merge_values(cluster.release_values(self.images, self.s3, trials_namespace),
+                                    {"operator": {"logFormat": "plain"}})
+        cluster.store_secret(self.local, self.s3, namespace)
         merged = cluster.merge_values(base, {"crds": {"enabled": crds}, **(values or {})})
         manifest = cluster.install_chart(self.local, REPO / "charts" / "anchorage", release=name, namespace=namespace,
                                          values=merged)
-        if not simulated:
-            cluster.store_secret(self.local, self.s3, trials_namespace)
+        cluster.store_secret(self.local, self.s3, trials_namespace)
         if simulated:
             self.local.plane.namespace(trials_namespace, pod_security=None, nodes=SIMULATED_NODES,
                                        tolerate=SIMULATED_TAINT)
@@ -170,18 +135,20 @@ class RealCluster:
         env: dict[str, str] = self.s3.env()
         return env
 
-    def chart_operator(self, root: Path, *, release: str = RELEASE, extra: tuple[str, ...] = (),
-                       env: dict[str, str] | None = None) -> Operator:
-        """``anchorage operator`` with the chart's own arguments (from the installed release's Deployment),
-        authenticated as the chart's ServiceAccount; the liveness endpoint on a free port."""
+    def operator_logs(self, release: str = RELEASE, tail: int = 80) -> str:
+        """The last lines of a release's operator pod's log (for failure messages)."""
         installed = self.releases[release]
-        deployment = operator_deployment(installed.manifest)
-        args = [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-                if not a.startswith("--liveness=") and not a.startswith("--log-format=")]
-        argv = [str(Path(sys.executable).parent / "anchorage"), *args, "--log-format=plain",
-                f"--liveness=http://127.0.0.1:{_free_port()}/healthz", *extra]
-        return Operator(argv, {**self.env(installed.operator_kubeconfig), "POD_NAMESPACE": installed.namespace,
-                               **(env or {})}, root)
+        deployment = operator_deployment(installed.manifest)["metadata"]["name"]
+        out = self.kubectl("logs", "-n", installed.namespace, f"deployment/{deployment}", f"--tail={tail}", check=False)
+        return out.stdout + out.stderr
+
+    def operator_pods(self, release: str = RELEASE) -> list[dict[str, Any]]:
+        """A release's operator pods (running or terminating)."""
+        installed = self.releases[release]
+        labels = operator_deployment(installed.manifest)["spec"]["selector"]["matchLabels"]
+        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        items: list[dict[str, Any]] = self.get("pods", "-n", installed.namespace, "-l", selector)["items"]
+        return items
 
     def audited(self, release: str) -> list[dict[str, Any]]:
         """The audit log's completed requests of a release's operator (its ServiceAccount), oldest first."""
@@ -190,14 +157,13 @@ class RealCluster:
         entries = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
         return [e for e in entries if e.get("stage") == "ResponseComplete" and e["user"]["username"] == user]
 
-    def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str,
-                 operator: Operator | None = None) -> None:
+    def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str, release: str = RELEASE) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if predicate():
                 return
             time.sleep(1)
-        tail = operator.tail() if operator is not None else ""
+        tail = self.operator_logs(release) if release in self.releases else ""
         raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{tail}\n{self.node_log()[-2000:]}")
 
     def node_log(self, node: str = REAL_NODES[0]) -> str:
@@ -228,25 +194,6 @@ def kubectl_env(env: dict[str, str]) -> dict[str, str]:
     from anchorage_devcluster import binaries
 
     return {**env, "PATH": f"{binaries.kube_dir()}{os.pathsep}{env.get('PATH', '')}"}
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def simulated_values(store: Path, trials_namespace: str) -> dict[str, Any]:
-    """The chart's values for a release whose trials run on the simulated node: a file:// store on this machine (the
-    simulated pods write there), the repository's tasks, plain logs; its operator runs on this machine
-    (:meth:`RealCluster.chart_operator`), so the chart's operator and gateway pods are kept off every node."""
-    store.mkdir(parents=True, exist_ok=True)
-    nowhere = {"nodeSelector": {"anchorage.dev/runs-images": "never"}}
-    return {"store": {"uri": f"file://{store}"}, "trials": {"namespace": trials_namespace},
-            "tasks": {"image": {"repository": ""}},
-            "operator": {"taskSource": str(REPO / "tasks"), "logFormat": "plain", **nowhere}, "gateway": nowhere}
 
 
 @pytest.fixture(scope="session")
@@ -284,11 +231,12 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory, cluster_images: dict[
                                          audit_groups=tuple(f"system:serviceaccounts:{namespace}"
                                                             for namespace in AUDITED_NAMESPACES))
     try:
-        local.start_node("simulated-1", simulate="simulated_pods:anchorage_pod",  # runs nothing: room for every pod
-                         capacity={"pods": "5000", "cpu": "100000", "memory": "1000Ti", "ephemeral-storage": "1000Ti"},
-                         env={"PYTHONPATH": os.pathsep.join(p for p in (str(REPO / "tests"), os.environ.get(
-                             "PYTHONPATH", "")) if p)})
-        local.plane.kubectl("taint", "node", "simulated-1", f"{SIMULATED_TAINT}=true:NoSchedule")
+        # the simulated pods write to the store from this machine: its endpoint as seen from here
+        local.start_simulated_node("simulated-1", simulate="simulated_pods:anchorage_pod", taint=SIMULATED_TAINT,
+                                   capacity={"pods": "5000", "cpu": "100000", "memory": "1000Ti",
+                                             "ephemeral-storage": "1000Ti"},
+                                   env={**s3.env(), "PYTHONPATH": os.pathsep.join(
+                                       p for p in (str(REPO / "tests"), os.environ.get("PYTHONPATH", "")) if p)})
         real = RealCluster(local, root, s3.folder, s3, images)
         for team in TEAM_NAMESPACES:
             local.plane.namespace(team, pod_security="restricted")

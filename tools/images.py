@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import hashlib
 import json
 import os
@@ -35,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,6 +54,7 @@ IMAGES = ("agent-base", "verifier", "operator", "tasks")
 BUILT_ON = {"tasks": "operator"}
 BUILD_TIMEOUT_SEC = 7200
 KEEP = 2  # builds kept per image (see prune)
+YOUNG_SEC = 6 * 3600  # ... and every build younger than this
 _DIRECTIVE = re.compile(r"#\s*(syntax|escape|check)\s*=", re.IGNORECASE)
 #: How images are built; part of every image's content hash (a change here rebuilds them).
 RECIPE = ("bud", "--isolation", "chroot", "--layers=false", "--format", "docker")
@@ -230,18 +233,33 @@ def build_image(name: str, base: str, args: dict[str, str] | None = None, built:
     return built[name]
 
 
-def prune(name: str, keep: int = KEEP) -> list[str]:
+def prune(name: str, keep: int = KEEP, young_sec: float = YOUNG_SEC) -> list[str]:
     """Remove all but the ``keep`` newest builds of ``images/<name>`` (each content change leaves one behind,
-    gigabytes in vfs storage); what was removed. Two are kept so a branch and main do not rebuild in turn."""
+    gigabytes in vfs storage) and any younger than ``young_sec`` (another build on this machine may be using it as
+    the base of its next image right now); what was removed. Two are kept so a branch and main do not rebuild in
+    turn."""
     out = buildah("images", "--json", quiet=True)
     prefix = f"localhost/anchorage/{name}:"
-    built = sorted(((image.get("created", 0), tag) for image in json.loads(out or "[]")
+    built = sorted(((_created(image), tag) for image in json.loads(out or "[]")
                     for tag in image.get("names") or [] if tag.startswith(prefix)), reverse=True)
     removed = []
-    for _, tag in built[keep:]:  # one a working container still uses stays (buildah refuses; no harm)
+    old = [(created, tag) for created, tag in built[keep:] if time.time() - created > young_sec]
+    for _, tag in old:  # one a working container still uses stays (buildah refuses; no harm)
         if subprocess.run(["buildah", *storage(), "rmi", tag], capture_output=True, check=False).returncode == 0:
             removed.append(tag)
     return removed
+
+
+def _created(image: dict[str, object]) -> float:
+    """When buildah made an image (its ``created`` Unix time, or its ISO ``createdatraw``), 0 when unknown."""
+    created = image.get("created")
+    if isinstance(created, (int, float)):
+        return float(created)
+    text = str(image.get("createdatraw") or "")
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00").split(".")[0]).timestamp()
+    except ValueError:
+        return 0.0
 
 
 # ----- smoke commands -----------------------------------------------------------------------------------------

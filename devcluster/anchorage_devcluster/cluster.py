@@ -4,7 +4,7 @@ Used by ``anchorage dev cluster`` (``cli``) and by the tests' session fixture (`
 :func:`start` starts ``controlplane`` — with ``real_nodes``, on the host's address of a bridge of its own
 (``network``) beside a registry (``addons``), so that :meth:`LocalCluster.add_real_node` can join real nodes
 (``realnode``: kubelet, containerd, CNI, kube-proxy, kube-router) and the first of them brings the cluster DNS;
-:meth:`LocalCluster.start_node` adds a *simulated* node (``nodeagent --simulate``: load tests only);
+:meth:`LocalCluster.start_simulated_node` adds a *simulated* node (``simulatednode``: load tests only);
 :func:`apply_crds` applies ``crds/``; :func:`install_chart` installs ``charts/anchorage`` with the Helm
 library (helm-sdkpy) as the admin, then :meth:`LocalCluster.operator_kubeconfig` gives a kubeconfig with a
 token of the chart's operator ServiceAccount, so an operator started with it has exactly the chart's RBAC.
@@ -28,6 +28,7 @@ import yaml
 
 from anchorage_devcluster import addons, controlplane, realnode
 from anchorage_devcluster.binaries import Binaries
+from anchorage_devcluster.lifetimes import die_with_parent
 from anchorage_devcluster.network import Network
 
 
@@ -86,38 +87,38 @@ class LocalCluster:
         node.wait_ready(self.plane, timeout)
         return node
 
-    def start_node(self, name: str, *, writable: tuple[Path, ...] = (), simulate: str | None = None,
-                   capacity: dict[str, str] | None = None, env: dict[str, str] | None = None,
-                   image_binds: dict[str, Path] | None = None, image_path: tuple[str, ...] = (),
-                   timeout: float = 60) -> subprocess.Popen[bytes]:
-        """Start a node agent (``simulate``: ``MODULE:FUNCTION``; ``image_binds``: container path → host folder
-        standing in for the images' contents) and wait until its Node is Ready."""
-        argv = [sys.executable, "-m", "anchorage_devcluster.nodeagent", "--kubeconfig",
-                str(self.plane.node_kubeconfig(name)), "--name", name, "--workdir", str(self.root / "nodes" / name)]
-        argv += [item for path in writable for item in ("--writable", str(path))]
-        argv += ["--simulate", simulate] if simulate else []
+    def start_simulated_node(self, name: str, *, simulate: str, capacity: dict[str, str] | None = None,
+                             env: dict[str, str] | None = None, taint: str | None = None,
+                             timeout: float = 60) -> subprocess.Popen[bytes]:
+        """Start a simulated node (``simulatednode``: ``simulate`` is ``MODULE:FUNCTION``; ``env`` its process's extra
+        environment, e.g. the store's endpoint as seen from this machine), wait until its Node is Ready, and give it
+        the NoSchedule ``taint`` (``key``) so only pods that tolerate it land there."""
+        argv = [sys.executable, "-m", "anchorage_devcluster.simulatednode", "--kubeconfig",
+                str(self.plane.node_kubeconfig(name)), "--name", name, "--workdir", str(self.root / "nodes" / name),
+                "--simulate", simulate]
         argv += [item for key, value in (capacity or {}).items() for item in ("--capacity", f"{key}={value}")]
-        argv += [item for target, source in (image_binds or {}).items() for item in ("--image-bind", f"{target}={source}")]
-        argv += [item for folder in image_path for item in ("--image-path", folder)]
         (self.root / "logs").mkdir(exist_ok=True)
         with (self.root / "logs" / f"node-{name}.log").open("ab") as log:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env={**os.environ, **(env or {})}, start_new_session=True)
+                                    env={**os.environ, **(env or {})}, start_new_session=True,
+                                    preexec_fn=die_with_parent)
         self.nodes[name] = proc
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             ready = self.plane.kubectl("get", "node", name, "-o",
                                        "jsonpath={.status.conditions[?(@.type=='Ready')].status}", check=False)
             if ready.stdout.strip() == "True":
+                if taint:
+                    self.plane.kubectl("taint", "node", name, f"{taint}=true:NoSchedule", "--overwrite")
                 return proc
             if proc.poll() is not None:
                 break
             time.sleep(0.5)
-        raise controlplane.StartError(f"node agent {name} did not become Ready:\n"
+        raise controlplane.StartError(f"simulated node {name} did not become Ready:\n"
                                       f"{(self.root / 'logs' / f'node-{name}.log').read_text()[-3000:]}")
 
     def stop_node(self, name: str, *, delete: bool = True) -> None:
-        """Stop a node agent (its pods' containers die with it) and, with ``delete``, remove its Node."""
+        """Stop a simulated node and, with ``delete``, remove its Node."""
         proc = self.nodes.pop(name, None)
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -150,19 +151,11 @@ class LocalCluster:
             self.network.release()
 
 
-def agent_image(tools: Path, mount: str) -> tuple[dict[str, Path], tuple[str, ...]]:
-    """What the node agent needs to stand in for Anchorage's agent image: the host's installed agent CLIs
-    (``anchorage agents install``, under ``tools``) bound at ``mount``, each CLI's ``bin`` on the PATH."""
-    if not tools.is_dir():
-        return {}, ()
-    return {mount: tools}, tuple(f"{mount}/{d.name}/bin" for d in sorted(tools.glob("*@*")) if (d / "bin").is_dir())
-
-
 def start(root: Path, binaries: Binaries, *, timeout: float = 180, audit_users: tuple[str, ...] = (),
           audit_groups: tuple[str, ...] = (), throughput: controlplane.Throughput = controlplane.Throughput(),
           real_nodes: bool = False) -> LocalCluster:
     """Start the control plane under ``root`` (add nodes with :meth:`LocalCluster.add_real_node` — with
-    ``real_nodes`` — or :meth:`LocalCluster.start_node`); the requests of ``audit_users`` and members of
+    ``real_nodes`` — or :meth:`LocalCluster.start_simulated_node`); the requests of ``audit_users`` and members of
     ``audit_groups`` go to its audit log; ``throughput``: the controllers' and the scheduler's rates
     (:class:`controlplane.Throughput`)."""
     network = Network.acquire() if real_nodes else None

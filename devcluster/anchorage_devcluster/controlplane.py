@@ -18,7 +18,7 @@ tests' session fixture. Run as a real cluster is run, on 127.0.0.1 only:
 etcd keeps its data: Kubernetes' defaults unless a caller (the load bench) asks for :data:`BATCH`, the settings
 an operator of a batch cluster would raise.
 
-Nodes are added separately (``nodeagent``). Each component logs to ``<root>/logs/<name>.log``.
+Nodes are added separately (``realnode``, ``simulatednode``). Each component logs to ``<root>/logs/<name>.log``.
 """
 
 from __future__ import annotations

@@ -176,14 +176,13 @@ class Supervisor:
         if self.stopping:
             return
         self.stopping = True
-        for name in ("kube-router", "kube-proxy", "kubelet", "containerd"):
-            proc = self.procs.get(name)
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        running = [proc for proc in self.procs.values() if proc.poll() is None]
+        for proc in running:  # all at once: nothing of a node waits for another part of it on the way down
+            proc.terminate()
+        deadline = time.monotonic() + 10
+        for proc in running:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(max(0.1, deadline - time.monotonic()))
         kill_cgroup(self.config["cgroup"], spare=os.getpid())
 
 

@@ -1,6 +1,6 @@
 """Running one pod's containers on this machine, and the pod status a kubelet would report for it.
 
-Shared by the sandbox node agent (``nodeagent``: a real Node of the real control plane) and the fake's
+Shared by the simulated node (``simulatednode``, whose pods run nothing) and the fake's
 kubelet (``kubelet``). :class:`PodRun` takes a pod as the API server stores it and runs, as a kubelet
 does: init containers in order, native sidecars (init containers with ``restartPolicy: Always``) started
 in their turn and stopped with SIGTERM once every main container has ended, then the main containers in

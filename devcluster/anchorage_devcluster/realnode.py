@@ -11,7 +11,8 @@ routing, no service proxy). ``nodeprocs`` supervises them inside the node's name
 
 The kubelet measures the machine: capacity is this machine's CPUs and memory (two nodes on one machine both report
 all of it; the scheduler's requests still bound what runs on each). State lives under ``/var/lib/anchorage-dev/<slot>/
-<node>`` and sockets under ``/run/anchorage-dev/<slot>/<node>`` (short paths); logs under the cluster's ``logs``.
+<node>`` and sockets under ``/run/anchorage-dev/<slot>/<node>`` (short paths), containerd's images in the cache
+(:attr:`RealNode.images`: pulled and unpacked once); logs under the cluster's ``logs``.
 :meth:`RealNode.lose` kills the node's every process (kubelet, runtime, shims, containers) as a failed machine would;
 :meth:`RealNode.stop` stops it cleanly and removes what it made.
 """
@@ -33,7 +34,7 @@ from typing import Any
 import yaml
 
 from anchorage_devcluster import nodeprocs
-from anchorage_devcluster.binaries import Binaries
+from anchorage_devcluster.binaries import Binaries, cache_root
 from anchorage_devcluster.lifetimes import die_with_parent
 from anchorage_devcluster.network import CLUSTER_DNS, SERVICE_CIDR, Network
 
@@ -89,6 +90,12 @@ class RealNode:
     @property
     def run(self) -> Path:
         return Path(self.slot.run_dir) / self.name
+
+    @property
+    def images(self) -> Path:
+        """containerd's root (content store, unpacked snapshots): kept in the cache across clusters, per slot and
+        node name, so a node pulls and unpacks an image once, not once per cluster."""
+        return cache_root() / "nodes" / f"{self.slot.number}-{self.name}" / "containerd"
 
     @property
     def cgroup(self) -> str:
@@ -179,7 +186,7 @@ class RealNode:
                 f'server = "http://{registry}"\n\n[host."http://{registry}"]\n  capabilities = ["pull", "resolve"]\n')
         cri = 'plugins."io.containerd.grpc.v1.cri"'
         text = f"""version = 2
-root = "{folder / 'root'}"
+root = "{self.images}"
 state = "{self.run / 'containerd-state'}"
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
                     "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs",

@@ -1,15 +1,15 @@
 """The CRDs and a trial against Kubernetes: the real control plane (``[real]``) and the cluster fake (``[fake]``).
 
-Every test runs twice: ``[real]`` against the session's real control plane (``tests/kube_cluster.py``: the
-pinned kube-apiserver, etcd, controller manager and scheduler that ``make kube`` builds, a sandbox node,
-the chart installed) and ``[fake]`` against the cluster fake, started empty like a new cluster, so the fake
+Every test runs twice: ``[real]`` against the session's real cluster (``tests/kube_cluster.py``: the
+pinned kube-apiserver, etcd, controller manager and scheduler that ``make kube`` builds, real nodes, the chart
+installed from the cluster's registry) and ``[fake]`` against the cluster fake, started empty like a new cluster, so the fake
 is held to what the real server does. The checks: ``crds/`` applies after a server-side dry run and
 becomes Established; ``kubectl explain`` shows the fields' descriptions; the printer columns; invalid
 manifests get the API's schema and CEL errors (server-side dry run, nothing is stored); and
-``examples/trial.yaml`` runs to O-Eval 1.0 through an ``anchorage operator`` the test starts — on the real
-control plane with the chart's own arguments and its ServiceAccount's token (the chart's RBAC, not the
-admin's), its pods on the sandbox node in the chart's trials namespace (PodSecurity ``restricted``), and
-its Events in ``kubectl describe``.
+``examples/trial.yaml`` runs to O-Eval 1.0 through an operator — on the real cluster the chart's operator pod
+(its ServiceAccount: the chart's RBAC, not the admin's), its pods on the real nodes in the chart's trials namespace
+(PodSecurity ``restricted``), and its Events in ``kubectl describe``; on the fake an ``anchorage operator`` the
+test starts.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from anchorage_devcluster.serving import ClusterThread
-from kube_cluster import OPERATOR_NAMESPACE, Operator, RealCluster, kubectl_env
+from kube_cluster import OPERATOR_NAMESPACE, RealCluster, kubectl_env
 
 REPO = Path(__file__).resolve().parents[2]
 API = "anchorage.dev/v1alpha1"
@@ -46,7 +46,6 @@ class Target:
     store: str | None = None
     operator_flags: list[str] = field(default_factory=list)
     applied: dict[str, subprocess.CompletedProcess[str]] = field(default_factory=dict)
-    operator: Operator | None = None
 
     def kubectl(self, *args: str, stdin: Any = None, check: bool = False) -> subprocess.CompletedProcess[str]:
         text = yaml.safe_dump(stdin) if isinstance(stdin, dict) else stdin
@@ -172,11 +171,9 @@ def _table(text: str) -> list[dict[str, str]]:
 def _operator(target: Target) -> tuple[subprocess.Popen[bytes] | None, Callable[[], str], str]:
     """Start the operator for the trial test: (process or None when the real cluster's helper runs it, its log,
     the namespace the Trial goes to)."""
-    if target.real is not None:
-        operator = target.real.chart_operator(target.root)
-        operator.start()
-        target.operator = operator
-        return None, operator.tail, OPERATOR_NAMESPACE
+    if target.real is not None:  # the chart's operator pod
+        real = target.real
+        return None, real.operator_logs, OPERATOR_NAMESPACE
     log = target.root / "operator.log"
     with log.open("wb") as handle:
         proc = subprocess.Popen(
@@ -186,7 +183,6 @@ def _operator(target: Target) -> tuple[subprocess.Popen[bytes] | None, Callable[
     return proc, lambda: log.read_text()[-3000:], target.namespace
 
 
-@pytest.mark.sandbox
 def test_example_trial_runs_to_a_score_through_an_operator(target: Target) -> None:
     proc, tail, namespace = _operator(target)
     name = yaml.safe_load((REPO / "examples" / "trial.yaml").read_text())["metadata"]["name"]
@@ -212,5 +208,3 @@ def test_example_trial_runs_to_a_score_through_an_operator(target: Target) -> No
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        elif target.operator is not None:
-            target.operator.stop()

@@ -5,8 +5,11 @@
 
 * the nodes are what ``kubectl get nodes -o wide`` says a real node is: the pinned kubelet, ``containerd://``, and
   this machine's CPUs and memory as capacity;
-* ``examples/trial.yaml`` applied with kubectl reaches Succeeded with O-Eval 1 through the operator *pod*, and every
-  pod of it (trial, verifier) ran its image on a node: container IDs are the runtime's, ``kubectl logs`` reads them;
+* the trial of ``examples/trial.yaml`` reaches Succeeded with O-Eval 1 through the operator *pod*, and every pod of
+  it (trial, verifier) ran its image on a node: container IDs are the runtime's, ``kubectl logs`` reads them
+  (``examples/trial.yaml`` itself, applied with kubectl: ``test_real_cluster.py``);
+* a trial over its memory is OOM-killed by its cgroup and recorded as the model's ``oom``; a trial's CPU limit is its
+  container's CFS quota, and a busy loop is throttled by it;
 * the task reached the pods from the task bundle image (the operator's own pod copies it in, nothing of the checkout
   is mounted anywhere).
 """
@@ -69,8 +72,8 @@ def _wait_phase(real: RealCluster, kind: str, namespace: str, name: str, timeout
 def test_the_example_trial_runs_its_pods_from_their_images(real_cluster: RealCluster) -> None:
     release = real_cluster.release
     doc = yaml.safe_load((REPO / "examples" / "trial.yaml").read_text())
-    real_cluster.kubectl("apply", "-n", release.namespace, "-f", str(REPO / "examples" / "trial.yaml"))
-    name = doc["metadata"]["name"]
+    name = doc["metadata"]["name"] = "images-oracle-s0"  # examples/trial.yaml itself: tests/kube/test_real_cluster.py
+    real_cluster.kubectl("apply", "-n", release.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
     status = _wait_phase(real_cluster, "trial", release.namespace, name, 600)
     assert status["phase"] == "Succeeded" and status["oEval"] == 1.0, status
     pods = real_cluster.get("pods", "-n", release.trials_namespace)["items"]
@@ -104,3 +107,51 @@ def test_the_tasks_reach_the_pods_from_the_task_bundle_image(real_cluster: RealC
     operator = spec["containers"][0]
     assert f"--task-image={real_cluster.images['tasks']}" in operator["args"]
     assert not any(str(REPO) in arg for arg in operator["args"]), "the operator is pointed at the checkout"
+
+
+def _trial(real: RealCluster, name: str, command: str, limits: dict[str, Any]) -> None:
+    doc = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "Trial", "metadata": {"name": name},
+           "spec": {"task": "smoke-inventory", "agent": {"kind": "command", "command": ["/bin/sh", "-c", command]},
+                    "limits": limits}}
+    real.kubectl("apply", "-n", real.release.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
+
+
+def test_a_trial_over_its_memory_is_oom_killed_by_its_cgroup_and_is_the_models_oom(real_cluster: RealCluster) -> None:
+    hog = "python3 -c 'x = bytearray(600 * 1024 * 1024); print(len(x))'"
+    _trial(real_cluster, "hogs-memory", hog, {"memoryMB": 128, "cpus": 0.5, "agentTimeoutSec": 300})
+    status = _wait_phase(real_cluster, "trial", real_cluster.release.namespace, "hogs-memory", 600)
+    assert status["phase"] == "Failed" and status["reason"] == "oom", status  # the model's failure, not the platform's
+    record = json.loads((real_cluster.store / "_trials" / real_cluster.release.namespace / "hogs-memory" /
+                         "trial.json").read_text())
+    assert "OOMKilled" in record["message"], record["message"]
+
+
+def _container_cgroup(real: RealCluster, controller: str, node: str, container_id: str) -> Path | None:
+    """The cgroup folder of a container: the kubelet's cgroupfs layout under its node's cgroup root."""
+    ident = container_id.removeprefix("containerd://")
+    top = Path("/sys/fs/cgroup", controller, real.local.real_nodes[node].cgroup)
+    for folder, children, _ in os.walk(top):
+        if ident in children:
+            return Path(folder, ident)
+    return None
+
+
+def test_a_trials_cpu_limit_is_enforced_by_its_cgroup(real_cluster: RealCluster) -> None:
+    """Half a CPU: the agent's container gets a CFS quota of 50 ms per 100 ms, and a busy loop is throttled by it."""
+    busy = "python3 -c 'import time; t = time.time()\nwhile time.time() - t < 4: pass'; sleep 40"
+    _trial(real_cluster, "spins", busy, {"memoryMB": 256, "cpus": 0.5, "agentTimeoutSec": 300})
+    namespace = real_cluster.release.trials_namespace
+    deadline, cgroup = time.monotonic() + 300, None
+    while cgroup is None and time.monotonic() < deadline:
+        for pod in real_cluster.get("pods", "-n", namespace, "-l", "anchorage.dev/trial=spins")["items"]:
+            for status in pod["status"].get("containerStatuses") or []:
+                if status["name"] == "agent" and "running" in (status.get("state") or {}):
+                    cgroup = _container_cgroup(real_cluster, "cpu", pod["spec"]["nodeName"], status["containerID"])
+        time.sleep(1)
+    assert cgroup is not None, "the agent container never ran (or its cgroup was not found)"
+    assert int((cgroup / "cpu.cfs_quota_us").read_text()) == 50_000
+    assert int((cgroup / "cpu.cfs_period_us").read_text()) == 100_000
+    time.sleep(6)  # the busy loop's 4 s, at half a CPU
+    stat = dict(line.split() for line in (cgroup / "cpu.stat").read_text().splitlines())
+    assert int(stat["nr_throttled"]) > 0 and int(stat["throttled_time"]) > 0, stat
+    real_cluster.kubectl("delete", "trial", "spins", "-n", real_cluster.release.namespace, "--wait=false")

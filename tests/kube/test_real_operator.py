@@ -1,19 +1,20 @@
-"""The operator on the real control plane, installed as the Helm chart installs it.
+"""The operator on the real cluster, installed as the Helm chart installs it: a pod from its image.
 
-``tests/kube_cluster.py`` starts the pinned kube-apiserver, etcd, controller manager and scheduler with a
-sandbox node and a simulated node, and installs ``charts/anchorage`` with the Helm library. Here the
-operator runs with the chart's own arguments and its ServiceAccount's token, so every request it makes is
-checked by the chart's RBAC; its Jobs' pods are admitted by PodSecurity ``restricted`` in the chart's trials
-namespace, scheduled by the real scheduler, run by a node agent, and finished by the real Job controller.
+``tests/kube_cluster.py`` starts the pinned control plane with two real nodes and a simulated node, and installs
+``charts/anchorage`` with the Helm library from the cluster's registry. The operator runs as the chart's pod, with
+the chart's arguments and its ServiceAccount's token, so every request it makes is checked by the chart's RBAC; its
+Jobs' pods are admitted by PodSecurity ``restricted`` in the chart's trials namespace, scheduled by the real
+scheduler, run by the real kubelets (or, for the load tests, the simulated node), and finished by the real Job
+controller.
 
 * the chart's objects are there and its operator's account may do what the operator needs, nothing more;
-* a campaign of oracle and command entries on the sandbox node reaches Succeeded, its leaderboard equals
-  the local engine's over the same records, and ``kubectl describe`` shows the operator's Events;
-* an agent writing its /tmp past the emptyDir's limit: the node evicts the pod, the trial ends
+* a campaign of oracle and command entries on the real nodes reaches Succeeded, its leaderboard equals the local
+  engine's over the same records, and ``kubectl describe`` shows the operator's Events;
+* an agent writing its /tmp past the emptyDir's limit: the kubelet evicts the pod, the trial ends
   InfrastructureFailed with the eviction's message (read from the pod's status);
-* kill -9 of the operator again and again during a 300-trial campaign (simulated node): every Trial,
-  ScoringRun and Job is created exactly once (the API server's audit log of the operator's account),
-  every trial has its record;
+* the operator's pod deleted with ``--grace-period=0 --force`` again and again during a 300-trial campaign
+  (simulated node): every Trial, ScoringRun and Job is created exactly once (the API server's audit log of the
+  operator's account), every trial has its record;
 * names at the 63-character limit: a campaign and entry whose names fill it still give valid Job names and
   label values (hashed), and the campaign finishes.
 """
@@ -81,24 +82,18 @@ def _campaign(name: str, seeds: int) -> dict[str, Any]:
                                  {"name": "silent", "agent": {"kind": "command", "command": ["true"]}}]}}
 
 
-@pytest.mark.sandbox
-def test_a_campaign_on_the_sandbox_node_matches_the_local_engine(real_cluster: RealCluster, tmp_path: Path) -> None:
+def test_a_campaign_on_the_real_nodes_matches_the_local_engine(real_cluster: RealCluster, tmp_path: Path) -> None:
     from anchorage.manifests import VerificationCampaign
     from anchorage.runtime.local.engine import run_campaign
     from anchorage.runtime.local.trials import LocalRuntime
 
     release = real_cluster.release
     doc = _campaign("kinds", seeds=2)
-    operator = real_cluster.chart_operator(tmp_path)
-    operator.start()
-    try:
-        real_cluster.kubectl("apply", "-n", release.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
-        real_cluster.wait_for(lambda: _status(real_cluster, release.namespace, "kinds").get("phase") == "Succeeded",
-                              900, "the campaign to finish", operator)
-        status = _status(real_cluster, release.namespace, "kinds")
-        described = real_cluster.kubectl("describe", "vc", "kinds", "-n", release.namespace).stdout
-    finally:
-        operator.stop()
+    real_cluster.kubectl("apply", "-n", release.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
+    real_cluster.wait_for(lambda: _status(real_cluster, release.namespace, "kinds").get("phase") == "Succeeded",
+                          900, "the campaign to finish")
+    status = _status(real_cluster, release.namespace, "kinds")
+    described = real_cluster.kubectl("describe", "vc", "kinds", "-n", release.namespace).stdout
     assert status["progress"] == "6/6" and status["infrastructureFailed"] == 0, status
     local = run_campaign(VerificationCampaign.model_validate(doc), real_cluster.store,
                          LocalRuntime(mechanism="none", base_dir=tmp_path / "local"))
@@ -113,56 +108,52 @@ def test_a_campaign_on_the_sandbox_node_matches_the_local_engine(real_cluster: R
     assert "anchorage-operator" in events and "Succeeded" in events, described
 
 
-@pytest.mark.sandbox
-def test_an_agent_filling_its_tmp_past_the_limit_is_evicted_an_infrastructure_failure(
-        real_cluster: RealCluster, tmp_path: Path) -> None:
-    """/tmp is a disk-backed emptyDir of min(storage, 1 GiB): written past it, the node evicts the pod (the Job
+def test_an_agent_filling_its_tmp_past_the_limit_is_evicted_an_infrastructure_failure(real_cluster: RealCluster) -> None:
+    """/tmp is a disk-backed emptyDir of min(storage, 1 GiB): written past it, the kubelet evicts the pod (the Job
     only says BackoffLimitExceeded); the operator reads the pod's status and ends the trial as the platform's
     failure naming the eviction, not as the agent's exit code."""
     release = real_cluster.release
     fill = "head -c 16777216 /dev/zero > /tmp/fill; sleep 600"
     doc = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "Trial", "metadata": {"name": "fills-tmp"},
            "spec": {"task": "smoke-inventory", "agent": {"kind": "command", "command": ["/bin/sh", "-c", fill]},
-                    "limits": {"storageMB": 4, "agentTimeoutSec": 600}}}
-    operator = real_cluster.chart_operator(tmp_path)
-    operator.start()
-    try:
-        real_cluster.kubectl("apply", "-n", release.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
+                    "limits": {"storageMB": 4, "agentTimeoutSec": 600, "cpus": 0.5, "memoryMB": 512}}}
+    real_cluster.kubectl("apply", "-n", release.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
 
-        def status() -> dict[str, Any]:
-            return dict(real_cluster.get("trial", "fills-tmp", "-n", release.namespace).get("status") or {})
+    def status() -> dict[str, Any]:
+        return dict(real_cluster.get("trial", "fills-tmp", "-n", release.namespace).get("status") or {})
 
-        real_cluster.wait_for(lambda: status().get("phase") not in (None, "Pending", "Running"), 300,
-                              "the trial to end", operator)
-        ended = status()
-    finally:
-        operator.stop()
+    real_cluster.wait_for(lambda: status().get("phase") not in (None, "Pending", "Running"), 300, "the trial to end")
+    ended = status()
     assert ended["phase"] == "InfrastructureFailed" and ended["reason"] == "sandbox_error", ended
-    assert 'evicted' in ended["message"] and 'EmptyDir volume "tmp" exceeds the limit "4Mi"' in ended["message"], ended
+    assert "evicted" in ended["message"] and 'EmptyDir volume "tmp" exceeds the limit "4Mi"' in ended["message"], ended
 
 
-def test_kill_minus_nine_on_the_real_control_plane_never_duplicates_nor_loses_work(
-        real_cluster: RealCluster, simulated: Release, tmp_path: Path) -> None:
+def test_the_operator_pod_force_deleted_again_and_again_never_duplicates_nor_loses_work(
+        real_cluster: RealCluster, simulated: Release) -> None:
+    """``kubectl delete pod --grace-period=0 --force`` of the operator's pod, CRASH_KILLS times while a CRASH_TRIALS
+    campaign runs (its trials' pods on the simulated node); the Deployment starts a new pod each time."""
     seeds = CRASH_TRIALS // 3
     doc = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "VerificationCampaign", "metadata": {"name": "crash"},
            "spec": {"tasks": ["smoke-inventory"], "seeds": seeds, "parallelism": 30,
                     "entries": [{"name": n, "agent": {"kind": "command", "command": ["true"]}} for n in "abc"]}}
-    operator = real_cluster.chart_operator(tmp_path, release=simulated.name)
     rng = random.Random(19)
     real_cluster.kubectl("apply", "-n", simulated.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
-    try:
-        for _ in range(CRASH_KILLS):
-            operator.start()
-            time.sleep(rng.uniform(2.0, 5.0))
-            operator.stop(kill=True)
-        operator.start()
-        real_cluster.wait_for(lambda: _status(real_cluster, simulated.namespace, "crash").get("phase") == "Succeeded",
-                              900, "the campaign to finish after the kills", operator)
-        status = _status(real_cluster, simulated.namespace, "crash")
-    finally:
-        operator.stop(kill=True)
+    deleted: list[str] = []
+    for _ in range(CRASH_KILLS):
+        real_cluster.wait_for(lambda: any(_ready(p) for p in real_cluster.operator_pods(simulated.name)), 120,
+                              "the operator's pod to run again", simulated.name)
+        time.sleep(rng.uniform(2.0, 5.0))
+        for pod in real_cluster.operator_pods(simulated.name):
+            if not pod["metadata"].get("deletionTimestamp"):
+                real_cluster.kubectl("delete", "pod", "-n", simulated.namespace, pod["metadata"]["name"],
+                                     "--grace-period=0", "--force", "--wait=false")
+                deleted.append(pod["metadata"]["name"])
+    real_cluster.wait_for(lambda: _status(real_cluster, simulated.namespace, "crash").get("phase") == "Succeeded",
+                          900, "the campaign to finish after the deletions", simulated.name)
+    status = _status(real_cluster, simulated.namespace, "crash")
     total = seeds * 3
     assert status["progress"] == f"{total}/{total}" and status["infrastructureFailed"] == 0, status
+    assert len(set(deleted)) == CRASH_KILLS  # a new pod each time
     # Creates the server answered 201, and those it answered 504 (its request timeout under load: the object
     # may well be stored, as a client cannot tell); each object name once, none of them twice.
     created: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -182,23 +173,22 @@ def test_kill_minus_nine_on_the_real_control_plane_never_duplicates_nor_loses_wo
     twice = [key for key, n in created.items() if n > 1 and key[0] != "events"]
     assert not twice, f"created more than once: {twice[:5]}"
     assert len(list((real_cluster.store / "crash").glob("*/trial.json"))) == total
-    assert len(operator.logs) == CRASH_KILLS + 1
 
 
-def test_names_at_the_63_character_limit(real_cluster: RealCluster, simulated: Release, tmp_path: Path) -> None:
+def _ready(pod: dict[str, Any]) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def test_names_at_the_63_character_limit(real_cluster: RealCluster, simulated: Release) -> None:
     name = "c" * 63  # a campaign name at the limit; its trial, job and label names would exceed it
     entry = "e" * 40
     doc = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "VerificationCampaign", "metadata": {"name": name},
            "spec": {"tasks": ["smoke-inventory"], "seeds": 2, "parallelism": 2,
                     "entries": [{"name": entry, "agent": {"kind": "command", "command": ["true"]}}]}}
-    operator = real_cluster.chart_operator(tmp_path, release=simulated.name)
-    operator.start()
-    try:
-        real_cluster.kubectl("apply", "-n", simulated.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
-        real_cluster.wait_for(lambda: _status(real_cluster, simulated.namespace, name).get("phase") == "Succeeded",
-                              300, "the campaign with long names", operator)
-    finally:
-        operator.stop()
+    real_cluster.kubectl("apply", "-n", simulated.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
+    real_cluster.wait_for(lambda: _status(real_cluster, simulated.namespace, name).get("phase") == "Succeeded",
+                          300, "the campaign with long names", simulated.name)
     jobs = real_cluster.get("jobs", "-n", simulated.trials_namespace)["items"]
     ours = [j for j in jobs if (j["metadata"].get("annotations") or {}).get("anchorage.dev/campaign") == name]
     assert len(ours) == 4  # two trials, each an agent Job and a verifier Job

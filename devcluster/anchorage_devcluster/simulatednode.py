@@ -1,24 +1,17 @@
-"""The sandbox node agent: a Node of the real control plane that runs the pods bound to it on this machine.
+"""A *simulated* node: a Node of the real control plane whose pods run nothing, for the operator's load tests.
 
-Started by ``anchorage dev cluster`` and the tests (``python -m anchorage_devcluster.nodeagent``), with a
-kubeconfig that authenticates it as ``system:node:<name>`` (so the Node authorizer and NodeRestriction
-limit it to its own Node, its own pods and the Secrets/ConfigMaps those pods name, as a kubelet). What a
-kubelet does, in the part Jobs need:
+Started by the tests' session cluster and ``bench/kube_operator.py`` (``python -m
+anchorage_devcluster.simulatednode --simulate MODULE:FUNCTION``), with a kubeconfig that authenticates it as
+``system:node:<name>`` (so the Node authorizer and NodeRestriction limit it as they limit a kubelet). It exists because
+thousands of trials cannot run on a two-core machine, and the operator's cost per trial is what the load tests
+measure: it registers its Node (capacity as given), renews its Lease in ``kube-node-lease``, watches the pods the
+scheduler binds to it, hands each to ``--simulate`` — a function that writes what Anchorage's pod programs would write
+to the store and returns each container's exit code (``tests/simulated_pods.py``) — and reports the pod's status as a
+kubelet would (phase, conditions, container states and exit codes); it removes deleted pods with grace 0 and, after a
+restart, fails the pods it was running (``ContainerStatusUnknown``).
 
-* registers its Node (capacity as given: it is a sandbox on a shared machine, so CPU and memory are
-  advertised as configured, not measured) with Ready conditions, and renews its Lease in
-  ``kube-node-lease`` every 10 s (the node lifecycle controller would otherwise taint it unreachable);
-* lists and watches the pods the scheduler bound to it (``spec.nodeName``), runs each with
-  ``pods.PodRun`` (bubblewrap, the pod's limits in a cgroup, its user, volumes, env from Secrets), and
-  patches the pod's status after every change (phase, conditions, container states and exit codes);
-* kills a pod's containers when it is deleted (deadline, Job deletion, TTL) and removes it with grace 0;
-* after a restart, fails the pods it was running (their containers died with it), as a kubelet reports
-  ``ContainerStatusUnknown``.
-
-The real Job controller, scheduler and garbage collector do the rest. ``--simulate MODULE:FUNCTION``
-runs nothing: the function receives each pod and returns its containers' exit codes (load tests).
-Not served: the kubelet API (``kubectl logs``/``exec``); a container's output is in
-``<workdir>/<namespace>-<pod>/<container>.log``.
+Nothing isolation-related runs or is tested on it: the real nodes (``realnode``) run every pod that runs a program.
+The real Job controller, scheduler and garbage collector do the rest.
 """
 
 from __future__ import annotations
@@ -42,7 +35,7 @@ import yaml
 from anchorage_devcluster.binaries import KUBE_VERSION
 from anchorage_devcluster.pods import Obj, PodRun, Simulate, now
 
-log = logging.getLogger("anchorage.nodeagent")
+log = logging.getLogger("anchorage.simulatednode")
 LEASE_SEC = 40
 RENEW_SEC = 10
 STATUS_SEC = 60
@@ -112,15 +105,13 @@ def _micro(stamp: dt.datetime) -> str:
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-class NodeAgent:
-    """One Node (see the module docstring)."""
+class SimulatedNode:
+    """One simulated Node (see the module docstring)."""
 
-    def __init__(self, api: Api, name: str, *, workdir: Path, writable: tuple[Path, ...] = (),
-                 simulate: Simulate | None = None, capacity: dict[str, str] | None = None,
-                 image_binds: tuple[tuple[str, Path], ...] = (), image_path: tuple[str, ...] = ()) -> None:
+    def __init__(self, api: Api, name: str, *, workdir: Path, simulate: Simulate,
+                 capacity: dict[str, str] | None = None) -> None:
         self.api, self.name = api, name
-        self.workdir, self.writable, self.simulate = workdir, writable, simulate
-        self.image_binds, self.image_path = image_binds, image_path
+        self.workdir, self.simulate = workdir, simulate
         self.capacity = {"cpu": "64", "memory": "256Gi", "pods": "250", "ephemeral-storage": "500Gi",
                          **(capacity or {})}
         self.runs: dict[str, PodRun] = {}  # by pod uid
@@ -150,7 +141,7 @@ class NodeAgent:
     async def register(self) -> Obj:
         """Create (or find) the Node and report it Ready."""
         labels = {"kubernetes.io/hostname": self.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                  "anchorage.dev/node-agent": "simulated" if self.simulate else "sandbox"}
+                  "anchorage.dev/node-agent": "simulated"}
         try:
             await self.api.call("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
                                                           "metadata": {"name": self.name, "labels": labels}})
@@ -260,14 +251,13 @@ class NodeAgent:
     async def _run(self, pod: Obj) -> None:
         uid = pod["metadata"]["uid"]
         run = PodRun(pod, self.workdir / f"{pod['metadata']['namespace']}-{pod['metadata']['name']}", _ApiReferences(
-            self.api), lambda status: self._report(pod, status), writable=self.writable, simulate=self.simulate,
-            image_binds=self.image_binds, image_path=self.image_path)
+            self.api), lambda status: self._report(pod, status), simulate=self.simulate)
         self.runs[uid] = run
         try:
             await run.run()
         except Exception as exc:  # reported on the pod, as a kubelet reports a container it could not start
-            log.exception("pod %s/%s failed in the node agent", run.ns, run.name)
-            await run.fail(f"the node agent could not run the pod: {exc}")
+            log.exception("pod %s/%s failed on the simulated node", run.ns, run.name)
+            await run.fail(f"the simulated node could not run the pod: {exc}")
         finally:
             self.runs.pop(uid, None)
             self.finished.add(uid)
@@ -279,7 +269,7 @@ class NodeAgent:
     async def _lost(self, pod: Obj) -> None:
         stamp = now()
         gone = {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown", "startedAt": stamp,
-                               "finishedAt": stamp, "message": "the node agent restarted; the container is gone"}}
+                               "finishedAt": stamp, "message": "the simulated node restarted; the container is gone"}}
         spec = pod["spec"]
         status: Obj = {"phase": "Failed", "containerStatuses": [
             {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False, "restartCount": 0,
@@ -358,28 +348,20 @@ def load_simulate(spec: str) -> Simulate:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m anchorage_devcluster.nodeagent", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m anchorage_devcluster.simulatednode",
+                                     description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--kubeconfig", type=Path, required=True, help="authenticates as system:node:NAME")
     parser.add_argument("--name", required=True, help="the Node's name")
-    parser.add_argument("--workdir", type=Path, required=True, help="pods' volumes and container logs")
-    parser.add_argument("--writable", type=Path, action="append", default=[],
-                        help="a host folder containers may write (a file:// store); repeatable")
-    parser.add_argument("--simulate", help="MODULE:FUNCTION that stands in for running pods (load tests)")
+    parser.add_argument("--workdir", type=Path, required=True, help="the pods' bookkeeping")
+    parser.add_argument("--simulate", required=True,
+                        help="MODULE:FUNCTION that stands in for running each pod (e.g. simulated_pods:anchorage_pod)")
     parser.add_argument("--capacity", action="append", default=[], help="RESOURCE=QUANTITY, e.g. cpu=64, pods=250")
-    parser.add_argument("--image-bind", action="append", default=[],
-                        help="TARGET=HOST_FOLDER bound read-only into every container, standing in for what the "
-                        "images hold (e.g. /opt/anchorage/agents=~/.cache/anchorage/agents); repeatable")
-    parser.add_argument("--image-path", action="append", default=[],
-                        help="a folder put first on containers' default PATH, as the images' PATH has it; repeatable")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     capacity = dict(item.split("=", 1) for item in args.capacity)
     args.workdir.mkdir(parents=True, exist_ok=True)
-    binds = tuple((target, Path(source).expanduser()) for target, _, source in
-                  (item.partition("=") for item in args.image_bind))
-    agent = NodeAgent(Api(args.kubeconfig), args.name, workdir=args.workdir, writable=tuple(args.writable),
-                      simulate=load_simulate(args.simulate) if args.simulate else None, capacity=capacity,
-                      image_binds=binds, image_path=tuple(args.image_path))
+    agent = SimulatedNode(Api(args.kubeconfig), args.name, workdir=args.workdir, simulate=load_simulate(args.simulate),
+                          capacity=capacity)
 
     async def serve() -> None:
         task = asyncio.current_task()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from anchorage_devcluster.nodeagent import Api, ApiError, _ApiReferences
+from anchorage_devcluster.simulatednode import Api, ApiError, _ApiReferences
 
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-1"}, "spec": {"serviceAccountName": "runner"}}
 
