@@ -250,15 +250,20 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory, cluster_images: dict[
             local.stop()
 
 
-@pytest.fixture(scope="session")
-def kueue_cluster(real_cluster: RealCluster) -> RealCluster:
-    """The session's cluster with Kueue installed (once per session, as ``anchorage_devcluster.kueue`` installs it:
-    its manager as a pod, its CRDs and webhooks from its module's manifests, Admission Fair Sharing configured as
-    :data:`KUEUE_FAIR_SHARING`). Tests add their own ClusterQueues and LocalQueues."""
+@pytest.fixture(scope="module")
+def kueue_cluster(real_cluster: RealCluster) -> Iterator[RealCluster]:
+    """The session's cluster with Kueue installed (as ``anchorage_devcluster.kueue`` installs it: its manager as a
+    pod, its CRDs and webhooks from its module's manifests, Admission Fair Sharing configured as
+    :data:`KUEUE_FAIR_SHARING`) for the tests of one module (``tests/kube/test_real_kueue.py``: once per session), and
+    removed after them: Kueue's Job webhook fails Job creation while its pod is down, which the other modules' tests
+    (nodes killed, operators restarted) must not meet. Tests add their own ClusterQueues and LocalQueues."""
     from anchorage_devcluster import binaries, kueue
 
     found = binaries.find_kueue()
     if isinstance(found, str):
         pytest.skip(found)
     kueue.install(real_cluster.local, fair_sharing=KUEUE_FAIR_SHARING)
-    return real_cluster
+    try:
+        yield real_cluster
+    finally:
+        kueue.uninstall(real_cluster.local)

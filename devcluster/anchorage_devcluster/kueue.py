@@ -117,10 +117,17 @@ def wait_for_webhooks(local: Any, timeout: float) -> None:
 
 
 def uninstall(local: Any, *, timeout: float = 180) -> None:
-    """Remove what :func:`install` applied (the CRDs with every Kueue object)."""
+    """Remove what :func:`install` applied: first every Kueue object while the manager still runs (it removes their
+    finalizers), then the manifests (webhooks, APIServices, the manager, the CRDs). Afterwards no Job creation waits
+    on Kueue's webhook."""
     found = find_kueue()
     if isinstance(found, str):
         return
+    for scope, kinds in (("-A", "workloads.kueue.x-k8s.io,localqueues.kueue.x-k8s.io"),
+                         ("", "clusterqueues.kueue.x-k8s.io,resourceflavors.kueue.x-k8s.io,"
+                              "workloadpriorityclasses.kueue.x-k8s.io")):
+        local.plane.kubectl("delete", kinds, "--all", *([scope] if scope else []), "--ignore-not-found",
+                            f"--timeout={timeout:.0f}s", timeout=timeout + 20, check=False)
     docs = [d for d in yaml.safe_load_all(Path(found["manifests"]).read_text()) if d]
     local.plane.kubectl("delete", "--ignore-not-found", "--wait=true", f"--timeout={timeout:.0f}s", "-f", "-",
                         stdin=yaml.safe_dump_all(docs), timeout=timeout + 20, check=False)

@@ -3,7 +3,7 @@
 Kueue (``sigs.k8s.io/kueue``, built from its Go module by ``tools/kube/build.sh``) runs in the session's cluster as a
 real cluster runs it: its manager a pod, its CRDs and webhooks from its module's manifests, its webhooks and visibility
 API reached by the API server at the pod's address (``anchorage_devcluster.kueue``; ``kueue_cluster`` installs it once
-per session). The chart's operator runs as a pod. Each test makes its own ClusterQueue (a pod quota: one pod per trial
+per session, removed after this module). The chart's operator runs as a pod. Each test makes its own ClusterQueue (a pod quota: one pod per trial
 attempt; CPU and memory quotas ample) and LocalQueues in the trials namespace, where the trial Jobs run. Agents are
 ``command`` agents that sleep and write a fixed result: CPU is scarce, the points are about admission.
 

@@ -3,7 +3,7 @@
 Used by ``trials`` (a queued trial is refused before anything is written when Kueue or its LocalQueue is missing:
 :func:`require`), ``campaigns`` (the same refusal once per campaign generation) and ``queueing`` (the Workloads'
 watch: :func:`workload_job`, :func:`state`). The check reads the API server's discovery of ``kueue.x-k8s.io/v1beta2``
-(no RBAC needed), remembered once Kueue is there and asked again after :data:`RECHECK_SEC` while it is not; a
+(no RBAC needed), asked again after :data:`PRESENT_SEC` while Kueue is there and :data:`RECHECK_SEC` while it is not; a
 LocalQueue's existence is read once per (namespace, queue) and process while it exists.
 """
 
@@ -20,6 +20,7 @@ from anchorage.errors import InputError
 #: The Kueue resources the operator uses (their CRDs' names are what a refusal names).
 REQUIRED = ("workloads", "localqueues")
 RECHECK_SEC = 15.0
+PRESENT_SEC = 60.0
 _lock = threading.Lock()
 _present: bool = False
 _checked_at: float = float("-inf")
@@ -34,7 +35,7 @@ def missing_crds() -> list[str]:
     """The CRDs of :data:`REQUIRED` the cluster does not serve (``[]``: Kueue is installed)."""
     global _present, _checked_at
     with _lock:
-        if _present or time.monotonic() - _checked_at < RECHECK_SEC:
+        if time.monotonic() - _checked_at < (PRESENT_SEC if _present else RECHECK_SEC):
             return [] if _present else [crd_name(p) for p in REQUIRED]
     served = kube.api_resources(kube.KUEUE_GROUP, kube.KUEUE_API) or set()
     missing = [crd_name(p) for p in REQUIRED if p not in served]

@@ -6,7 +6,8 @@ operator (``--kueue-queue``) names a LocalQueue is launched by ``trials._launch`
 labelled for Kueue (``kubejobs.trial_job``). Kueue makes a Workload of the Job and admits it within its ClusterQueue's
 quota (fair sharing, priorities and preemption are the ClusterQueue's) by resuming the Job. This module follows the
 Workloads of the Jobs' namespaces (the operator's trials namespace, else the namespaces it serves) with
-``watching.Watch``, started once Kueue's API is served (checked at startup and every :data:`DISCOVERY_SEC` until then):
+``watching.Watch``, started once Kueue's API is served (checked at startup and every :data:`DISCOVERY_SEC` until then;
+stopped again if Kueue goes away):
 
 * **admitted** — the trial becomes ``Running``; its ``startTime`` is the admission, so the agent's time (the Job's
   ``activeDeadlineSeconds``, which Kubernetes counts from the Job's start, and a suspended Job has not started) never
@@ -256,36 +257,46 @@ class Follower:
         return [f"/apis/{group}/{version}/namespaces/{ns}/{plural}" for ns in namespaces]
 
     async def start(self) -> None:
-        self.tasks = [asyncio.get_running_loop().create_task(self._wait_for_kueue(), name="kueue discovery")]
+        self.tasks = [asyncio.get_running_loop().create_task(self._follow(), name="kueue follower")]
 
-    async def _wait_for_kueue(self) -> None:
-        while True:
-            try:
-                if await kube.in_thread(kueue.installed):
-                    break
-            except (kopf.TemporaryError, kube.ApiError, OSError) as exc:
-                log.debug("Kueue's discovery: %s", exc)
-            await asyncio.sleep(DISCOVERY_SEC)
+    @staticmethod
+    async def _served() -> bool:
+        try:
+            return await kube.in_thread(kueue.installed)
+        except (kopf.TemporaryError, kube.ApiError, OSError) as exc:
+            log.debug("Kueue's discovery: %s", exc)
+            return False
+
+    async def _follow(self) -> None:
+        """While Kueue is served: its Workloads' watches and the positions' loop; when it goes, wait for it again."""
         client = kube.client()
         connector = aiohttp.TCPConnector(ssl=client.tls_context(), limit=0)
         self.session = aiohttp.ClientSession(connector=connector, read_bufsize=2 ** 22, trust_env=False)
         loop = asyncio.get_running_loop()
         timeout = int(os.environ.get("ANCHORAGE_WATCH_TIMEOUT", "300"))
-        for path in self.paths():
-            watch = watching.Watch(client, self.session, path, "", self.events, timeout=timeout)
-            self.tasks.append(loop.create_task(watch.run(), name=f"watch {path}"))
-        self.tasks.append(loop.create_task(self._positions(), name="queue positions"))
-        log.info("Kueue is installed: following the Workloads of %s", ", ".join(self.paths()))
-
-    async def _positions(self) -> None:
         while True:
-            await asyncio.sleep(POSITION_SEC)
-            if self.events.peering.paused:
-                continue
-            try:
-                await kube.in_thread(refresh_positions, self.events)
-            except (kopf.TemporaryError, kopf.PermanentError, kube.ApiError, OSError) as exc:
-                log.warning("updating the queued trials' positions: %s", exc)
+            while not await self._served():
+                await asyncio.sleep(DISCOVERY_SEC)
+            watches = [loop.create_task(watching.Watch(client, self.session, path, "", self.events,
+                                                       timeout=timeout).run(), name=f"watch {path}")
+                       for path in self.paths()]
+            log.info("Kueue is installed: following the Workloads of %s", ", ".join(self.paths()))
+            while await self._served():
+                await asyncio.sleep(POSITION_SEC)
+                if self.events.peering.paused:
+                    continue
+                try:
+                    await kube.in_thread(refresh_positions, self.events)
+                except (kopf.TemporaryError, kopf.PermanentError, kube.ApiError, OSError) as exc:
+                    log.warning("updating the queued trials' positions: %s", exc)
+            log.info("Kueue is no longer served: its Workloads are not followed until it is again")
+            for task in watches:
+                task.cancel()
+            for task in watches:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            self.events.states.clear()
+            self.events._count()
 
     async def stop(self) -> None:
         for task in self.tasks:
