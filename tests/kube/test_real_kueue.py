@@ -2,12 +2,13 @@
 
 Kueue (``sigs.k8s.io/kueue``, built from its Go module by ``tools/kube/build.sh``) runs in the session's cluster as a
 real cluster runs it: its manager a pod, its CRDs and webhooks from its module's manifests, its webhooks and visibility
-API reached by the API server at the pod's address (``anchorage_devcluster.kueue``; ``kueue_cluster`` installs it once
-per session, removed after this module). The chart's operator runs as a pod. Each test makes its own ClusterQueue (a pod quota: one pod per trial
-attempt; CPU and memory quotas ample) and LocalQueues in the trials namespace, where the trial Jobs run. Agents are
-``command`` agents that sleep and write a fixed result: CPU is scarce, the points are about admission.
+API reached by the API server at the pod's address (``anchorage_devcluster.kueue``; ``kueue_cluster`` installs it for
+this module, once per session, and removes it after). The chart's operator runs as a pod. Each test makes its own
+ClusterQueue (a pod quota: one pod per trial attempt; CPU and memory quotas ample) and LocalQueues in the trials
+namespace, where the trial Jobs run. Agents are ``command`` agents that sleep and write a fixed result: CPU is scarce,
+the points are about admission.
 
-* Without Kueue, ``queueName`` is refused naming the missing CRDs (runs first, before the session installs Kueue).
+* Without Kueue, ``queueName`` is refused naming the missing CRDs (runs first, before Kueue is installed).
 * Two campaigns from two namespaces share a ClusterQueue of 4 pods: never more than 4 agent pods exist, both finish,
   and with Admission Fair Sharing weights 3:1 the first gets the larger share of the pod-seconds while both wait.
 * A higher-priority campaign preempts a lower one: the preempted attempts end InfrastructureFailed/preempted, are
