@@ -117,12 +117,15 @@ def wait_for_webhooks(local: Any, timeout: float) -> None:
 
 
 def uninstall(local: Any, *, timeout: float = 180) -> None:
-    """Remove what :func:`install` applied: first every Kueue object while the manager still runs (it removes their
-    finalizers), then the manifests (webhooks, APIServices, the manager, the CRDs). Afterwards no Job creation waits
-    on Kueue's webhook."""
+    """Remove what :func:`install` applied: first the queued Jobs and every Kueue object while the manager still runs
+    (it removes their finalizers), then the manifests (webhooks, APIServices, the manager, the CRDs). Afterwards no
+    Job creation waits on Kueue's webhook."""
     found = find_kueue()
     if isinstance(found, str):
         return
+    # the queued Jobs first: for a Job with a queue label left, Kueue would make its Workload again
+    local.plane.kubectl("delete", "jobs", "-A", "-l", "kueue.x-k8s.io/queue-name", "--ignore-not-found",
+                        f"--timeout={timeout:.0f}s", timeout=timeout + 20, check=False)
     for scope, kinds in (("-A", "workloads.kueue.x-k8s.io,localqueues.kueue.x-k8s.io"),
                          ("", "clusterqueues.kueue.x-k8s.io,resourceflavors.kueue.x-k8s.io,"
                               "workloadpriorityclasses.kueue.x-k8s.io")):
