@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml devcluster/pyproject.toml constraints.txt | sha1sum | cut -c1-12)
-SYSTEM_PACKAGES := bubblewrap prometheus poppler-utils iproute2 chromium buildah debootstrap \
+SYSTEM_PACKAGES := bubblewrap libseccomp2 prometheus poppler-utils iproute2 chromium buildah debootstrap \
 	containerd runc containernetworking-plugins iptables ipset conntrack
 #: pytest's workers: two (the machine's cores), the real-cluster tests all on one of them (one cluster per session)
 PYTEST_WORKERS ?= -n 2 --dist loadgroup
@@ -70,10 +70,11 @@ $(STAMP): pyproject.toml devcluster/pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --ignore-requires-python helm-sdkpy
 	touch $@
 
-## system: Debian packages for the sandbox (bubblewrap), Prometheus, figure rendering (poppler), the viewer's
-## browser tests (chromium, driven by Playwright; no browser download), image builds without a Docker engine
-## (buildah, debootstrap: `make images`, cached by content) and the dev cluster's real nodes (containerd, runc, the
-## CNI plugins, iptables, ipset, conntrack)
+## system: Debian packages for the sandbox (bubblewrap; libseccomp2, the compiler of its seccomp filter: apt brings it,
+## named so it is never missing; setpriv and unshare come with util-linux, an essential package), Prometheus, figure
+## rendering (poppler), the viewer's browser tests (chromium, driven by Playwright; no browser download), image
+## builds without a Docker engine (buildah, debootstrap: `make images`, cached by content) and the dev cluster's real
+## nodes (containerd, runc, the CNI plugins, iptables, ipset, conntrack)
 system:
 	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -7,9 +7,13 @@ each measured side by side with that cluster's raw create throughput (and the ko
 standard library's ``operator`` module for every script run from it)
 
 Pods are simulated (the tests' ``simulated_pods``: nothing runs; the store receives what the pod programs
-would write) — on the real control plane by the node agent in simulate mode, a real Node the scheduler
+would write) — on the real control plane by the simulated node (``simulatednode``), a real Node the scheduler
 binds the pods to, with the real Job controller, garbage collector and TTL controller at work; on the fake
-by its kubelet. The real control plane runs with a batch cluster's settings (``controlplane.BATCH``: the
+by its kubelet. ``--nodes real`` (with ``--cluster real``) runs the campaign on two **real nodes** instead
+(kubelet, containerd, CNI, kube-router; Anchorage's images from the cluster's registry, the S3 store as a pod):
+the chart is installed as a user installs it, so the operator is a pod and its figures come from its container's
+cgroup (CPU: ``cpuacct``) and process (peak RSS: ``VmHWM``); the trials are real pods of the agent image running
+``true``. The real control plane runs with a batch cluster's settings (``controlplane.BATCH``: the
 controllers' and the scheduler's API rates and the Job controller's workers raised; etcd unsynced, its data on
 tmpfs), printed with its figures. The figures are the operator's own: API requests per trial by verb (on the real server
 from its audit log, where only the operator authenticates as ``anchorage-bench-operator``; on the fake from
@@ -83,8 +87,9 @@ def _operator(env: dict[str, str], store: Path, log: Path) -> subprocess.Popen[b
         env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
 
 
-def _floor(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, str(REPO / "bench" / "kopf_floor.py"), "bench"], env=env,
+def _floor(env: dict[str, str], log: Path, namespaces: tuple[str, ...] = ("bench",)) -> subprocess.Popen[bytes]:
+    """The kopf floor watching ``namespaces`` (the campaign's and its Jobs')."""
+    return subprocess.Popen([sys.executable, str(REPO / "bench" / "kopf_floor.py"), *namespaces], env=env,
                             stdout=log.open("wb"), stderr=subprocess.STDOUT)
 
 
@@ -257,8 +262,8 @@ def run_fake(args: argparse.Namespace, root: Path) -> Run:
 OPERATOR_USER = "anchorage-bench-operator"
 
 
-def _audited(audit: Path, skip: int) -> collections.Counter[str]:
-    """The operator's requests in the API server's audit log after its first ``skip`` lines, as "VERB plural[/sub]"."""
+def _audited(audit: Path, skip: int, user: str = OPERATOR_USER) -> collections.Counter[str]:
+    """``user``'s requests in the API server's audit log after its first ``skip`` lines, as "VERB plural[/sub]"."""
     verbs = {"create": "POST", "patch": "PATCH", "update": "PUT", "delete": "DELETE", "get": "GET", "list": "GET",
              "watch": "WATCH", "deletecollection": "DELETE"}
     counts: collections.Counter[str] = collections.Counter()
@@ -267,7 +272,7 @@ def _audited(audit: Path, skip: int) -> collections.Counter[str]:
             if number < skip:
                 continue
             entry = json.loads(line)
-            if entry.get("stage") != "ResponseComplete" or entry["user"]["username"] != OPERATOR_USER:
+            if entry.get("stage") != "ResponseComplete" or entry["user"]["username"] != user:
                 continue
             ref = entry.get("objectRef") or {}
             sub = f"/{ref['subresource']}" if ref.get("subresource") else ""
@@ -319,6 +324,133 @@ def run_real(args: argparse.Namespace, root: Path) -> Run:
                _cpu_now() - cpu_before)
 
 
+REAL_NODES = ("node-1", "node-2")
+
+
+@dataclass
+class PodProcess:
+    """The operator pod's container as this machine sees it: its cgroup (``cpuacct``) and its main process."""
+
+    cgroup: Path
+    pid: int
+
+    def cpu(self) -> tuple[float, float]:
+        """CPU seconds of the container so far, and of that the system time (``cpuacct.stat`` in USER_HZ)."""
+        usage = int((self.cgroup / "cpuacct.usage").read_text()) / 1e9
+        ticks = dict(line.split() for line in (self.cgroup / "cpuacct.stat").read_text().splitlines())
+        return usage, int(ticks["system"]) / os.sysconf("SC_CLK_TCK")
+
+
+def _operator_pod(local: Any, namespace: str) -> PodProcess:
+    """The release's operator container: its cgroup under its node's cgroup root (the kubelet's cgroupfs layout) and
+    the process the runtime started in it."""
+    out = local.plane.kubectl("get", "pods", "-n", namespace, "-l", "app.kubernetes.io/component=operator", "-o",
+                              "json")
+    pods = [p for p in json.loads(out.stdout)["items"] if p["status"].get("phase") == "Running"]
+    if len(pods) != 1:
+        raise SystemExit(f"--nodes real: expected one running operator pod in {namespace}, found {len(pods)}")
+    pod = pods[0]
+    ident = next(s["containerID"] for s in pod["status"]["containerStatuses"] if s["name"] == "operator")
+    ident = ident.removeprefix("containerd://")
+    top = Path("/sys/fs/cgroup/cpuacct", local.real_nodes[pod["spec"]["nodeName"]].cgroup)
+    for folder, children, _ in os.walk(top):
+        if ident in children:
+            cgroup = Path(folder, ident)
+            pids = [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
+            return PodProcess(cgroup, min(pids))
+    raise SystemExit(f"--nodes real: the operator container {ident} has no cgroup under {top}")
+
+
+def _real_campaign(trials: int, parallelism: int) -> str:
+    """The campaign for real nodes: a trivial agent with a small footprint, so the two-core nodes take
+    ``parallelism`` pods at once (a task's own 2 CPUs and 8 GiB would fit two trials per node)."""
+    import yaml
+
+    doc = yaml.safe_load(_campaign(trials, parallelism))
+    doc["spec"]["limits"] = {"cpus": 0.1, "memoryMB": 128, "agentTimeoutSec": 300}
+    return str(yaml.safe_dump(doc))
+
+
+def run_real_nodes(args: argparse.Namespace, root: Path) -> Run:
+    """The campaign on real nodes through the chart's operator pod (``--nodes real``): API requests from the audit
+    log (the operator's ServiceAccount), CPU and RSS from its container, the kopf floor on this machine."""
+    from anchorage_devcluster import binaries, cli, cluster, realnode, s3server
+
+    found, s3_binary = binaries.find(), s3server.find()
+    for problem in (found if isinstance(found, str) else None, s3_binary if isinstance(s3_binary, str) else None,
+                    realnode.missing_requirements()):
+        if problem:
+            raise SystemExit(f"--nodes real: {problem}")
+    assert not isinstance(found, str) and not isinstance(s3_binary, str)
+    images = cli.build_images()
+    cpu_before = _cpu_now()
+    local, pushed, store = cluster.bring_up(root / "plane", found, images=images, nodes=REAL_NODES,
+                                            s3_binary=Path(s3_binary), audit_groups=("system:serviceaccounts:bench",))
+    try:
+        cluster.apply_crds(local, REPO / "crds")
+        local.plane.namespace("raw")
+        cluster.store_secret(local, store, "bench")
+        values = cluster.merge_values(cluster.release_values(pushed, store, "bench-trials"),
+                                      {"crds": {"enabled": False}, "operator": {"logFormat": "plain"}})
+        manifest = cluster.install_chart(local, REPO / "charts" / "anchorage", release="bench", namespace="bench",
+                                         values=values)
+        cluster.store_secret(local, store, "bench-trials")
+        local.plane.kubectl("wait", "--for=condition=Available", "deployment", "--all", "-n", "bench",
+                            "--timeout=600s")
+        account = next(doc["spec"]["template"]["spec"]["serviceAccountName"] for doc in _documents(manifest)
+                       if doc.get("kind") == "Deployment" and "operator" in doc["metadata"]["name"])
+        user = f"system:serviceaccount:bench:{account}"
+        admin = local.plane.env()
+        raw_rate = _raw_create_rate(local.plane.admin_kubeconfig, args.raw)
+        operator = _operator_pod(local, "bench")
+        watched = ("bench", "bench-trials")
+        idle_floor = _floor(admin, root / "floor-idle.log", watched) if args.kopf_floor else None
+        idle_start = operator.cpu()[0]
+        time.sleep(8)
+        idle_cpu = operator.cpu()[0] - idle_start  # the running operator's idle cost, beside the floor's startup
+        idle_floor_cpu = _stop(idle_floor)[0] if idle_floor is not None else None
+        audit = local.root / "audit.log"
+        skip = sum(1 for _ in audit.open()) if audit.exists() else 0
+        floor = _floor(admin, root / "floor.log", watched) if args.kopf_floor else None
+        before, before_sys = operator.cpu()
+        before_loop = _main_thread_cpu(operator.pid)
+        subprocess.run(["kubectl", "apply", "-f", "-"], input=_real_campaign(args.trials, args.parallelism).encode(),
+                       env=admin, check=True, capture_output=True)
+        start = time.perf_counter()
+        while True:
+            time.sleep(5)
+            out = local.plane.kubectl("get", "vc", "bench", "-n", "bench", "-o", "json", check=False)
+            status = dict(json.loads(out.stdout).get("status") or {}) if out.returncode == 0 else {}
+            if status.get("phase") in ("Succeeded", "Failed"):
+                break
+            print(f"  {status.get('progress', '0/?')} after {time.perf_counter() - start:.0f}s", file=sys.stderr)
+        elapsed = time.perf_counter() - start
+        after, after_sys = operator.cpu()
+        loop = _main_thread_cpu(operator.pid) - before_loop
+        rss = _peak_rss(operator.pid) or 0.0
+        floor_cpu, _, _, floor_loop = _stop(floor) if floor is not None else (None, 0.0, 0.0, None)
+        time.sleep(2)  # the audit backend writes in batches
+        counts = _audited(audit, skip, user)
+        if status.get("phase") != "Succeeded":
+            raise SystemExit(f"--nodes real: the campaign ended {status.get('phase')}: {status.get('message')}")
+        # the operator ran before the campaign: its CPU is the campaign's share (``idle_cpu`` is its 8 s at rest)
+        measured = Measured(int(status.get("total") or args.trials), elapsed, after - before, after_sys - before_sys,
+                            rss, 0.0, rss, floor_cpu, idle_floor_cpu, loop, floor_loop)
+        settings = (f"real nodes {', '.join(REAL_NODES)} (kubelet {binaries.KUBE_VERSION}, containerd, kube-router); "
+                    f"the operator a pod (idle: {idle_cpu:.2f} s CPU in 8 s); trials: the agent image running true")
+    finally:
+        local.stop()
+    return Run("real-nodes", measured, counts, raw_rate, _floor_events(root / "floor.log"), settings,
+               _cpu_now() - cpu_before)
+
+
+def _documents(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The objects of an installed release (helm-sdkpy's result: its rendered manifest)."""
+    import yaml
+
+    return [doc for doc in yaml.safe_load_all(str(manifest.get("manifest", ""))) if doc]
+
+
 def report(run: Run, parallelism: int) -> None:
     m = run.measured
     total = m.total
@@ -328,7 +460,8 @@ def report(run: Run, parallelism: int) -> None:
     writes = sum(verbs[v] for v in ("POST", "PATCH", "PUT", "DELETE"))
     events = sum(n for kind, n in run.kinds.items() if kind.split()[0] == "POST" and kind.endswith(" events"))
     rate = total / m.elapsed
-    print(f"[{run.cluster}] trials: {total} (parallelism {parallelism}, simulated pods), wall {m.elapsed:.1f} s")
+    pods = "real pods" if run.cluster == "real-nodes" else "simulated pods"
+    print(f"[{run.cluster}] trials: {total} (parallelism {parallelism}, {pods}), wall {m.elapsed:.1f} s")
     if run.settings:
         print(f"  cluster settings: {run.settings}")
     print("  API requests per trial by verb: " + ", ".join(f"{v} {n / total:.2f}" for v, n in sorted(verbs.items())))
@@ -364,6 +497,9 @@ def main() -> None:
     parser.add_argument("--raw", type=int, default=500, help="Trial objects created for the raw rate")
     parser.add_argument("--cluster", choices=["fake", "real", "both"], default="both",
                         help="the cluster fake, the real control plane (make kube) with a simulated node, or both")
+    parser.add_argument("--nodes", choices=["simulated", "real"], default="simulated",
+                        help="with --cluster real: the simulated node (default) or two real nodes (kubelet, "
+                             "containerd; the chart's operator as a pod, the trials real pods)")
     parser.add_argument("--kopf-floor", action="store_true",
                         help="also run a no-op kopf operator on the same objects and print its CPU per trial")
     parser.add_argument("--protocols", action="store_true",
@@ -374,10 +510,13 @@ def main() -> None:
                              "costs the machine CPU, so not for reported figures)")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="anchorage-bench-"))
+    if args.nodes == "real" and args.cluster != "real":
+        parser.error("--nodes real needs --cluster real")
+    runners = {"fake": run_fake, "real": run_real_nodes if args.nodes == "real" else run_real}
     for name in (["fake", "real"] if args.cluster == "both" else [args.cluster]):
         folder = root / name
         folder.mkdir()
-        report((run_fake if name == "fake" else run_real)(args, folder), args.parallelism)
+        report(runners[name](args, folder), args.parallelism)
 
 
 if __name__ == "__main__":

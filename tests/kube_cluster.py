@@ -6,7 +6,7 @@ authorizers, PodSecurity, controller manager, scheduler) on a bridge of its own,
 (``node-1``, ``node-2``: kubelet, containerd + runc, CNI, kube-proxy, kube-router as the NetworkPolicy engine,
 CoreDNS) and ``simulated-1``, the node agent in simulate mode (pods write what Anchorage's pod programs would,
 ``simulated_pods``; tainted, so only the load tests' namespaces reach it). Anchorage's images (agent, verifier,
-operator, task bundle: ``tools/images.py``, cached by content) are pushed to the registry and pulled by the nodes;
+operator, task bundle: ``anchorage.images``, cached by content) are pushed to the registry and pulled by the nodes;
 the artifact store is the project's real S3 server running as a pod (``addons.store_manifests``). The chart is
 installed as a user installs it (release ``anchorage`` in namespace ``anchorage``, trials namespace
 ``anchorage-trials`` enforcing PodSecurity ``restricted``): its operator and gateway run as pods from their
@@ -76,19 +76,50 @@ class RealCluster:
     s3: Any = None  # anchorage_devcluster.addons.Store: the S3 server the session release stores to
     images: dict[str, str] = field(default_factory=dict)  # registry references by images/ folder name
     releases: dict[str, Release] = field(default_factory=dict)
+    private: PrivateRegistry | None = None  # the registry that asks for credentials (:meth:`private_registry`)
 
     @property
     def release(self) -> Release:
         """The session's release ``anchorage`` (namespace ``anchorage``, trials in ``anchorage-trials``)."""
         return self.releases[RELEASE]
 
+    @property
+    def registry(self) -> str:
+        """The cluster's registry (``host:port``, plain HTTP), which the nodes pull from."""
+        return str(self.local.registry.address)
+
+    def private_registry(self) -> PrivateRegistry:
+        """A second registry on the bridge that asks for credentials (htpasswd), started once per session and allowed
+        on every real node; it shares the first one's storage, so a push to it uploads no layer already pushed."""
+        if self.private is None:
+            import secrets
+
+            from anchorage_devcluster import addons
+
+            user, password = "puller", secrets.token_urlsafe(12)
+            htpasswd = self.root / "private-registry.htpasswd"
+            htpasswd.write_text(addons.htpasswd_line(self.local.plane.binaries, user, password) + "\n")
+            host = self.registry.rpartition(":")[0]
+            registry = addons.Registry.start(self.local.plane.binaries, host, self.root, port=addons.REGISTRY_PORT + 1,
+                                             htpasswd=htpasswd, name="private-registry")
+            for node in self.local.real_nodes.values():
+                node.allow_registry(registry.address)
+            self.private = PrivateRegistry(registry, user, password)
+        return self.private
+
     def install(self, name: str, namespace: str, trials_namespace: str, *, simulated: bool = False,
-                crds: bool = False, values: dict[str, Any] | None = None) -> Release:
-        """``helm install`` the chart (as the admin, with the Helm library) and mint its operator's token."""
+                crds: bool = False, values: dict[str, Any] | None = None, registry_only: bool = False) -> Release:
+        """``helm install`` the chart (as the admin, with the Helm library) and mint its operator's token.
+        ``registry_only``: no image value but ``global.imageRegistry`` (the cluster's registry): the chart's own
+        repositories and tag (its appVersion), as a user installs it after ``anchorage images push``."""
         from anchorage_devcluster import cluster
 
         base = cluster.merge_values(cluster.release_values(self.images, self.s3, trials_namespace),
                                     {"operator": {"logFormat": "plain"}})
+        if registry_only:
+            base = {key: value for key, value in base.items() if key not in ("image", "tasks")}
+            base["operator"] = {"logFormat": "plain"}
+            base["global"] = {"imageRegistry": self.registry}
         cluster.store_secret(self.local, self.s3, namespace)
         merged = cluster.merge_values(base, {"crds": {"enabled": crds}, **(values or {})})
         manifest = cluster.install_chart(self.local, REPO / "charts" / "anchorage", release=name, namespace=namespace,
@@ -114,10 +145,22 @@ class RealCluster:
         return env
 
     def kubectl(self, *args: str, kubeconfig: Path | None = None, stdin: str | None = None,
-                check: bool = True) -> subprocess.CompletedProcess[str]:
+                check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """This cluster's kubectl; ``timeout`` bounds the process (longer than any ``--timeout=`` it is given)."""
         result: subprocess.CompletedProcess[str] = self.local.plane.kubectl(*args, kubeconfig=kubeconfig, stdin=stdin,
-                                                                             check=check)
+                                                                             check=check, timeout=timeout)
         return result
+
+    def wait_available(self, namespace: str, timeout: float = 300) -> None:
+        """Every Deployment of ``namespace`` Available within ``timeout`` s, else an error with the namespace's pods
+        and events (what kept them from starting)."""
+        done = self.kubectl("wait", "--for=condition=Available", "deployment", "--all", "-n", namespace,
+                            f"--timeout={timeout:.0f}s", check=False, timeout=timeout + 30)
+        if done.returncode != 0:
+            pods = self.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout
+            events = self.kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False).stdout
+            raise AssertionError(f"the Deployments of {namespace} are not Available after {timeout:.0f} s: "
+                                 f"{done.stderr.strip()}\n{pods}\n{events[-4000:]}")
 
     def get(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
@@ -175,6 +218,27 @@ class RealCluster:
         return path.read_text(errors="replace") if path.exists() else ""
 
 
+@dataclass
+class PrivateRegistry:
+    """A registry that asks for credentials: where it is and its one user's."""
+
+    registry: Any  # anchorage_devcluster.addons.Registry
+    user: str
+    password: str
+
+    @property
+    def address(self) -> str:
+        return str(self.registry.address)
+
+    def auth_file(self, path: Path) -> Path:
+        """A Docker config.json with the user's credentials (``buildah push --authfile``, a pull Secret's content)."""
+        import base64
+
+        token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+        path.write_text(json.dumps({"auths": {self.address: {"auth": token}}}))
+        return path
+
+
 def operator_deployment(manifest: dict[str, Any]) -> dict[str, Any]:
     """The operator's Deployment among an installed release's rendered objects."""
     docs = [d for d in yaml.safe_load_all(manifest["manifest"]) if d]
@@ -198,7 +262,7 @@ def kubectl_env(env: dict[str, str]) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def cluster_images() -> dict[str, str]:
-    """Anchorage's images built here (``tools/images.py``: buildah on a debootstrap base, cached by content): their
+    """Anchorage's images built here (``anchorage.images``: buildah on a debootstrap base, cached by content): their
     local names by folder."""
     import imagetool
 
@@ -230,6 +294,7 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory, cluster_images: dict[
                                          labels={REAL_NODE_LABEL: "real"}, s3_binary=Path(s3_binary),
                                          audit_groups=tuple(f"system:serviceaccounts:{namespace}"
                                                             for namespace in AUDITED_NAMESPACES))
+    real: RealCluster | None = None
     try:
         # the simulated pods write to the store from this machine: its endpoint as seen from here
         local.start_simulated_node("simulated-1", simulate="simulated_pods:anchorage_pod", taint=SIMULATED_TAINT,
@@ -242,10 +307,11 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory, cluster_images: dict[
             local.plane.namespace(team, pod_security="restricted")
         real.install(RELEASE, OPERATOR_NAMESPACE, TRIALS_NAMESPACE, crds=True,
                      values={"operator": {"watchNamespaces": [OPERATOR_NAMESPACE, *TEAM_NAMESPACES]}})
-        real.kubectl("wait", "--for=condition=Available", "deployment", "--all", "-n", OPERATOR_NAMESPACE,
-                     "--timeout=300s")
+        real.wait_available(OPERATOR_NAMESPACE)
         yield real
     finally:
+        if real is not None and real.private is not None:
+            real.private.registry.stop()
         with contextlib.suppress(Exception):
             local.stop()
 

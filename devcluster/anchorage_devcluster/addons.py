@@ -65,17 +65,24 @@ class Registry:
     proc: subprocess.Popen[bytes]
 
     @classmethod
-    def start(cls, binaries: Binaries, host: str, root: Path) -> Registry:
+    def start(cls, binaries: Binaries, host: str, root: Path, *, port: int = REGISTRY_PORT,
+              htpasswd: Path | None = None, name: str = "registry") -> Registry:
+        """Start it on ``host:port``; with ``htpasswd`` (lines of :func:`htpasswd_line`) every request needs one of
+        its users' credentials (HTTP basic), as a private registry does. All share the storage in the cache, so an
+        image pushed to one is there in every one (a push elsewhere then uploads no layer)."""
         data = cache_root() / "registry-data"
         data.mkdir(parents=True, exist_ok=True)
-        address = f"{host}:{REGISTRY_PORT}"
-        config = root / "registry.yaml"
-        config.write_text(yaml.safe_dump({
+        address = f"{host}:{port}"
+        config = root / f"{name}.yaml"
+        settings: dict[str, Any] = {
             "version": 0.1, "log": {"level": "warn", "accesslog": {"disabled": True}},
             "storage": {"filesystem": {"rootdirectory": str(data)}, "delete": {"enabled": True}},
-            "http": {"addr": address, "secret": secrets.token_hex(16)}}))
+            "http": {"addr": address, "secret": secrets.token_hex(16)}}
+        if htpasswd is not None:
+            settings["auth"] = {"htpasswd": {"realm": "anchorage-dev-cluster", "path": str(htpasswd)}}
+        config.write_text(yaml.safe_dump(settings))
         (root / "logs").mkdir(exist_ok=True)
-        with (root / "logs" / "registry.log").open("ab") as log:
+        with (root / "logs" / f"{name}.log").open("ab") as log:
             proc = subprocess.Popen([str(binaries.registry), "serve", str(config)], stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                                     preexec_fn=die_with_parent)
@@ -84,7 +91,7 @@ class Registry:
         while not registry.answers():
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the registry did not start on {address}:\n"
-                                   f"{(root / 'logs' / 'registry.log').read_text(errors='replace')[-2000:]}")
+                                   f"{(root / 'logs' / f'{name}.log').read_text(errors='replace')[-2000:]}")
             time.sleep(0.2)
         return registry
 
@@ -92,6 +99,8 @@ class Registry:
         try:
             with urllib.request.urlopen(f"http://{self.address}/v2/", timeout=2) as response:
                 return bool(response.status == 200)
+        except urllib.error.HTTPError as exc:
+            return exc.code == 401  # it answers, and asks for credentials
         except (urllib.error.URLError, OSError):
             return False
 
@@ -122,6 +131,15 @@ class Registry:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+def htpasswd_line(binaries: Binaries, user: str, password: str) -> str:
+    """``user``'s line of an htpasswd file (bcrypt, made by the registry binary itself: ``registry htpasswd``)."""
+    done = subprocess.run([str(binaries.registry), "htpasswd", user], input=password, capture_output=True, text=True,
+                          timeout=60, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"registry htpasswd failed: {done.stderr.strip()[-500:]}")
+    return done.stdout.strip()
 
 
 def binary_image(name: str, binary: Path, entrypoint: list[str], user: str, *, path: str | None = None) -> str:

@@ -124,16 +124,15 @@ def _serve_nodes(found: binaries.Binaries, *, kubeconfig: Path, crds_dir: Path, 
 
 
 def build_images() -> dict[str, str]:
-    """Anchorage's images, built (or found, cached by content) by the repository's ``tools/images.py``: local tags
-    by ``images/`` folder."""
+    """Anchorage's images, built (or found, cached by content) by the repository's ``tools/images.py`` (``anchorage
+    images build --json``: progress on stderr, the local tags by ``images/`` folder on stdout)."""
     names = ("agent-base", "verifier", "operator", "tasks")
     done = subprocess.run([sys.executable, str(REPO / "tools" / "images.py"), "build", *names, "--json"],
                           stdout=subprocess.PIPE, text=True, check=False)
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
+    if done.returncode != 0 or not done.stdout.strip():
         raise SystemExit(f"error: tools/images.py could not build the images (exit {done.returncode}); run `make "
                          "images` to see why")
-    tags: dict[str, str] = json.loads(lines[-1])
+    tags: dict[str, str] = json.loads(done.stdout)
     return tags
 
 

@@ -247,7 +247,7 @@ def release_values(images: dict[str, str], store: addons.Store, trials_namespace
             # a trial reserves half its CPUs: a task's 2 CPUs then fit a two-core development node
             "trials": {"namespace": trials_namespace, "networkPolicies": {"storeEgress": store.egress()},
                        "cpuRequestRatio": 0.5},
-            "operator": {"agentImage": images["agent-base"], "verifierImage": images["verifier"]}}
+            "operator": {"agentImage": image(images["agent-base"]), "verifierImage": image(images["verifier"])}}
 
 
 def store_secret(local: LocalCluster, store: addons.Store, *namespaces: str) -> None:

@@ -168,6 +168,14 @@ class RealNode:
                 "spec": {"podCIDR": self.slot.pod_cidr(self.index), "podCIDRs": [self.slot.pod_cidr(self.index)]}}
         plane.kubectl("create", "-f", "-", stdin=json.dumps(body), check=False)
 
+    def allow_registry(self, address: str) -> None:
+        """Let containerd pull from the plain-HTTP registry at ``address`` (its hosts.toml, which containerd reads at
+        every pull: no restart)."""
+        folder = self.state / "containerd" / "certs.d" / address
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "hosts.toml").write_text(
+            f'server = "http://{address}"\n\n[host."http://{address}"]\n  capabilities = ["pull", "resolve"]\n')
+
     def _containerd_config(self, registry: str | None, pause_image: str) -> Path:
         folder = self.state / "containerd"
         cni = self.state / "cni"
@@ -181,9 +189,7 @@ class RealNode:
                 {"type": "portmap", "capabilities": {"portMappings": True}}]}, indent=1))
         hosts = folder / "certs.d"
         if registry:
-            (hosts / registry).mkdir(parents=True, exist_ok=True)
-            (hosts / registry / "hosts.toml").write_text(
-                f'server = "http://{registry}"\n\n[host."http://{registry}"]\n  capabilities = ["pull", "resolve"]\n')
+            self.allow_registry(registry)
         cri = 'plugins."io.containerd.grpc.v1.cri"'
         text = f"""version = 2
 root = "{self.images}"

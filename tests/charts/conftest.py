@@ -51,9 +51,11 @@ def helm() -> Any:
         "helm_sdkpy", reason="helm-sdkpy is not installed (pip install --ignore-requires-python helm-sdkpy)")
 
 
-def install(helm: Any, values: dict[str, Any], release: str = "anchorage", namespace: str = NAMESPACE) -> dict[str, Any]:
-    """``helm install RELEASE charts/anchorage -n NAMESPACE -f values`` into a fresh fake; raises helm's InstallError."""
-    api = FakeApi()
+def install(helm: Any, values: dict[str, Any], release: str = "anchorage", namespace: str = NAMESPACE,
+            absent: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``helm install RELEASE charts/anchorage -n NAMESPACE -f values`` into a fresh fake (serving no ``absent`` API
+    group); raises helm's InstallError."""
+    api = FakeApi(absent)
     try:
         config = helm.Configuration(namespace=namespace, kubeconfig=api.kubeconfig(namespace))
         result: dict[str, Any] = asyncio.run(

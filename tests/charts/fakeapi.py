@@ -36,6 +36,7 @@ KINDS: list[tuple[str, str, str, str, bool]] = [
     ("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
     ("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True),
+    ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True),
     ("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False),
     ("monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", True),
     ("monitoring.coreos.com", "v1", "podmonitors", "PodMonitor", True),
@@ -56,6 +57,7 @@ class Store:
 
     objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    absent: frozenset[str] = frozenset()  # API groups this cluster does not serve (e.g. monitoring.coreos.com)
 
     def created(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -65,9 +67,10 @@ class Store:
         """The built-in :data:`KINDS` and those of the stored CRDs (their served versions)."""
         with self.lock:
             crds = [o for (plural, _, _), o in self.objects.items() if plural == "customresourcedefinitions"]
-        return KINDS + [(crd["spec"]["group"], version["name"], crd["spec"]["names"]["plural"],
-                         crd["spec"]["names"]["kind"], crd["spec"]["scope"] == "Namespaced")
-                        for crd in crds for version in crd["spec"]["versions"] if version.get("served")]
+        served = [k for k in KINDS if k[0] not in self.absent]
+        return served + [(crd["spec"]["group"], version["name"], crd["spec"]["names"]["plural"],
+                          crd["spec"]["names"]["kind"], crd["spec"]["scope"] == "Namespaced")
+                         for crd in crds for version in crd["spec"]["versions"] if version.get("served")]
 
 
 def _discovery(path: str, kinds: list[tuple[str, str, str, str, bool]]) -> Any:
@@ -181,8 +184,9 @@ def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
 class FakeApi:
     """The fake on 127.0.0.1 (``url``), serving from a background thread until :meth:`stop`."""
 
-    def __init__(self) -> None:
-        self.store = Store()
+    def __init__(self, absent: tuple[str, ...] = ()) -> None:
+        """``absent``: API groups the fake does not serve (as a cluster without their CRDs)."""
+        self.store = Store(absent=frozenset(absent))
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self.store))
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, name="fake-kube-api", daemon=True)

@@ -26,6 +26,7 @@ from charts.test_chart_render import cli_params, container
 
 Render = Callable[..., Rendered]
 PEERING_CRD = "kopfpeerings.kopf.dev"
+CLUSTER_PEERING_CRD = "clusterkopfpeerings.kopf.dev"
 
 
 def install_recording(helm: Any, values: dict[str, Any]) -> tuple[Rendered, list[tuple[str, str, str]]]:
@@ -56,6 +57,21 @@ def test_peering_is_a_kopfpeering_in_each_watched_namespace_and_priority(render:
     assert {p["metadata"]["name"] for p in peerings} == {"anchorage"}  # settings.peering.name of the operator
     deployment = rendered.one("Deployment", "anchorage-operator")["spec"]
     assert deployment["replicas"] == 1 and deployment["strategy"] == {"type": "Recreate"}
+
+
+def test_a_cluster_wide_operator_peers_through_the_clusterkopfpeering(helm: Any, repo_root: Path) -> None:
+    """operator.clusterWide: --all-namespaces, one ClusterKopfPeering "anchorage" (kopf's cluster-wide peering, which
+    kopf.run(clusterwide=True) selects), no KopfPeering; Helm creates its CRD (crds/) before it."""
+    rendered, created = install_recording(helm, {"operator": {"clusterWide": True, "watchNamespaces": ["ignored"]}})
+    params = operator_params(rendered)
+    assert params["all_namespaces"] is True and params["standalone"] is False
+    assert rendered.of_kind("KopfPeering") == []
+    cluster = rendered.of_kind("ClusterKopfPeering")
+    assert [p["metadata"]["name"] for p in cluster] == ["anchorage"] and "namespace" not in cluster[0]["metadata"]
+    crd_at = created.index(("customresourcedefinitions", "", CLUSTER_PEERING_CRD))
+    assert crd_at < created.index(("clusterkopfpeerings", "", "anchorage"))
+    source = yaml.safe_load((repo_root / "crds" / "peering" / "kopf.dev_clusterkopfpeerings.yaml").read_text())
+    assert source["spec"]["scope"] == "Cluster" and source["spec"]["names"]["kind"] == "ClusterKopfPeering"
 
 
 def test_standalone_has_no_peering_objects(render: Render) -> None:
@@ -104,6 +120,6 @@ def test_peering_crd_is_helms_crds_dir_even_with_crds_disabled(helm: Any) -> Non
     operator of the cluster) when absent and never upgrades or deletes it (`--skip-crds` leaves it out)."""
     rendered, created = install_recording(helm, {"crds": {"enabled": False}})
     crds = [name for plural, _, name in created if plural == "customresourcedefinitions"]
-    assert crds == [PEERING_CRD]
+    assert sorted(crds) == [CLUSTER_PEERING_CRD, PEERING_CRD]
     assert rendered.of_kind("CustomResourceDefinition") == []  # not a release object: Helm never deletes it
     assert len(rendered.of_kind("KopfPeering")) == 2

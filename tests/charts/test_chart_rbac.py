@@ -234,11 +234,16 @@ def test_the_derivation_sees_the_controllers_api_use() -> None:
             ("networking.k8s.io", "networkpolicies", "create")} <= rules
 
 
-@pytest.mark.parametrize("values", [{}, {"operator": {"peering": {"enabled": False}, "watchNamespaces": ["team-a"]}}],
-                         ids=["defaults", "standalone"])
+APPLICATION = ("-operator-application", f"-operator-application-{NAMESPACE}", "-operator-trials",
+               f"-operator-unserved-{NAMESPACE}")
+
+
+@pytest.mark.parametrize("values", [{}, {"operator": {"peering": {"enabled": False}, "watchNamespaces": ["team-a"]}},
+                                    {"operator": {"clusterWide": True}}],
+                         ids=["defaults", "standalone", "cluster-wide"])
 def test_application_rules_are_exactly_what_the_controller_uses(render: Render, values: dict[str, Any]) -> None:
     rendered = render(values)
-    granted = rendered_rules(rendered, ("-operator-application", "-operator-trials"), ("Role", "ClusterRole"))
+    granted = rendered_rules(rendered, APPLICATION, ("Role", "ClusterRole"))
     used = derived_application_rules()
     assert sorted(granted - used) == [], "granted but never used by the controller"
     assert sorted(used - granted) == [], "used by the controller but not granted"
@@ -252,13 +257,21 @@ def test_the_kopf_derivation_sees_the_peering_keep_alives_and_watch() -> None:
 @pytest.mark.parametrize("values, peering", [
     ({"operator": {"peering": {"enabled": False}}}, False), ({}, True),
     ({"operator": {"peering": {"priority": 5}, "watchNamespaces": ["team-a", "team-b"]}}, True),
-], ids=["standalone", "peering", "peering-namespaces"])
+    ({"operator": {"clusterWide": True}}, True), ({"operator": {"clusterWide": True, "peering": {"enabled": False}}}, False),
+], ids=["standalone", "peering", "peering-namespaces", "cluster-wide", "cluster-wide-standalone"])
 def test_framework_rules_are_kopfs_needs_only(render: Render, values: dict[str, Any], peering: bool) -> None:
     rendered = render(values)
-    expected = {**KOPF_FRAMEWORK, **(kopf_peering_rules() if peering else {})}
+    cluster_wide = bool(values.get("operator", {}).get("clusterWide"))
+    plural = "clusterkopfpeerings" if cluster_wide else "kopfpeerings"  # kopf's cluster-wide peering: its cluster kind
+    expected = {**KOPF_FRAMEWORK, **({(g, plural, v): why for (g, _, v), why in kopf_peering_rules().items()}
+                                     if peering else {})}
     granted = rendered_rules(rendered, ("-operator-framework", f"-operator-framework-{NAMESPACE}"),
                              ("Role", "ClusterRole"))
     assert granted == set(expected)
+    if cluster_wide:  # every framework rule cluster-wide, no Role in any namespace
+        assert [r for r in rendered.of_kind("Role") if r["metadata"]["name"].endswith("-operator-framework")] == []
+        assert bool(rendered.of_kind("ClusterKopfPeering")) == peering
+        return
     # the peering rules are granted in every namespace that holds a KopfPeering (each watched one)
     peerings = {p["metadata"]["namespace"] for p in rendered.of_kind("KopfPeering")}
     with_peering = {r["metadata"]["namespace"] for r in rendered.of_kind("Role")
@@ -266,14 +279,54 @@ def test_framework_rules_are_kopfs_needs_only(render: Render, values: dict[str, 
     assert with_peering == peerings and bool(peerings) == peering
 
 
-def test_jobs_and_policies_are_created_only_in_the_trials_namespace(render: Render) -> None:
-    rendered = render({"operator": {"watchNamespaces": ["team-a"]}})
+@pytest.mark.parametrize("values", [{"operator": {"watchNamespaces": ["team-a"]}}, {"operator": {"clusterWide": True}}],
+                         ids=["namespaced", "cluster-wide"])
+def test_jobs_pods_and_policies_are_touched_only_in_the_trials_namespace(render: Render, values: dict[str, Any]) -> None:
+    rendered = render(values)
     for role in rendered.of_kind("Role"):
-        creates = {r for rule in role["rules"] if "create" in rule["verbs"] for r in rule["resources"]}
-        if creates & {"jobs", "networkpolicies"}:
+        writes = {r for rule in role["rules"] if {"create", "delete"} & set(rule["verbs"]) for r in rule["resources"]}
+        if writes & {"jobs", "networkpolicies", "pods"}:
             assert role["metadata"]["namespace"] == "anchorage-trials", role["metadata"]["name"]
-    cluster = rendered_rules(rendered, ("",), ("ClusterRole",))
-    assert {v for _, _, v in cluster} <= {"list", "watch"}, "cluster-wide rules are read-only"
+    # delete: exactly the trials namespace's Jobs and their pods (a deleted Trial's), nothing else anywhere
+    deletes = {(g, r, role["kind"], role["metadata"].get("namespace"))
+               for role in rendered.of_kind("Role") + rendered.of_kind("ClusterRole")
+               for rule in role["rules"] if "delete" in rule["verbs"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert deletes == {("batch", "jobs", "Role", "anchorage-trials"), ("", "pods", "Role", "anchorage-trials")}
+    cluster = rendered_rules(rendered, ("-operator-framework-anchorage", "-operator-unserved-anchorage"), ("ClusterRole",))
+    assert {v for _, r, v in cluster if r != "events"} <= {"list", "watch"} | ({"patch"} if "clusterWide" in
+                                                                            values["operator"] else set())
+
+
+def test_unserved_namespaces_are_seen_read_only_and_only_when_reported(render: Render) -> None:
+    """operator.reportUnserved (default): list and watch of the three kinds and create of Events in every namespace,
+    nothing else; off (or cluster-wide, where every namespace is served): no such ClusterRole, --no-report-unserved."""
+    rendered = render({})
+    unserved = rendered.one("ClusterRole", f"anchorage-operator-unserved-{NAMESPACE}")
+    assert rendered_rules(rendered, (f"-operator-unserved-{NAMESPACE}",), ("ClusterRole",)) == {
+        ("anchorage.dev", plural, verb) for plural in ("trials", "scoringruns", "verificationcampaigns")
+        for verb in ("list", "watch")} | {("", "events", "create")}, unserved
+    bound = rendered.one("ClusterRoleBinding", f"anchorage-operator-unserved-{NAMESPACE}")
+    assert bound["roleRef"]["name"] == unserved["metadata"]["name"]
+    from charts.test_chart_render import cli_params, container
+
+    assert cli_params("operator", container(rendered, "anchorage-operator")["args"][1:])["report_unserved"] is True
+    for values in ({"operator": {"reportUnserved": False}}, {"operator": {"clusterWide": True}}):
+        other = render(values)
+        assert [r for r in other.of_kind("ClusterRole") if "-unserved-" in r["metadata"]["name"]] == []
+        args = container(other, "anchorage-operator")["args"][1:]
+        assert cli_params("operator", args)["report_unserved"] is False or "clusterWide" in values["operator"]
+
+
+def test_a_cluster_wide_operator_is_bound_cluster_wide_and_watches_every_namespace(render: Render) -> None:
+    from charts.test_chart_render import cli_params, container
+
+    rendered = render({"operator": {"clusterWide": True, "watchNamespaces": ["team-a"]}})
+    params = cli_params("operator", container(rendered, "anchorage-operator")["args"][1:])
+    assert params["all_namespaces"] is True
+    roles = {(r["metadata"].get("namespace"), r["metadata"]["name"]) for r in rendered.of_kind("Role")}
+    assert roles == {("anchorage-trials", "anchorage-operator-trials")}, "no Role per namespace: it serves them all"
+    bound = {b["roleRef"]["name"] for b in rendered.of_kind("ClusterRoleBinding")}
+    assert bound == {f"anchorage-operator-framework-{NAMESPACE}", f"anchorage-operator-application-{NAMESPACE}"}
 
 
 def test_every_watched_namespace_is_bound(render: Render) -> None:

@@ -177,7 +177,10 @@ def test_operator_flags_follow_the_values(render: Render) -> None:
     params = cli_params("operator", args[1:])
     assert sorted(params["namespace"]) == ["anchorage-trials", "team-a", "team-b"]
     assert (params["standalone"], params["priority"], params["peering_lifetime"]) == (False, 7, 30)  # peering
-    assert (params["storage_secret"], params["kueue_queue"], params["task_source"]) == ("s3-creds", "evals", "/opt/tasks")
+    assert (params["storage_secret"], params["kueue_queue"]) == ("s3-creds", "evals")
+    assert params["task_image"] == "ghcr.io/anchorage/tasks:0.1.0" and params["task_source"] == ""  # the bundle wins
+    unbundled = render({**FULL, "tasks": {"image": {"repository": ""}}})
+    assert cli_params("operator", container(unbundled, "anchorage-operator")["args"][1:])["task_source"] == "/opt/tasks"
     assert params["kueue_scoring_queue"] == "scoring"
     defaults = cli_params("operator", container(render({}), "anchorage-operator")["args"][1:])
     assert (defaults["standalone"], defaults["priority"], defaults["peering_lifetime"]) == (False, 100, 60)
@@ -199,7 +202,7 @@ def test_store_credentials_only_by_secret_reference(render: Render) -> None:
     operator = container(rendered, "anchorage-operator")
     assert operator["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
     env = {e["name"]: e for e in operator["env"]}
-    assert env["AWS_ENDPOINT_URL"]["value"] == "http://minio.minio.svc:9000"
+    assert env["AWS_ENDPOINT_URL_S3"]["value"] == "http://minio.minio.svc:9000"  # S3 only: STS stays AWS's
     assert "envFrom" not in container(rendered, "anchorage-gateway"), "the gateway gets no store credentials"
 
 
@@ -211,10 +214,13 @@ def operator_config(rendered: Rendered, deployment: str = "anchorage-operator") 
     from anchorage.commands.operator import operator_config as build
 
     params = cli_params("operator", container(rendered, deployment)["args"][1:])
-    names = ("trials_namespace", "storage_secret", "kueue_queue", "kueue_scoring_queue", "task_source",
-             "gateway_url", "gateway_admin_url", "gateway_namespace", "operator_image", "agent_image", "verifier_image",
-             "runtime_class_name", "node_selector", "tolerations", "affinity", "priority_class_name")
-    return build(store=params["store"], gateway_selector=params["gateway_selector"], **{n: params[n] for n in names})
+    names = ("trials_namespace", "storage_secret", "kueue_queue", "kueue_scoring_queue", "task_source", "gateway_url",
+             "gateway_admin_url", "gateway_namespace", "operator_image", "agent_image", "verifier_image",
+             "runtime_class_name", "node_selector", "tolerations", "affinity", "priority_class_name", "task_image",
+             "store_service_account", "store_token_audience", "store_role_arn")
+    return build(store=params["store"], gateway_selector=params["gateway_selector"],
+                 image_pull_secrets=params["image_pull_secret"], store_token_seconds=str(params["store_token_seconds"]),
+                 **{n: params[n] for n in names})
 
 
 RELEASES = [("anchorage", NAMESPACE, {}), ("evals", "team-x", {}), ("evals", "team-x", FULL),
@@ -255,11 +261,15 @@ def test_operator_flags_point_at_this_releases_gateway(render: Render, release: 
 
 
 def test_operator_gets_the_gateway_secrets_and_image_overrides(render: Render) -> None:
-    rendered = render({**FULL, "operator": {**FULL["operator"], "agentImage": "registry.example/agent:1",
-                                            "verifierImage": "registry.example/verifier:1",
+    digest = "sha256:" + "b" * 64
+    rendered = render({**FULL, "operator": {**FULL["operator"],
+                                            "agentImage": {"repository": "registry.example/agent", "tag": "1"},
+                                            "verifierImage": {"repository": "registry.example/verifier",
+                                                              "digest": digest},
                                             "gateway": {"adminUrl": "http://gw-admin.ops.svc:9001"}}})
     config = operator_config(rendered)
-    assert (config.agent_image, config.verifier_image) == ("registry.example/agent:1", "registry.example/verifier:1")
+    assert (config.agent_image, config.verifier_image) == ("registry.example/agent:1",
+                                                           f"registry.example/verifier@{digest}")
     assert config.admin_url() == "http://gw-admin.ops.svc:9001"
     env = {e["name"]: e for e in container(rendered, "anchorage-operator")["env"]}
     assert env["ANCHORAGE_GATEWAY_TOKEN_SECRET"]["valueFrom"]["secretKeyRef"] == {"name": "gateway", "key": "token"}
@@ -272,6 +282,62 @@ def test_operator_gets_the_gateway_secrets_and_image_overrides(render: Render) -
             "ANCHORAGE_GATEWAY_TOKEN_SECRET", "ANCHORAGE_GATEWAY_ADMIN_TOKEN")
         gw_env = {e["name"]: e for e in gateway["env"]}
         assert {"ANCHORAGE_GATEWAY_TOKEN_SECRET", "ANCHORAGE_GATEWAY_ADMIN_TOKEN"} <= gw_env.keys()
+
+
+def test_every_image_follows_the_registry_value_and_takes_a_digest(render: Render) -> None:
+    """global.imageRegistry alone moves every image the chart and the operator use (operator and gateway, task bundle,
+    agent, verifier) to R/anchorage/<name> with the chart's tag; each also takes a digest, which wins."""
+    registry = "10.200.3.1:5000"
+    rendered = render({"global": {"imageRegistry": registry}})
+    config = operator_config(rendered)
+    deployment = next(d for d in rendered.of_kind("Deployment") if d["metadata"]["name"] == "anchorage-operator")
+    init = {c["name"]: c["image"] for c in deployment["spec"]["template"]["spec"]["initContainers"]}
+    expected = {name: f"{registry}/anchorage/{name}:0.1.0" for name in ("operator", "tasks", "agent-base", "verifier")}
+    assert (config.operator_image, config.task_image, config.agent_image, config.verifier_image) == (
+        expected["operator"], expected["tasks"], expected["agent-base"], expected["verifier"])
+    assert init["tasks"] == expected["tasks"]
+    assert {container(rendered, name)["image"] for name in ("anchorage-operator", "anchorage-gateway")} == {
+        expected["operator"]}
+    digests = {key: "sha256:" + char * 64 for key, char in (("image", "1"), ("tasks", "2"), ("agent", "3"),
+                                                            ("verifier", "4"))}
+    pinned = operator_config(render({
+        "global": {"imageRegistry": registry}, "image": {"digest": digests["image"]},
+        "tasks": {"image": {"digest": digests["tasks"]}},
+        "operator": {"agentImage": {"digest": digests["agent"]}, "verifierImage": {"digest": digests["verifier"]}}}))
+    assert (pinned.operator_image, pinned.task_image, pinned.agent_image, pinned.verifier_image) == (
+        f"{registry}/anchorage/operator@{digests['image']}", f"{registry}/anchorage/tasks@{digests['tasks']}",
+        f"{registry}/anchorage/agent-base@{digests['agent']}", f"{registry}/anchorage/verifier@{digests['verifier']}")
+
+
+def test_pull_secrets_reach_every_pod_the_operator_creates(render: Render) -> None:
+    """imagePullSecrets and global.imagePullSecrets: the chart's pods list them, and the operator gets them
+    (--image-pull-secret) for trial, verifier and protocol pods."""
+    rendered = render({"imagePullSecrets": ["team-pull"], "global": {"imagePullSecrets": [{"name": "mirror-pull"}]}})
+    expected = [{"name": "team-pull"}, {"name": "mirror-pull"}]
+    for deployment in rendered.of_kind("Deployment"):
+        assert deployment["spec"]["template"]["spec"]["imagePullSecrets"] == expected
+    config = operator_config(rendered)
+    assert config.image_pull_secrets == ["team-pull", "mirror-pull"]
+    assert operator_config(render({})).image_pull_secrets == []
+
+
+def test_the_store_client_account_is_created_in_the_trials_namespace_and_named_to_the_operator(
+        render: Render) -> None:
+    annotations = {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/anchorage-store"}
+    rendered = render({"store": {"serviceAccount": {"annotations": annotations, "tokenAudience": "my-audience"},
+                                 "roleArn": "arn:aws:iam::123456789012:role/anchorage-store"}})
+    account = next(a for a in rendered.of_kind("ServiceAccount")
+                   if a["metadata"]["namespace"] == "anchorage-trials")
+    assert account["metadata"]["name"] == "anchorage-store-client"
+    assert account["metadata"]["annotations"] == annotations and account["automountServiceAccountToken"] is False
+    config = operator_config(rendered)
+    assert (config.store_service_account, config.store_token_audience, config.store_role_arn) == (
+        "anchorage-store-client", "my-audience", "arn:aws:iam::123456789012:role/anchorage-store")
+    none = render({"store": {"serviceAccount": {"create": False}}})
+    assert not [a for a in none.of_kind("ServiceAccount") if a["metadata"]["namespace"] == "anchorage-trials"]
+    assert operator_config(none).store_service_account is None
+    named = operator_config(render({"store": {"serviceAccount": {"create": False, "name": "platform-made"}}}))
+    assert named.store_service_account == "platform-made"
 
 
 def test_disabled_parts_render_nothing(render: Render) -> None:

@@ -87,6 +87,8 @@ def test_a_task_selector_matching_nothing_fails_the_campaign_with_the_reason(kub
     kube_env.start_operator()
     _apply(kube_env, "VerificationCampaign", "empty", {"taskSelector": {"names": ["nope-*"]}, "entries": [ORACLE]})
     kube_env.wait_for(lambda: _status(kube_env, "vc", "empty").get("phase") == "Failed", 60, "the campaign to fail")
-    [ready] = _status(kube_env, "vc", "empty")["conditions"]
+    conditions = {c["type"]: c for c in _status(kube_env, "vc", "empty")["conditions"]}
+    ready = conditions["Ready"]
     assert ready["reason"] == "InvalidTasks" and "taskSelector (nope-*) matches no task" in ready["message"]
+    assert conditions["Failed"]["status"] == conditions["Stalled"]["status"] == "True"  # kubectl wait, kstatus
     assert not kube_env.objects("anchorage.dev", "trials")

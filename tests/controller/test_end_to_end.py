@@ -44,7 +44,10 @@ def test_kubectl_apply_trial_runs_the_oracle_and_scores_it(kube_env: Env) -> Non
     assert float(row["O-EVAL"]) == 1.0 and row["TASK"] == "smoke-inventory" and row["SEED"] == "0"
     trial = kube_env.get("tr", "smoke-oracle-s0")
     assert trial["status"]["oEval"] == 1.0 and trial["status"]["reason"] == "completed"
-    assert {c["type"] for c in trial["status"]["conditions"]} == {"Ready", "Scored"}
+    conditions = {c["type"]: c["status"] for c in trial["status"]["conditions"]}
+    assert conditions == {"Ready": "True", "Scored": "True", "Complete": "True", "Failed": "False",
+                          "Reconciling": "False", "Stalled": "False"}  # kubectl wait --for=condition=Complete
+    assert trial["status"]["observedGeneration"] == trial["metadata"]["generation"]  # kstatus compares them
     folder = kube_env.store / "_trials" / "default" / "smoke-oracle-s0"
     assert (folder / "artifacts" / "smoke-inventory_result.json").is_file()
     record = json.loads((folder / "trial.json").read_text())
@@ -141,3 +144,14 @@ def test_scoring_run_rescores_external_artifacts(kube_env: Env) -> None:
     assert scores["ghost"]["gradable"] is False and scores["ghost"]["boEval"] == -1
     record = json.loads((kube_env.store / scores["astra"]["recordUri"]).read_text())
     assert record["o_eval"] == 1.0
+    # bounded: counts and a pointer to every summary in the store (here both fit in the status too)
+    assert (status["artifacts"], status["gradable"], status["unscored"]) == (2, 1, 0)
+    lines = (kube_env.store / status["scoresUri"].removeprefix(f"file://{kube_env.store}/")).read_text().splitlines()
+    assert [json.loads(line) for line in lines] == status["scores"]
+    conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    assert conditions == {"Ready": "True", "Complete": "True", "Failed": "False", "Reconciling": "False",
+                          "Stalled": "False"}
+    # a lone run carries the operator's finalizer; deleting it lets it go (its verifier Job has ended)
+    assert kube_env.get("sr", "rescore")["metadata"]["finalizers"] == ["anchorage.dev/stop-jobs"]
+    kube_env.kubectl("delete", "sr", "rescore", "--timeout=30s")
+    assert kube_env.kubectl("get", "sr", "rescore", check=False).returncode != 0

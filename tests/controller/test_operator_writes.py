@@ -3,7 +3,8 @@
 Pods are simulated (``FakeKubelet(simulate=True)``): the test is about the operator's requests. The
 writes of a campaign trial are exactly: POST Trial (by the campaign), PATCH its status twice (Running,
 then the outcome with the scores), POST its Job, POST its ScoringRun, POST the verifier Job, PATCH the
-run's status — and kopf leaves no annotation or finalizer on Trials and ScoringRuns.
+run's status — and kopf leaves no annotation or finalizer on Trials and ScoringRuns. The operator's own finalizer
+(``anchorage.dev/stop-jobs``: their Jobs run in another namespace) is in the bodies it creates: no write more.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import pytest
 import yaml
 
 from anchorage.controller import kube
-from anchorage.runtime.kubejobs import NAME_LABELS
+from anchorage.runtime.kubeconditions import LIFECYCLE_TYPES
+from anchorage.runtime.kubejobs import JOBS_FINALIZER, NAME_LABELS
 from anchorage_devcluster.apiserver import Fault
 
 from .conftest import Env
@@ -45,7 +47,7 @@ def test_a_campaign_trial_costs_seven_writes_and_carries_no_kopf_state(sim_env: 
     for plural in ("trials", "scoringruns"):
         for obj in env.objects("anchorage.dev", plural):
             meta = obj["metadata"]
-            assert not meta.get("finalizers"), f"{plural} {meta['name']} has a finalizer"
+            assert meta.get("finalizers") == [JOBS_FINALIZER], f"{plural} {meta['name']}: {meta.get('finalizers')}"
             kopf_keys = [k for k in meta.get("annotations") or {} if k.startswith("anchorage.dev/")
                          and k not in ("anchorage.dev/agent-outcome", *NAME_LABELS)]  # full names beside labels
             assert not kopf_keys, f"{plural} {meta['name']} carries kopf state: {kopf_keys}"
@@ -53,7 +55,7 @@ def test_a_campaign_trial_costs_seven_writes_and_carries_no_kopf_state(sim_env: 
     # the final write carries the outcome and the scoring result together (whatever the simulated verifier wrote)
     assert {t["status"]["phase"] for t in trials} == {"Succeeded"}
     assert all(t["status"].get("gradable") is not None and t["status"]["reason"] == "completed" for t in trials)
-    assert all([c["type"] for c in t["status"]["conditions"]] == ["Ready", "Scored"] for t in trials)
+    assert all([c["type"] for c in t["status"]["conditions"]] == ["Ready", "Scored", *LIFECYCLE_TYPES] for t in trials)
     assert all(t["status"]["scoringRun"] == f"{t['metadata']['name']}-score" for t in trials)
 
 

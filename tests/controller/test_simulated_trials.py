@@ -38,7 +38,9 @@ def test_simulated_oracle_trial_ends_scored_and_gradable(sim_env: Env) -> None:
     status = _status(env, "tr", "sim-oracle")
     assert status["phase"] == "Succeeded" and status["reason"] == "completed"
     assert status["gradable"] is True and status["oEval"] == pytest.approx(1.0) and status["boEval"] == pytest.approx(1.0)
-    assert [(c["type"], c["status"]) for c in status["conditions"]] == [("Ready", "True"), ("Scored", "True")]
+    assert [(c["type"], c["status"]) for c in status["conditions"]] == [
+        ("Ready", "True"), ("Scored", "True"), ("Complete", "True"), ("Failed", "False"), ("Reconciling", "False"),
+        ("Stalled", "False")]
     assert _status(env, "sr", "sim-oracle-score")["phase"] == "Succeeded"
     folder = env.store / "_trials" / "default" / "sim-oracle"
     score = json.loads((folder / "score.json").read_text())

@@ -8,11 +8,12 @@ channel works.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from anchorage.runtime.local import sandbox
+from anchorage.runtime.local import interpreter, sandbox
 from anchorage.runtime.local.sandbox import SandboxLimits, SandboxSpec
 from hostile.conftest import RunAttack
 from runtime.fake_gateway import FakeGateway
@@ -59,7 +60,9 @@ os._exit(125)
 
 def test_honest_twin_a_sandbox_that_never_started_is_infrastructure(attack: RunAttack, mech: sandbox.Mechanism,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox, "python_prefixes", lambda: ["/nonexistent/anchorage-missing-prefix"])
+    missing = Path("/nonexistent/anchorage-missing-prefix")
+    layout = replace(interpreter.layout(), binds=(interpreter.Bind(missing, str(missing)),))
+    monkeypatch.setattr(interpreter, "layout", lambda: layout)
     result = attack("print('never runs')", mech)
     assert result.phase_reason == ("InfrastructureFailed", "sandbox_error"), result.record
     assert result.record["sandbox"]["started"] is False

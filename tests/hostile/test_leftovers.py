@@ -1,4 +1,4 @@
-"""A run killed with -9 leaves cgroups, quota mounts and a gateway socket folder; the next run removes them.
+"""A run killed with -9 leaves cgroups, quota mounts, views and a gateway socket folder; the next run removes them.
 
 The agents here are ordinary sleepers: the "attack" is on the host's hygiene (an engine that dies at
 the worst moment), and the honest outcome is a second run that cleans up what the first one owned —
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from anchorage.runtime.local import cgroups, leftovers, quotas
+from anchorage.runtime.local import cgroups, leftovers, mounts, quotas, views
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
@@ -38,14 +38,16 @@ spec:
 
 
 def _owned_by(pid: int) -> dict[str, list[str]]:
-    """The cgroups, quota mounts and gateway folders tagged with the process ``pid``."""
+    """The cgroups, quota mounts, views and gateway folders tagged with the process ``pid``."""
     prefix = f"{pid}."
     groups = [str(d) for d in Path(cgroups.ROOT).glob("*/**/anchorage-*") if d.name.removeprefix("anchorage-")
               .startswith(prefix)] if os.geteuid() == 0 else []
-    mounts = [target for source, target in quotas._mounts()
-              if source.startswith(quotas.SOURCE_PREFIX + prefix)]
+    quota_mounts = [target for source, target in quotas._mounts()
+                    if source.startswith(quotas.SOURCE_PREFIX + prefix)]
     folders = [str(f) for f in Path(tempfile.gettempdir()).glob(f"{leftovers.GATEWAY_PREFIX}{prefix}*")]
-    return {"cgroups": groups, "mounts": mounts, "gateway_folders": folders}
+    viewed = [target for _, source, target in mounts.table() if source.startswith(views.SOURCE_PREFIX + prefix)]
+    viewed += [str(f) for f in Path(tempfile.gettempdir()).glob(f"{views.FOLDER_PREFIX}{prefix}*")]
+    return {"cgroups": groups, "mounts": quota_mounts, "views": viewed, "gateway_folders": folders}
 
 
 def test_a_killed_run_is_cleaned_up_by_the_next(mechanism: str, tmp_path: Path) -> None:
@@ -58,18 +60,19 @@ def test_a_killed_run_is_cleaned_up_by_the_next(mechanism: str, tmp_path: Path) 
     owned: dict[str, list[str]] = {}
     while time.monotonic() < deadline:  # wait until trials are in flight (their mounts exist)
         owned = _owned_by(first.pid)
-        if owned["mounts"] and owned["gateway_folders"]:
+        if owned["mounts"] and owned["views"] and owned["gateway_folders"]:
             break
         time.sleep(0.05)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
-    assert owned["mounts"] and owned["gateway_folders"], owned
+    assert owned["mounts"] and owned["views"] and owned["gateway_folders"], owned
     assert _owned_by(first.pid)["mounts"], "the kill should have left quota mounts behind"
+    assert _owned_by(first.pid)["views"], "the kill should have left views behind"
 
     second = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _, err = second.communicate(timeout=300)
     assert second.returncode == 0, err
-    nothing: dict[str, list[str]] = {"cgroups": [], "mounts": [], "gateway_folders": []}
+    nothing: dict[str, list[str]] = {"cgroups": [], "mounts": [], "views": [], "gateway_folders": []}
     assert _owned_by(first.pid) == nothing  # the killed run's leftovers are gone
     assert _owned_by(second.pid) == nothing  # and a run that ends removes its own
     finished = list((runs / "killed").glob("*/trial.json"))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from anchorage.runtime.local import sandbox
+from anchorage.runtime.local import interpreter, sandbox, uids
 from anchorage.tasks import Task
 from hostile.conftest import RunAttack, write_expected
 
@@ -57,7 +57,10 @@ print("home-write ok")
 """
     result = _honest(attack, code, mech, smoke_task)
     out = result.stdout
-    uid = 1000 if mech == "bwrap" else 60999
+    ids = uids.id_range()
+    line = next(x for x in out.splitlines() if x.startswith("uid "))
+    uid = int(line.split()[1])
+    assert uid == 1000 if mech == "bwrap" else ids.start < uid < ids.start + ids.count, line  # unshare: host ids
     assert f"uid {uid} {uid} gid {uid} user agent home /root" in out, out
     for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
         assert f"{key} 0000000000000000" in out, out
@@ -70,7 +73,8 @@ print("home-write ok")
 
 
 def test_read_only_binds_cannot_be_remounted(attack: RunAttack, mech: sandbox.Mechanism, smoke_task: Task) -> None:
-    prefix = sandbox.python_prefixes()[0]
+    prefix = interpreter.layout().binds[-1].target  # the interpreter's packages, in the sandbox
+    host_prefix = interpreter.layout().binds[-1].source
     code = f"""
 MS_REMOUNT, MS_BIND = 32, 4096
 for target in ("/usr", "/etc", "/root/data", "{prefix}", "/"):
@@ -86,7 +90,7 @@ for target in ("/usr", "/etc", "/root/data", "{prefix}", "/"):
         if line.startswith(("remount", "umount")):
             assert not line.endswith(" ok"), line
     assert result.stdout.count("write refused") == 5
-    assert not (smoke_task.data_dir / "evil").exists() and not Path(prefix, "evil").exists()
+    assert not (smoke_task.data_dir / "evil").exists() and not Path(host_prefix, "evil").exists()
 
 
 def test_sysctls_are_read_only(attack: RunAttack, mech: sandbox.Mechanism, smoke_task: Task) -> None:

@@ -1,17 +1,19 @@
 """The CI step of the images: build the agent and verifier images here — no Docker engine: buildah with
 ``--isolation chroot`` and vfs storage on a debootstrap base, all from Debian's and the language registries'
-packages — and run each image's smoke command (``tools/images.py``). Built images are cached by content
+packages — and run each image's smoke command (``anchorage.images``). Built images are cached by content
 under ``$ANCHORAGE_CACHE/images``: the first run takes tens of minutes, a run with nothing changed seconds.
 """
 
 from __future__ import annotations
 
+import time
 from types import ModuleType
 
 import pytest
 
 import imagetool
 from anchorage import agents
+from anchorage.images import smoke
 
 pytestmark = pytest.mark.timeout(10800)
 
@@ -29,7 +31,7 @@ def base(tool: ModuleType) -> str:
 
 def test_agent_image_has_the_pinned_clis_for_the_agent_user(tool: ModuleType, base: str) -> None:
     tag = tool.build("agent-base", base)
-    printed = tool.smoke_agent(tag)
+    printed = smoke.smoke_agent(tag)
     for name, pin in agents.pins().items():
         assert pin.version in printed[name]
     assert printed["python"] == "2.0.2"  # SPEC §1's numpy pin, importable with the rest of the stack
@@ -39,16 +41,18 @@ def test_agent_image_has_the_pinned_clis_for_the_agent_user(tool: ModuleType, ba
 
 def test_verifier_image_scores_the_smoke_task_with_the_hosts_gates(tool: ModuleType, base: str) -> None:
     tag = tool.build("verifier", base)
-    result = tool.smoke_verifier(tag)
+    result = smoke.smoke_verifier(tag)
     assert result["o_eval"] == 1.0 and result["gates"] > 0
-    builds = [name for name in tool.images() if name.startswith("localhost/anchorage/verifier:")]
-    assert tag in builds and len(builds) <= tool.KEEP  # older builds pruned
+    builds = tool.builds("verifier")
+    assert tag in [built for _, built in builds]
+    # older builds pruned: beyond the newest KEEP only those young enough that another build may still use them
+    assert all(time.time() - created <= tool.YOUNG_SEC for created, _ in builds[tool.KEEP:]), builds
 
 
 def test_operator_image_runs_its_entry_points_as_its_user(tool: ModuleType, base: str) -> None:
     tag = tool.build("operator", base)
-    result = tool.smoke_operator(tag)
+    result = smoke.smoke_operator(tag)
     assert result["operator"] and result["gateway"] and result["kubepod"]
-    assert result["imports"] == sorted(tool.OPERATOR_IMPORTS)
+    assert result["imports"] == sorted(smoke.OPERATOR_IMPORTS)
     assert result["user"] == "10004"  # the chart's podSecurityContext.runAsUser
     assert result["prices"], "ANCHORAGE_PRICES is empty in the image"

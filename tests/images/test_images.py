@@ -33,7 +33,7 @@ def _pins(path: Path) -> dict[str, str]:
 
 
 def test_every_image_has_a_dockerfile() -> None:
-    assert {p.parent.name for p in DOCKERFILES} == {"agent-base", "verifier", "lean", "operator"}
+    assert {p.parent.name for p in DOCKERFILES} == {"agent-base", "verifier", "lean", "operator", "tasks"}
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
@@ -77,7 +77,16 @@ def test_verifier_entrypoint_runs_the_scorer() -> None:
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
 def test_images_do_not_run_as_root(dockerfile: Path) -> None:
+    """The last USER of the Dockerfile, or of the image it is built on (``BUILT_ON``: the task bundle inherits the
+    operator image's), is not root."""
+    from anchorage.images.building import BUILT_ON
+
+    name = dockerfile.parent.name
     users = [line.split()[1] for line in dockerfile.read_text().splitlines() if line.startswith("USER ")]
+    while not users and name in BUILT_ON:
+        name = BUILT_ON[name]
+        users = [line.split()[1] for line in (IMAGES / name / "Dockerfile").read_text().splitlines()
+                 if line.startswith("USER ")]
     assert users and users[-1] not in ("root", "0"), f"{dockerfile} must end with a non-root USER"
 
 

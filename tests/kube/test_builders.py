@@ -232,3 +232,61 @@ def test_protocol_job_is_valid_holds_its_own_token_and_reaches_only_the_gateway(
     assert all("valueFrom" not in e for c in pod["initContainers"] for e in c.get("env", [])), "only the protocol holds it"
     policy = kubejobs.network_policies("evals", config)[-1]
     assert policy["spec"]["podSelector"]["matchLabels"][kubejobs.LABEL_ROLE] == "protocol"
+
+
+IDENTITY = OperatorConfig(store_service_account="anchorage-store-client", store_role_arn="arn:aws:iam::1:role/store",
+                          store_token_audience="sts.amazonaws.com", image_pull_secrets=["team-pull", "mirror-pull"],
+                          storage_secret="s3-creds", store_endpoint_url="http://s3.store.svc:7070")
+STORE_CONTAINERS = {"upload", "fetch-artifacts"}  # the only containers that read or write the store
+
+
+def _all_pods(config: OperatorConfig) -> dict[str, dict[str, Any]]:
+    run = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "ScoringRun",
+           "metadata": {"name": "t1-score", "namespace": "evals", "uid": "u2"}}
+    jobs = {f"trial-{a['kind']}": _job(a, config) for a in AGENTS}
+    jobs["verifier"] = kubejobs.verifier_job(run, task="smoke-inventory", out="c1/t1", config=config, baseline=None,
+                                             gates=True, artifacts=[{"uri": "c1/t1/artifacts", "entry": "e", "seed": 0,
+                                                                     "out": ""}])
+    jobs["protocol"] = kubejobs.protocol_job(TRIAL, step="panel", task="proof-smoke", settings={"model": "m"},
+                                             artifact="a.json", config=config, campaign="c1")
+    for job in jobs.values():
+        kubernetes_validate.validate(job, K8S, strict=True)
+    return {name: job["spec"]["template"] for name, job in jobs.items()}
+
+
+def test_every_pod_the_operator_creates_pulls_with_the_pull_secrets() -> None:
+    for name, template in _all_pods(IDENTITY).items():
+        assert template["spec"]["imagePullSecrets"] == [{"name": "team-pull"}, {"name": "mirror-pull"}], name
+    assert all("imagePullSecrets" not in t["spec"] for t in _all_pods(OperatorConfig()).values())
+
+
+def test_only_the_store_containers_get_the_accounts_projected_token_and_the_agent_no_credential() -> None:
+    for name, template in _all_pods(IDENTITY).items():
+        pod = template["spec"]
+        assert pod["serviceAccountName"] == "anchorage-store-client" and pod["automountServiceAccountToken"] is False
+        (volume,) = [v for v in pod["volumes"] if v["name"] == kubejobs.STORE_TOKEN_VOLUME]
+        assert volume["projected"]["sources"] == [{"serviceAccountToken": {
+            "audience": "sts.amazonaws.com", "expirationSeconds": 3600, "path": "token"}}]
+        containers = [*pod["initContainers"], *pod["containers"]]
+        for c in containers:
+            mounted = any(m["name"] == kubejobs.STORE_TOKEN_VOLUME for m in c.get("volumeMounts", []))
+            env = {e["name"]: e.get("value") for e in c.get("env", [])}
+            aws = {k for k in env if k.startswith("AWS_")}
+            if c["name"] in STORE_CONTAINERS:
+                assert mounted and env["AWS_WEB_IDENTITY_TOKEN_FILE"] == f"{kubejobs.STORE_TOKEN_DIR}/token", (name, c)
+                assert env["AWS_ROLE_ARN"] == "arn:aws:iam::1:role/store"
+                assert env["AWS_ENDPOINT_URL_S3"] == "http://s3.store.svc:7070" and "AWS_ENDPOINT_URL" not in env
+            else:  # the agent, the scorer, the protocol step, fetch-task, check-agent: no token, no key, no secret
+                assert not mounted and not aws and "envFrom" not in c, (name, c["name"])
+        skipped = set(template["metadata"]["annotations"]["eks.amazonaws.com/skip-containers"].split(","))
+        assert skipped == {c["name"] for c in containers} - STORE_CONTAINERS, name
+        assert "agent" in skipped or not name.startswith("trial")
+        azure = set(template["metadata"]["annotations"]["azure.workload.identity/skip-containers"].split(";"))
+        assert azure == skipped
+
+
+def test_without_an_account_no_pod_names_one_nor_holds_a_token() -> None:
+    for name, template in _all_pods(OperatorConfig(storage_secret="s3-creds")).items():
+        pod = template["spec"]
+        assert "serviceAccountName" not in pod and pod["automountServiceAccountToken"] is False, name
+        assert not [v for v in pod["volumes"] if "projected" in v] and "annotations" not in template["metadata"]

@@ -75,7 +75,7 @@ def kinds(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -
         "gateway": {"mock": False, "upstreams": upstreams,
                     "tokenSecret": {"name": "gateway-secrets", "key": "token-secret"},
                     "adminTokenSecret": {"name": "gateway-secrets", "key": "admin-token"}}})
-    real_cluster.kubectl("wait", "--for=condition=Available", "deployment", "--all", "-n", "kinds", "--timeout=300s")
+    real_cluster.wait_available("kinds")
     try:
         yield release, scripted, book
     finally:

@@ -69,6 +69,7 @@ def _wait_phase(real: RealCluster, kind: str, namespace: str, name: str, timeout
     raise AssertionError(f"{kind} {namespace}/{name} did not end within {timeout:.0f} s: {status}\n{pods}\n{operator}")
 
 
+@pytest.mark.slow  # a trial and its verifier on the real nodes, the agent image pulled on first use
 def test_the_example_trial_runs_its_pods_from_their_images(real_cluster: RealCluster) -> None:
     release = real_cluster.release
     doc = yaml.safe_load((REPO / "examples" / "trial.yaml").read_text())
@@ -116,6 +117,7 @@ def _trial(real: RealCluster, name: str, command: str, limits: dict[str, Any]) -
     real.kubectl("apply", "-n", real.release.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
 
 
+@pytest.mark.slow  # a trial and its verifier on the real nodes
 def test_a_trial_over_its_memory_is_oom_killed_by_its_cgroup_and_is_the_models_oom(real_cluster: RealCluster) -> None:
     hog = "python3 -c 'x = bytearray(600 * 1024 * 1024); print(len(x))'"
     _trial(real_cluster, "hogs-memory", hog, {"memoryMB": 128, "cpus": 0.5, "agentTimeoutSec": 300})
@@ -136,6 +138,7 @@ def _container_cgroup(real: RealCluster, controller: str, node: str, container_i
     return None
 
 
+@pytest.mark.slow  # a trial whose agent spins for 4 s at half a CPU
 def test_a_trials_cpu_limit_is_enforced_by_its_cgroup(real_cluster: RealCluster) -> None:
     """Half a CPU: the agent's container gets a CFS quota of 50 ms per 100 ms, and a busy loop is throttled by it."""
     busy = "python3 -c 'import time; t = time.time()\nwhile time.time() - t < 4: pass'; sleep 40"

@@ -95,6 +95,7 @@ def test_the_memory_limit_is_enforced(real_cluster: RealCluster, namespace: str)
     assert terminated["exitCode"] == 137 and terminated["reason"] == "OOMKilled", terminated  # the cgroup's kill
 
 
+@pytest.mark.slow  # the Job controller and the kubelet end and remove the pod after its deadline
 def test_a_job_deadline_kills_and_removes_the_pod(real_cluster: RealCluster, namespace: str) -> None:
     started = time.monotonic()
     job, _ = _run(real_cluster, namespace, _job("slow", [_container("main", "sleep 600")], deadline=3), timeout=90)

@@ -82,6 +82,7 @@ def _campaign(name: str, seeds: int) -> dict[str, Any]:
                                  {"name": "silent", "agent": {"kind": "command", "command": ["true"]}}]}}
 
 
+@pytest.mark.slow  # six trials and their verifiers on the real nodes
 def test_a_campaign_on_the_real_nodes_matches_the_local_engine(real_cluster: RealCluster, tmp_path: Path) -> None:
     from anchorage.manifests import VerificationCampaign
     from anchorage.runtime.local.engine import run_campaign
@@ -108,6 +109,7 @@ def test_a_campaign_on_the_real_nodes_matches_the_local_engine(real_cluster: Rea
     assert "anchorage-operator" in events and "Succeeded" in events, described
 
 
+@pytest.mark.slow  # the kubelet notices the full emptyDir on its next housekeeping pass
 def test_an_agent_filling_its_tmp_past_the_limit_is_evicted_an_infrastructure_failure(real_cluster: RealCluster) -> None:
     """/tmp is a disk-backed emptyDir of min(storage, 1 GiB): written past it, the kubelet evicts the pod (the Job
     only says BackoffLimitExceeded); the operator reads the pod's status and ends the trial as the platform's
@@ -128,6 +130,8 @@ def test_an_agent_filling_its_tmp_past_the_limit_is_evicted_an_infrastructure_fa
     assert "evicted" in ended["message"] and 'EmptyDir volume "tmp" exceeds the limit "4Mi"' in ended["message"], ended
 
 
+@pytest.mark.slow  # CRASH_TRIALS trials and CRASH_KILLS restarts of the operator's pod (minutes)
+@pytest.mark.timeout(2400)
 def test_the_operator_pod_force_deleted_again_and_again_never_duplicates_nor_loses_work(
         real_cluster: RealCluster, simulated: Release) -> None:
     """``kubectl delete pod --grace-period=0 --force`` of the operator's pod, CRASH_KILLS times while a CRASH_TRIALS
@@ -180,6 +184,7 @@ def _ready(pod: dict[str, Any]) -> bool:
         c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
 
 
+@pytest.mark.slow  # a campaign through the operator on the simulated node
 def test_names_at_the_63_character_limit(real_cluster: RealCluster, simulated: Release) -> None:
     name = "c" * 63  # a campaign name at the limit; its trial, job and label names would exceed it
     entry = "e" * 40

@@ -87,17 +87,32 @@ to the chart's appVersion. */}}
 {{- end -}}
 {{- end -}}
 
-{{/* Pull secrets of the chart's pods: imagePullSecrets and global.imagePullSecrets (names or {name: ...}). */}}
-{{- define "anchorage.imagePullSecrets" -}}
+{{/* Names of the pull secrets (a JSON list): imagePullSecrets and global.imagePullSecrets (names or {name: ...}). The
+chart's pods list them, and the operator gets them (--image-pull-secret) for every pod it creates. */}}
+{{- define "anchorage.imagePullSecretNames" -}}
 {{- $names := list -}}
 {{- range (concat (.Values.imagePullSecrets | default list) ((.Values.global | default dict).imagePullSecrets | default list)) -}}
 {{- if kindIs "map" . }}{{- $names = append $names .name -}}{{- else }}{{- $names = append $names . -}}{{- end -}}
 {{- end -}}
-{{- with ($names | uniq) }}
+{{- $names | uniq | toJson -}}
+{{- end -}}
+
+{{/* Pull secrets of the chart's pods. */}}
+{{- define "anchorage.imagePullSecrets" -}}
+{{- with (include "anchorage.imagePullSecretNames" . | fromJsonArray) }}
 imagePullSecrets:
 {{- range . }}
   - name: {{ . }}
 {{- end }}
+{{- end -}}
+{{- end -}}
+
+{{/* The ServiceAccount of the pods of the trials namespace (store.serviceAccount): its name, or empty for none. */}}
+{{- define "anchorage.storeServiceAccount" -}}
+{{- if .Values.store.serviceAccount.create -}}
+{{ default (printf "%s-store-client" (include "anchorage.fullname" .)) .Values.store.serviceAccount.name }}
+{{- else -}}
+{{ .Values.store.serviceAccount.name }}
 {{- end -}}
 {{- end -}}
 
@@ -109,15 +124,53 @@ imagePullSecrets:
 {{- end -}}
 {{- end -}}
 
-{{/* Namespaces the operator watches: watchNamespaces (default: the release's) plus the trials namespace. */}}
 {{/* "true" when the operator runs with kopf peering (operator.peering.enabled), else empty. */}}
 {{- define "anchorage.peering" -}}
 {{- if and .Values.operator.enabled .Values.operator.peering.enabled -}}true{{- end -}}
 {{- end -}}
 
+{{/* "true" when the operator serves every namespace (operator.clusterWide), else empty. */}}
+{{- define "anchorage.clusterWide" -}}
+{{- if .Values.operator.clusterWide -}}true{{- end -}}
+{{- end -}}
+
+{{/* "true" when the operator reports objects in namespaces it does not serve (operator.reportUnserved; never
+cluster-wide, where it serves them all), else empty. */}}
+{{- define "anchorage.reportUnserved" -}}
+{{- if and .Values.operator.reportUnserved (not .Values.operator.clusterWide) -}}true{{- end -}}
+{{- end -}}
+
+{{/* Namespaces the operator watches (JSON list): watchNamespaces (default: the release's) plus the trials namespace;
+[] when it serves every namespace (operator.clusterWide). */}}
 {{- define "anchorage.watchedNamespaces" -}}
+{{- if .Values.operator.clusterWide -}}
+{{- list | toJson -}}
+{{- else -}}
 {{- $watch := .Values.operator.watchNamespaces | default (list .Release.Namespace) -}}
 {{- append $watch (include "anchorage.trialsNamespace" .) | uniq | sortAlpha | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The application rules of the operator (watched namespaces' Roles, or the ClusterRole of operator.clusterWide):
+tests/charts/test_chart_rbac.py derives them from operator/anchorage/controller. */}}
+{{- define "anchorage.applicationRules" -}}
+# Trials and ScoringRuns: watched, read and created (campaigns create Trials, finished Trials create ScoringRuns);
+# patched only to add and remove the operator's finalizer anchorage.dev/stop-jobs (controller/finalizers.py: their
+# Jobs run in the trials namespace, where no ownerReference reaches); their status is written.
+- apiGroups: [anchorage.dev]
+  resources: [trials, scoringruns]
+  verbs: [get, list, watch, create, patch]
+# VerificationCampaigns: handled (kopf annotates them and holds its finalizer), and read by a ScoringRun's campaignRef.
+- apiGroups: [anchorage.dev]
+  resources: [verificationcampaigns]
+  verbs: [get, list, watch, patch]
+- apiGroups: [anchorage.dev]
+  resources: [trials/status, scoringruns/status, verificationcampaigns/status]
+  verbs: [patch]
+# The operator's own Events: phase changes and failures of campaigns, Trials and ScoringRuns.
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
 {{- end -}}
 
 {{/* Security contexts of the chart's own pods (operator, gateway, helm test): the values podSecurityContext and
@@ -130,10 +183,11 @@ containerSecurityContext (a key set to null is left out, e.g. runAsUser where th
 {{- toYaml .Values.containerSecurityContext -}}
 {{- end -}}
 
-{{/* Store environment: S3 endpoint and region (credentials come by envFrom of store.credentialsSecret). */}}
+{{/* Store environment: S3 endpoint (the S3 client's only) and region (credentials come by envFrom of
+store.credentialsSecret, or from the operator's ServiceAccount). */}}
 {{- define "anchorage.storeEnv" -}}
 {{- with .Values.store.endpointUrl }}
-- name: AWS_ENDPOINT_URL
+- name: AWS_ENDPOINT_URL_S3
   value: {{ . | quote }}
 {{- end }}
 {{- with .Values.store.region }}

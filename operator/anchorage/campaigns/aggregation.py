@@ -24,7 +24,8 @@ Decisions (also in docs/design-notes.md, "Local engine"):
   ``unmetered_requests``: such a row's cost is a lower bound ("≥ $X, N requests unmetered"). The board
   counts both over the whole campaign too (infrastructure failures included) and says the cost is incomplete
   in one sentence (:func:`cost_note`), shown by every view of the board and the operator's campaign status.
-* ``InfrastructureFailed`` trials are never scored: they are counted apart per entry. **Nothing is invented**:
+* ``InfrastructureFailed`` and ``Cancelled`` trials (deleted before their end) are never scored: they are counted
+  apart per entry (:attr:`Row.infrastructure_failed`, :attr:`Row.cancelled`). **Nothing is invented**:
   an entry or a cell without a scored trial has no score (``None``; "—" on every board) and a reason
   (:attr:`Row.no_score`, :attr:`Leaderboard.missing`: how many trials failed for the platform and why, or that
   the planned trials have not run). Cells are counted against the **plan** when the caller passes it
@@ -59,9 +60,11 @@ from typing import Any
 
 from anchorage.scoring.profiles import get_profile
 from anchorage.scoring.rewards import bo_eval
-from anchorage.trials.phases import Phase
+from anchorage.trials.phases import UNSCORED, Phase
 
 INFRA_PHASE = str(Phase.INFRASTRUCTURE_FAILED)
+CANCELLED_PHASE = str(Phase.CANCELLED)
+_UNSCORED = frozenset(str(p) for p in UNSCORED)
 RANKING_RULE = ("Ranked by O-Eval, then Robust BO-Eval; an incomplete entry (unscored seeds or tasks, marked "
                 "'incomplete') is ranked by a lower bound that counts each missing cell as O-Eval 0 and BO-Eval -1, "
                 "so fewer scored seeds never rank it above a complete entry; complete entries first on a tie.")
@@ -92,7 +95,7 @@ class TrialResult:
 
     @property
     def scored(self) -> bool:
-        return self.phase != INFRA_PHASE
+        return self.phase not in _UNSCORED
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> TrialResult:
@@ -173,6 +176,7 @@ class Row:
     unmetered_requests: int = 0     # requests of its scored trials that the gateway could not meter
     total_cost_usd: float = 0.0     # every trial of the entry, infrastructure failures included (known parts)
     no_score: str | None = None     # why the entry has no score at all (None when it has one)
+    cancelled: int = 0              # trials deleted before their end (no score; not counted in the means)
 
     @property
     def scored(self) -> bool:
@@ -348,8 +352,12 @@ def cost_note(costs_unknown: int, unmetered_requests: int) -> str | None:
 
 def _why_missing(mine: list[TrialResult], planned: bool) -> str:
     """Why an entry (or one of its cells) has no scored trial: its infrastructure failures, or not run yet."""
-    infra = [r for r in mine if not r.scored]
+    unscored = [r for r in mine if not r.scored]
+    infra = [r for r in unscored if r.phase == INFRA_PHASE]
+    cancelled = len(unscored) - len(infra)
     if not infra:
+        if cancelled:
+            return f"no scored trial: {cancelled} Cancelled (deleted before their end)"
         if mine:
             return "no scored trial"
         return "not run yet (planned, no finished trial)" if planned else "no trial of this entry here"
@@ -361,7 +369,8 @@ def _why_missing(mine: list[TrialResult], planned: bool) -> str:
     first = message.strip().splitlines()[0] if message.strip() else ""
     if len(first) > REASON_LIMIT:
         first = first[:REASON_LIMIT - 3] + "..."
-    return f"no scored trial: {len(infra)} InfrastructureFailed ({counts})" + (f" — {first}" if first else "")
+    also = f", {cancelled} Cancelled" if cancelled else ""
+    return f"no scored trial: {len(infra)} InfrastructureFailed ({counts}){also}" + (f" — {first}" if first else "")
 
 
 def _row(entry: str, mine: list[TrialResult], bo: dict[int, float | None], n_tasks: int,
@@ -384,7 +393,8 @@ def _row(entry: str, mine: list[TrialResult], bo: dict[int, float | None], n_tas
         ))
     o_values = [s.o_eval for s in per_seed]
     bo_values = [s.bo_eval for s in per_seed if s.bo_eval is not None]
-    infra = len(mine) - len(scored)
+    cancelled = sum(1 for r in mine if r.phase == CANCELLED_PHASE)
+    infra = len(mine) - len(scored) - cancelled
     utilities = [r.cbu_utility for r in scored if r.cbu_utility is not None]
     done = {(r.task, r.seed) for r in scored}
     expected = len(cells | done)
@@ -399,7 +409,7 @@ def _row(entry: str, mine: list[TrialResult], bo: dict[int, float | None], n_tas
         bo_eval_mean=_mean(bo_values), bo_eval_std=_std(bo_values),
         cost_per_seed_usd=_mean([s.cost_usd for s in per_seed]),
         per_seed=per_seed, infrastructure_failed=infra,
-        incomplete=missing > 0 or infra > 0,
+        incomplete=missing > 0 or infra > 0 or cancelled > 0, cancelled=cancelled,
         panel_trials=sum(1 for r in scored if r.panel_outcome is not None),
         panel_confirmed=sum(1 for r in scored if r.panel_outcome == "confirmed"),
         cbu_mean=statistics.fmean(utilities) if utilities else None,

@@ -2,7 +2,9 @@
 
 Registered by ``anchorage.cli``. Flags become the operator's ``OperatorConfig`` (:func:`operator_config`,
 passed to the handlers through ``ANCHORAGE_OPERATOR_CONFIG``); watches are namespaced (``--namespace``,
-repeatable) and logs are JSON lines by default. The gateway flags say where trial pods reach the model
+repeatable) or cluster-wide (``--all-namespaces``), objects in namespaces no operator serves get a NotServed Event
+(``--report-unserved``, ``anchorage.controller.unserved``), and logs are JSON lines by default. The gateway flags
+say where trial pods reach the model
 gateway and which pods the trials' NetworkPolicy lets them talk to; the two gateway secrets come from the
 environment only (``ANCHORAGE_GATEWAY_TOKEN_SECRET``, ``ANCHORAGE_GATEWAY_ADMIN_TOKEN``).
 ``--metrics-port`` serves Prometheus ``/metrics`` (collectors of ``anchorage.metrics``, fed by the
@@ -25,12 +27,31 @@ if TYPE_CHECKING:
 def run_operator(
     namespace: list[str] = typer.Option(["default"], "--namespace", "-n",
                                         help="Namespace to watch (repeatable); the trials namespace is added."),
+    all_namespaces: bool = typer.Option(False, "--all-namespaces", "-A",
+                                        help="Serve every namespace (cluster-wide watches and peering); --namespace "
+                                             "is then ignored."),
+    report_unserved: bool = typer.Option(True, "--report-unserved/--no-report-unserved",
+                                         help="Post a NotServed Warning Event on Trials, ScoringRuns and campaigns in "
+                                              "namespaces no operator serves (a cluster-wide list and watch of them)."),
     store: str = typer.Option("file://./runs", "--store", help="Artifact store root (file:// or s3://)."),
     trials_namespace: str = typer.Option("", "--trials-namespace", help="Namespace of Jobs (default: the CR's)."),
     storage_secret: str = typer.Option("", "--storage-secret", help="Secret with store credentials (sidecars only)."),
     store_endpoint_url: str = typer.Option("", "--store-endpoint-url",
-                                           help="S3 endpoint of the pods' store clients (AWS_ENDPOINT_URL; default: AWS)."),
+                                           help="S3 endpoint of the pods' store clients (AWS_ENDPOINT_URL_S3; default: AWS)."),
     store_region: str = typer.Option("", "--store-region", help="S3 region of the pods' store clients."),
+    store_service_account: str = typer.Option(
+        "", "--store-service-account", help="ServiceAccount (trials namespace) of trial, verifier and protocol pods: its "
+        "token, projected with --store-token-audience, reaches only the containers that use the store (web identity: "
+        "AWS_WEB_IDENTITY_TOKEN_FILE), never the agent. Default: no account token in any container."),
+    store_token_audience: str = typer.Option("", "--store-token-audience",
+                                             help="Audience of that token (default: sts.amazonaws.com)."),
+    store_token_seconds: int = typer.Option(3600, "--store-token-seconds", min=600,
+                                            help="Lifetime of that token (the kubelet renews it)."),
+    store_role_arn: str = typer.Option("", "--store-role-arn",
+                                       help="Role the store's containers assume with that token (AWS_ROLE_ARN)."),
+    image_pull_secret: list[str] = typer.Option([], "--image-pull-secret", metavar="NAME",
+                                                help="Pull secret (trials namespace) of trial, verifier and protocol "
+                                                     "pods (repeatable)."),
     kueue_queue: str = typer.Option("", "--kueue-queue", help="Kueue LocalQueue of trial Jobs whose Trial names none "
                                     "(spec.queueName); they are Queued until Kueue admits them."),
     kueue_scoring_queue: str = typer.Option("", "--kueue-scoring-queue", help="Kueue LocalQueue of verifier, panel and "
@@ -52,6 +73,10 @@ def run_operator(
     task_source: str = typer.Option("", "--task-source", help="ANCHORAGE_TASKS for pods (task folders)."),
     task_image: str = typer.Option("", "--task-image",
                                    help="Task bundle image (images/tasks) the pods copy their task from."),
+    agent_seccomp_profile: str = typer.Option(
+        "", "--agent-seccomp-profile", help="seccomp profile of agent containers, relative to the kubelet's seccomp "
+        "root (e.g. anchorage/agent.json: `python -m anchorage.runtime.seccomp_policy` prints it; every node of the "
+        "pool must have it). Default: RuntimeDefault."),
     gateway_url: str = typer.Option("", "--gateway-url",
                                     help="Gateway URL for agents, ending in /v1 (default: "
                                          "http://anchorage-gateway.anchorage.svc:8080/v1)."),
@@ -94,9 +119,12 @@ def run_operator(
 
     cfg = operator_config(store=store, trials_namespace=trials_namespace, storage_secret=storage_secret,
                           store_endpoint_url=store_endpoint_url, store_region=store_region,
+                          store_service_account=store_service_account, store_token_audience=store_token_audience,
+                          store_role_arn=store_role_arn, image_pull_secrets=image_pull_secret,
+                          store_token_seconds=str(store_token_seconds),
                           kueue_queue=kueue_queue, kueue_scoring_queue=kueue_scoring_queue,
                           runtime_class_name=runtime_class_name, task_source=task_source,
-                          task_image=task_image,
+                          task_image=task_image, agent_seccomp_profile=agent_seccomp_profile,
                           gateway_url=gateway_url,
                           gateway_admin_url=gateway_admin_url, gateway_namespace=gateway_namespace,
                           gateway_selector=gateway_selector, operator_image=operator_image, agent_image=agent_image,
@@ -104,8 +132,9 @@ def run_operator(
                           affinity=affinity, priority_class_name=priority_class_name,
                           cpu_request_ratio=str(cpu_request_ratio) if cpu_request_ratio != 1.0 else "")
     os.environ["ANCHORAGE_OPERATOR_CONFIG"] = cfg.model_dump_json()
-    namespaces = sorted({*namespace, *([trials_namespace] if trials_namespace else [])})
+    namespaces = [] if all_namespaces else sorted({*namespace, *([trials_namespace] if trials_namespace else [])})
     os.environ["ANCHORAGE_WATCH_NAMESPACES"] = ",".join(namespaces)  # the Jobs' own watch (controller.watching)
+    os.environ["ANCHORAGE_REPORT_UNSERVED"] = "1" if report_unserved else "0"  # controller.unserved
     kopf.configure(verbose=verbose, log_format=kopf.LogFormat[log_format.upper()])
     import anchorage.controller  # noqa: F401  (registers the handlers)
 
@@ -115,7 +144,7 @@ def run_operator(
     settings = kopf.OperatorSettings()
     settings.peering.lifetime = peering_lifetime
     kopf.run(standalone=standalone, namespaces=namespaces, peering_name="anchorage", priority=priority,
-             settings=settings, liveness_endpoint=liveness or None, clusterwide=False)
+             settings=settings, liveness_endpoint=liveness or None, clusterwide=all_namespaces)
 
 
 def _pairs(items: list[str], flag: str) -> dict[str, str]:
@@ -135,7 +164,8 @@ def _json(text: str, flag: str) -> object:
 
 
 def operator_config(*, store: str, gateway_selector: list[str], node_selector: list[str] | None = None,
-                    tolerations: str = "", affinity: str = "", **flags: str) -> OperatorConfig:
+                    tolerations: str = "", affinity: str = "", image_pull_secrets: list[str] | None = None,
+                    **flags: str) -> OperatorConfig:
     """The ``OperatorConfig`` of the flags (empty strings: the model's defaults); bad flags raise typer.BadParameter."""
     from pydantic import ValidationError
 
@@ -148,6 +178,8 @@ def operator_config(*, store: str, gateway_selector: list[str], node_selector: l
         values["gateway_selector"] = _pairs(gateway_selector, "--gateway-selector")
     if node_selector:
         values["node_selector"] = _pairs(node_selector, "--node-selector")
+    if image_pull_secrets:
+        values["image_pull_secrets"] = list(image_pull_secrets)
     if tolerations:
         values["tolerations"] = _json(tolerations, "--tolerations")
     if affinity:

@@ -8,9 +8,11 @@ create) and ``queueing`` (trials admitted by Kueue: Queued until admitted, preem
 holds what the operator knows of Kueue's API). Handlers are thin: they parse the
 spec into the pydantic models, call the pure builders of ``anchorage.runtime.kubejobs`` and the shared
 planning/aggregation code, and write status. ``gatewaying`` (no handlers) gives model-calling trials their
-gateway token and reads their usage and cost at the end; ``kube`` holds the few API calls.
+gateway token and reads their usage and cost at the end; ``kube`` holds the few API calls. ``finalizers`` stops the
+Jobs and pods of a deleted Trial or ScoringRun (their finalizer across namespaces); ``unserved`` posts a Warning
+Event on Trials, ScoringRuns and campaigns created in namespaces no operator serves.
 """
 
-from anchorage.controller import campaigns, queueing, scoring, settings, trials, watching
+from anchorage.controller import campaigns, finalizers, queueing, scoring, settings, trials, unserved, watching
 
-__all__ = ["campaigns", "queueing", "scoring", "settings", "trials", "watching"]
+__all__ = ["campaigns", "finalizers", "queueing", "scoring", "settings", "trials", "unserved", "watching"]

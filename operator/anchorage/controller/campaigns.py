@@ -39,6 +39,7 @@ from anchorage.controller.trials import condition
 from anchorage.errors import InputError
 from anchorage.manifests import API_GROUP, API_VERSION, CampaignSpec
 from anchorage.runtime import kubejobs
+from anchorage.runtime.kubeconditions import carry, lifecycle, state_of
 from anchorage.runtime.kubestatus import CampaignStatus
 from anchorage.tasks import resolve_task
 from anchorage.trials import is_terminal
@@ -151,7 +152,7 @@ def _forget(uid: str, keep_generation: int | None = None) -> None:
         for key in [k for k in by_generation if k[0] == uid and k[1] != keep_generation]:
             del by_generation[key]
     if keep_generation is None:
-        for cache in (_CREATED, _CURSOR, _LAST_SWEEP, _LAST_METRICS, _CHECKED, _IDLE):
+        for cache in (_CREATED, _CURSOR, _LAST_SWEEP, _LAST_METRICS, _CHECKED, _IDLE, _STORED):
             cache.pop(uid, None)
 
 
@@ -168,12 +169,19 @@ def _create_next(body: kopf.Body, spec: CampaignSpec, names: set[str], active: i
     active += len(mine)
     planned = _plan(body, spec)
     gen, pos = _CURSOR.get(uid, (generation, 0))
-    if gen != generation or (pos >= len(planned) and len(names) + len(mine) < len(planned)):
+    stored = _STORED.setdefault(uid, {})
+    gone = len([n for n in stored if n not in names])
+    if gen != generation or (pos >= len(planned) and len(names) + len(mine) + gone < len(planned)):
         pos = 0  # a new generation, or a Trial was deleted: walk the plan again
     created = 0
     while pos < len(planned) and active < spec.parallelism:
         name = planned[pos].name
-        if name not in names and name not in mine:
+        if name not in names and name not in mine and name not in stored:
+            ended = _ended_in_store(meta["name"], name)
+            if ended is not None:  # deleted after its end, or cancelled: its record stands, it never runs twice
+                stored[name] = ended
+                pos += 1
+                continue
             kube.create_custom("trials", kubejobs.child_trial(dict(body), name, planned[pos].spec))
             mine.add(name)
             active += 1
@@ -181,6 +189,26 @@ def _create_next(body: kopf.Body, spec: CampaignSpec, names: set[str], active: i
         pos += 1
     _CURSOR[uid] = (generation, pos)
     return created
+
+
+#: By campaign uid: planned Trials gone from the cluster whose record says they ended (cancelled ones included),
+#: as their record has them (:func:`_ended_in_store`).
+_STORED: dict[str, dict[str, TrialState]] = {}
+
+
+def _ended_in_store(campaign: str, trial: str) -> TrialState | None:
+    """A planned Trial that does not exist: its state from its record in the store when it ended (a trial deleted
+    before its end is recorded ``Cancelled`` by ``controller.finalizers``), else None (never created, or deleted before
+    it had a record: the campaign creates it)."""
+    try:
+        record = json.loads(store().get_bytes(f"{campaign}/{trial}/trial.json"))
+    except (OSError, KeyError, ValueError):
+        return None
+    if not isinstance(record, dict) or not is_terminal(record.get("phase")):
+        return None
+    cost = record.get("cost_usd")
+    unmetered = int((record.get("usage") or {}).get("unmetered_requests") or 0)
+    return TrialState(trial, str(record["phase"]), True, None if cost is None else float(cost), 0.0, unmetered)
 
 
 def _results(body: kopf.Body, spec: CampaignSpec, states: dict[str, TrialState]) -> list[TrialResult]:
@@ -223,7 +251,7 @@ def _row(r: Row) -> dict[str, Any]:
            "artifacts": None if r.artifacts_mean is None else f"{r.artifacts_mean:g}/{r.tasks}",
            "costUSD": r.cost_per_seed_usd if scored else None,
            "costsUnknown": r.costs_unknown, "unmeteredRequests": r.unmetered_requests,
-           "infrastructureFailed": r.infrastructure_failed, "incomplete": r.incomplete}
+           "infrastructureFailed": r.infrastructure_failed, "cancelled": r.cancelled, "incomplete": r.incomplete}
     return {k: v for k, v in row.items() if v is not None}  # a null inside a list item is not a deletion
 
 
@@ -313,14 +341,17 @@ def _reconcile(body: kopf.Body, status: kopf.Status, all_states: Sequence[TrialS
     # Trials outside the current plan (seeds or entries lowered on a running campaign) are left alone and not
     # counted: the progress is the plan's.
     states = [s for s in all_states if s[0] in in_plan]
-    names: set[str] = set()
-    active = done = infra = unknown = unmetered = 0
+    names: set[str] = {s.name for s in states}
+    sweep(body, states)
+    # planned Trials gone from the cluster after their end (or cancelled): counted from their records
+    states += [s for n, s in _STORED.get(meta["uid"], {}).items() if n not in names and n in in_plan]
+    active = done = infra = cancelled = unknown = unmetered = 0
     cost = 0.0
     for state in states:
-        names.add(state.name)
         if state.done:
             done += 1
             infra += state.phase == "InfrastructureFailed"
+            cancelled += state.phase == "Cancelled"
         else:
             active += 1
         if state.cost is None:
@@ -328,7 +359,6 @@ def _reconcile(body: kopf.Body, status: kopf.Status, all_states: Sequence[TrialS
         else:
             cost += state.cost
         unmetered += state.unmetered
-    sweep(body, states)
     uid = meta["uid"]
     _forget(uid, keep_generation=int(generation or 0))
     total = len(planned)
@@ -339,7 +369,8 @@ def _reconcile(body: kopf.Body, status: kopf.Status, all_states: Sequence[TrialS
         metrics.campaign_trial_counts(meta["name"], {p.name: p.entry for p in planned}, {s[0]: s[1] for s in states})
     new: dict[str, Any] = {
         "total": total, "created": len(names) + created, "running": active + created, "finished": done,
-        "scored": done - infra, "infrastructureFailed": infra, "progress": f"{done}/{total}",
+        "scored": done - infra - cancelled, "infrastructureFailed": infra, "cancelled": cancelled,
+        "progress": f"{done}/{total}",
         "costUSD": round(cost, 6), "costsUnknown": unknown, "unmeteredRequests": unmetered,
         "observedGeneration": generation,
         "phase": "Suspended" if spec.suspend else "Running",
@@ -348,7 +379,7 @@ def _reconcile(body: kopf.Body, status: kopf.Status, all_states: Sequence[TrialS
     if finished:
         new.update(_publish(body, spec, {s[0]: s for s in states}), phase="Succeeded")
     outside = len(all_states) - len(states)
-    new["message"] = _summary(total, done, infra, outside, finished, cost_note(unknown, unmetered))
+    new["message"] = _summary(total, done, infra, outside, finished, cost_note(unknown, unmetered), cancelled)
     new["conditions"] = _conditions(status, new, spec.suspend, generation)
     if finished:
         _forget(uid)
@@ -359,12 +390,15 @@ def _reconcile(body: kopf.Body, status: kopf.Status, all_states: Sequence[TrialS
     return new
 
 
-def _summary(total: int, done: int, infra: int, outside: int, finished: bool, costs: str | None = None) -> str:
+def _summary(total: int, done: int, infra: int, outside: int, finished: bool, costs: str | None = None,
+             cancelled: int = 0) -> str:
     """The campaign's state in words: how many trials are scored, and which are not (no "all scored" when some
     ended without a score); ``costs``: the board's note when the campaign's cost is incomplete."""
-    text = f"{done - infra} of {total} trials scored" if finished else f"{done} of {total} trials finished"
+    text = f"{done - infra - cancelled} of {total} trials scored" if finished else f"{done} of {total} trials finished"
     if infra:
         text += f"; {infra} ended InfrastructureFailed (no score: their entries are marked incomplete)"
+    if cancelled:
+        text += f"; {cancelled} cancelled (deleted before their end: no score, not run again)"
     if outside:
         text += f"; {outside} existing trial(s) are outside the current plan (seeds or entries lowered) and not counted"
     if costs:
@@ -374,24 +408,22 @@ def _summary(total: int, done: int, infra: int, outside: int, finished: bool, co
 
 def _conditions(status: kopf.Status, new: dict[str, Any], suspended: bool, generation: int | None
                 ) -> list[dict[str, Any]]:
-    """Ready, Degraded (trials that ended InfrastructureFailed) and, when suspended, Suspended — each keeping its
-    lastTransitionTime while its status stays the same."""
+    """Ready, Degraded (trials that ended InfrastructureFailed), when suspended Suspended, and the lifecycle
+    conditions (``kubeconditions``: Complete once finished, Reconciling while running, not while suspended) — each
+    keeping its lastTransitionTime while its status stays the same."""
     finished = new["phase"] == "Succeeded"
     infra = int(new["infrastructureFailed"])
-    wanted = [("Ready", finished, "Completed" if finished else ("Suspended" if suspended else "Running"), new["message"]),
+    reason = "Completed" if finished else ("Suspended" if suspended else "Running")
+    wanted = [("Ready", finished, reason, new["message"]),
               ("Degraded", infra > 0, "InfrastructureFailures" if infra else "NoInfrastructureFailures",
                f"{infra} trial(s) ended InfrastructureFailed" if infra else "no trial ended InfrastructureFailed")]
     if suspended:
-        wanted.append(("Suspended", True, "Suspended", "spec.suspend is true"))
-    old = {c.get("type"): c for c in status.get("conditions") or []}
-    out = []
-    for kind, ok, reason, message in wanted:
-        fresh = condition(kind, "True" if ok else "False", reason, message, generation)
-        before = old.get(kind)
-        if before is not None and before.get("status") == fresh["status"]:
-            fresh["lastTransitionTime"] = before.get("lastTransitionTime", fresh["lastTransitionTime"])
-        out.append(fresh)
-    return out
+        wanted.append(("Suspended", True, "Suspended", "spec.suspend is true: no new Trials (running ones run to "
+                       "their end)"))
+    fresh = [condition(kind, "True" if ok else "False", why, message, generation) for kind, ok, why, message in wanted]
+    state = state_of(str(new["phase"]), trial=False)
+    fresh += lifecycle(state, reason, new["message"], generation)
+    return carry(status.get("conditions"), fresh)
 
 
 def _announce(body: kopf.Body, status: kopf.Status, new: dict[str, Any]) -> None:
@@ -419,7 +451,9 @@ def _failed(body: kopf.Body, status: kopf.Status, exc: InputError, reason: str) 
         kube.post_event(dict(body), "Warning", reason, text)
     return CampaignStatus.model_validate({
         "phase": "Failed", "message": text, "observedGeneration": meta.get("generation"),
-        "conditions": [condition("Ready", "False", reason, text, meta.get("generation"))]}).patch()
+        "conditions": carry(status.get("conditions"), [condition("Ready", "False", reason, text, meta.get("generation")),
+                                                       *lifecycle("failed", reason, text, meta.get("generation"))])
+    }).patch()
 
 
 #: Campaign generations this process announced as refused.

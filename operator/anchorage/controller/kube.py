@@ -209,7 +209,7 @@ class Client:
             response = self.connections.request(method, url, self._headers(kind, fresh=True), data, self.READ_TIMEOUT)
         return response
 
-    def request(self, method: str, path: str, body: Obj | None = None,
+    def request(self, method: str, path: str, body: Obj | list[Obj] | None = None,
                 content_type: str = "application/json", *, answer: bool = True) -> Obj:
         """One call; the decoded JSON answer ({} with ``answer=False``), or :class:`ApiError` for an error status.
 
@@ -270,13 +270,23 @@ class Client:
     def create_namespaced_job(self, namespace: str, body: Obj, *, answer: bool = False) -> Obj:
         return self.request("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", body, answer=answer)
 
+    def patch_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str,
+                                       body: Obj | list[Obj], content_type: str, *, answer: bool = False) -> Obj:
+        return self.request("PATCH", f"{self._custom(group, version, namespace, plural)}/{name}", body, content_type,
+                            answer=answer)
+
     def read_namespaced_job(self, name: str, namespace: str) -> Obj:
         return self.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}")
 
-    def delete_namespaced_job(self, name: str, namespace: str) -> Obj:
-        """Delete a Job and, in the background, its pods."""
-        return self.request("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}?propagationPolicy=Background",
-                            answer=False)
+    def list_namespaced_job(self, namespace: str, label_selector: str) -> Obj:
+        query = urllib.parse.urlencode({"labelSelector": label_selector})
+        return self.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs?{query}")
+
+    def delete_namespaced_job(self, name: str, namespace: str, body: Obj) -> Obj:
+        return self.request("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}", body, answer=False)
+
+    def delete_namespaced_pod(self, name: str, namespace: str, body: Obj) -> Obj:
+        return self.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body, answer=False)
 
     def get_api_resources(self, group: str, version: str) -> Obj:
         """An API group version's discovery document (every authenticated user may read it)."""
@@ -509,17 +519,6 @@ def ensure_policies_once(namespace: str, cfg: Any) -> None:
             _POLICIES_DONE.add(namespace)
 
 
-def delete_job(namespace: str, name: str) -> bool:
-    """Delete a Job (its pods go in the background); False when it was gone already."""
-    try:
-        call(lambda: client().delete_namespaced_job(name, namespace), what=f"delete job/{name}")
-    except ApiError as exc:
-        if exc.status == 404:
-            return False
-        raise kopf.PermanentError(f"delete job/{name}: API error {exc.status}: {exc.message}") from exc
-    return True
-
-
 def api_resources(group: str, version: str) -> set[str] | None:
     """The resources (plurals) an API group version serves; None when the server does not serve it."""
     try:
@@ -559,6 +558,56 @@ def get_job(namespace: str, name: str) -> Obj | None:
         return call(lambda: client().read_namespaced_job(name, namespace), what=f"get job/{name}")
     except ApiError as exc:
         if exc.status == 404:
+            return None
+        raise
+
+
+def list_jobs(namespace: str, selector: str) -> list[Obj]:
+    """The Jobs of ``namespace`` matching the label ``selector``, as the API sends them."""
+    answer = call(lambda: client().list_namespaced_job(namespace, selector), what=f"list jobs {selector}")
+    items = answer.get("items")
+    return [j for j in items if isinstance(j, dict)] if isinstance(items, list) else []
+
+
+def delete_job(namespace: str, name: str, uid: str | None = None) -> bool:
+    """Delete a Job now (propagationPolicy ``Background``: the Job goes at once, the garbage collector takes its pods
+    and its token Secret); with ``uid`` only that Job (a precondition). False when it is gone already."""
+    body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+    if uid:
+        body["preconditions"] = {"uid": uid}
+    try:
+        call(lambda: client().delete_namespaced_job(name, namespace, body), what=f"delete job/{name}")
+    except ApiError as exc:
+        if exc.status in (404, 409):  # gone, or another Job of that name now
+            return False
+        raise kopf.PermanentError(f"delete job/{name}: API error {exc.status}: {exc.message}") from exc
+    return True
+
+
+def delete_pod(namespace: str, name: str, grace_seconds: int) -> bool:
+    """Delete a pod with a grace period of ``grace_seconds`` (SIGTERM, then SIGKILL that much later); False when gone."""
+    body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": grace_seconds}
+    try:
+        call(lambda: client().delete_namespaced_pod(name, namespace, body), what=f"delete pod/{name}")
+    except ApiError as exc:
+        if exc.status == 404:
+            return False
+        raise kopf.PermanentError(f"delete pod/{name}: API error {exc.status}: {exc.message}") from exc
+    return True
+
+
+def patch_custom(plural: str, namespace: str, name: str, body: Obj | list[Obj], *, json_patch: bool = False
+                 ) -> Obj | None:
+    """Patch one of our custom objects (not its status): a merge patch, or with ``json_patch`` a JSON patch (its
+    ``test`` operations make it conditional). The object as patched; None when it is gone (404) or the patch's
+    precondition failed (409 on a stale ``resourceVersion``, 422 on a failed ``test``)."""
+    kind = "application/json-patch+json" if json_patch else "application/merge-patch+json"
+    try:
+        return call(lambda: client().patch_namespaced_custom_object(API_GROUP, API_VERSION, namespace, plural, name,
+                                                                    body, kind, answer=True),
+                    what=f"patch {plural}/{name}")
+    except ApiError as exc:
+        if exc.status in (404, 409, 422):
             return None
         raise
 

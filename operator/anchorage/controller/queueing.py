@@ -44,7 +44,8 @@ from anchorage import metrics
 from anchorage.controller import kube, kueue, trials, watching
 from anchorage.controller.settings import config
 from anchorage.runtime import kubejobs
-from anchorage.runtime.kubestatus import Condition, TrialStatus, now_rfc3339
+from anchorage.runtime.kubeconditions import carry, lifecycle
+from anchorage.runtime.kubestatus import TrialStatus, now_rfc3339
 from anchorage.trials import AttemptEnd, Phase
 
 log = logging.getLogger("anchorage.queueing")
@@ -96,11 +97,12 @@ def admitted(job_ns: str, job_name: str, workload: Mapping[str, Any]) -> bool:
     start = str(cond.get("lastTransitionTime") or now_rfc3339())
     queue = str(status.get("queue") or (workload.get("spec") or {}).get("queueName") or "")
     waited = _seconds_between(status.get("queuedTime"), start)
+    why = f"admitted by Kueue LocalQueue {queue} after {waited:.0f} s in the queue; the agent is running"
     running = TrialStatus(
         phase=Phase.RUNNING, start_time=start, queue_position=None, queue_message=None,
-        conditions=[Condition.model_validate(trials.condition(
-            "Ready", "False", "Running", f"admitted by Kueue LocalQueue {queue} after {waited:.0f} s in the queue; "
-            "the agent is running", meta.get("generation")))])
+        conditions=trials.typed(carry(status.get("conditions"), [
+            trials.condition("Ready", "False", "Running", why, meta.get("generation")),
+            *lifecycle("working", "Running", why, meta.get("generation"))])))
     if not kube.patch_status("trials", meta["namespace"], meta["name"], running.patch(),
                              resource_version=meta.get("resourceVersion")):
         return False

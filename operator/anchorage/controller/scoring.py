@@ -26,13 +26,14 @@ import kopf
 from pydantic import ValidationError
 
 from anchorage.campaigns.aggregation import TrialResult, leaderboard
-from anchorage.controller import kube, trials
+from anchorage.controller import finalizers, kube, trials
 from anchorage.controller.settings import config, store
-from anchorage.controller.trials import _finished, condition
+from anchorage.controller.trials import _finished, condition, typed
 from anchorage.errors import InputError
 from anchorage.manifests import ScoringRunSpec
-from anchorage.runtime import kubejobs, kuberescoring
-from anchorage.runtime.kubestatus import Condition, LeaderboardRow, ScoreSummary, ScoringRunStatus, now_rfc3339
+from anchorage.runtime import kubejobs, kuberescoring, kubescores
+from anchorage.runtime.kubeconditions import lifecycle
+from anchorage.runtime.kubestatus import LeaderboardRow, ScoringRunStatus
 from anchorage.scoring.profiles import get_profile
 from anchorage.trials.agents import OPERATOR
 from anchorage.trials.pipeline import protocol_steps, refusals
@@ -93,10 +94,13 @@ def verifier_job_name(run: Mapping[str, Any]) -> str:
 
 
 def start(run: dict[str, Any]) -> None:
-    """Create the verifier Job (``<run>-verify``; 409 = already there).
+    """Create the verifier Job (``<run>-verify``; 409 = already there); a lone run first gets the finalizer
+    (``controller.finalizers``) and its ``Running`` status. A run being deleted is never started.
 
     Raises InputError/ValidationError for a run that cannot be scored.
     """
+    if finalizers.leaving(run):
+        return
     spec = ScoringRunSpec.model_validate(run["spec"])
     refused = refusals(spec.verification, OPERATOR)
     if spec.trial_ref is None:  # panel and CBU run as the Trial's own steps (its pods, its tokens), never here
@@ -106,9 +110,26 @@ def start(run: dict[str, Any]) -> None:
     if refused:
         raise InputError("; ".join(refused), hint="docs/architecture.md lists the steps each driver runs")
     task, items, out = _run_sources(run, spec)
+    if spec.trial_ref is None:  # a lone run (a trial's has its finalizer from its creation): held, Running
+        run = dict(finalizers.hold_run(run))
+        _running(run)
     kube.create_job(kubejobs.verifier_job(run, task=task, artifacts=items, out=out, config=config(),
                                           baseline=spec.baseline, gates=spec.verification.gates,
                                           lean=spec.verification.lean, profile=spec.scoring.profile))
+
+
+def _running(run: Mapping[str, Any]) -> None:
+    """A lone run's ``Running`` status (kstatus then reads it InProgress until its end; a trial's run is followed
+    through its trial, whose status says Running: no write for it)."""
+    meta = run["metadata"]
+    if (run.get("status") or {}).get("phase") == "Running":
+        return
+    generation = meta.get("generation")
+    message = "the verifier is scoring"
+    running = ScoringRunStatus(phase="Running", job_name=verifier_job_name(run), observed_generation=generation,
+                               conditions=typed([condition("Ready", "False", "Running", message, generation),
+                                                 *lifecycle("working", "Running", message, generation)]))
+    kube.patch_status("scoringruns", meta["namespace"], meta["name"], running.patch())
 
 
 def launch(run: dict[str, Any]) -> None:
@@ -117,8 +138,10 @@ def launch(run: dict[str, Any]) -> None:
     try:
         start(run)
     except (ValidationError, InputError) as exc:
-        failed = ScoringRunStatus(phase="Failed", message=str(exc), conditions=[
-            Condition.model_validate(condition("Ready", "False", "InvalidInput", str(exc)[:1000]))])
+        generation = meta.get("generation")
+        failed = ScoringRunStatus(phase="Failed", message=str(exc), observed_generation=generation, conditions=typed([
+            condition("Ready", "False", "InvalidInput", str(exc)[:1000], generation),
+            *lifecycle("failed", "InvalidInput", str(exc)[:1000], generation)]))
         kube.patch_status("scoringruns", meta["namespace"], meta["name"], failed.patch())
         kube.post_event(run, "Warning", "InvalidInput", str(exc))
         raise kopf.PermanentError(str(exc)) from exc
@@ -139,6 +162,9 @@ async def on_run_event(type: str | None, body: Mapping[str, Any]) -> None:
     meta, status = body["metadata"], body.get("status") or {}
     ended = WATCHDOG.note(type, body, status.get("phase"), FINAL)
     RUNS.note(body, ended)
+    if finalizers.finalizing(body):  # being deleted: its verifier Job stopped, then it goes
+        await finalizers.finalize(finalizers.run_deleted, body)
+        return
     uid = meta["uid"]
     if ended:
         # Not for the initial listing (type None): a trial still waiting for its run is repaired by its own
@@ -185,13 +211,15 @@ def _summaries(run: dict[str, Any], items: list[dict[str, Any]], out: str) -> li
     scores = []
     for item in items:
         key = "/".join(p for p in (out, item["out"], "score.json") if p)
+        unscored = False
         try:
             record = json.loads(records.get_bytes(key))
         except (OSError, KeyError, ValueError):
-            record = {"gradable": False, "error": f"no score record at {key}"}
+            record, unscored = {"gradable": False, "error": f"no score record at {key}"}, True
         scores.append({"entry": item["entry"], "seed": item["seed"], "artifact": item["uri"],
                        "raw": record.get("raw"), "oEval": record.get("o_eval"), "boEval": record.get("bo_eval"),
-                       "gradable": bool(record.get("gradable")), "recordUri": key, "_record": record})
+                       "gradable": bool(record.get("gradable")), "recordUri": key, "unscored": unscored,
+                       "_record": record})
     return scores
 
 
@@ -206,17 +234,16 @@ def finish(run: dict[str, Any], result: str) -> dict[str, Any] | None:
                                       for s in scores)
     first = scores[0] if scores else {}
     board = _campaign_board(run, spec, task, scores, out) if spec.campaign_ref else []
-    done = ScoringRunStatus(
-        phase="Succeeded" if ok else "Failed", job_name=verifier_job_name(run),
-        record_uri=f"{config().store_uri.rstrip('/')}/{out}", observed_generation=meta.get("generation"),
-        raw=first.get("raw"), o_eval=first.get("oEval"), bo_eval=first.get("boEval"),
-        scores=[ScoreSummary.model_validate({k: v for k, v in s.items() if k != "_record" and v is not None})
-                for s in scores],
-        profile=get_profile(spec.scoring.profile).ref, leaderboard=board,
-        message=None if ok else f"verifier job ended: {result}",
-        conditions=[Condition.model_validate(condition(
-            "Ready", "True" if ok else "False", "Scored" if ok else "VerifierFailed",
-            f"{len(scores)} artifact(s) scored at {now_rfc3339()}"))])
+    root = config().store_uri.rstrip("/")
+    scores_uri = None
+    if not spec.trial_ref:  # every artifact's summary in the store; the status keeps counts and the first few
+        key = "/".join(p for p in (out, kubescores.SCORES_FILE) if p)
+        store().put_bytes(key, kubescores.scores_lines(scores))
+        scores_uri = f"{root}/{key}"
+    done = kubescores.run_status(
+        scores=scores, ok=ok, result=result, job_name=verifier_job_name(run), record_uri=f"{root}/{out}",
+        scores_uri=scores_uri, profile=get_profile(spec.scoring.profile).ref, leaderboard=board,
+        generation=meta.get("generation"))
     published = done.patch()
     if not kube.patch_status("scoringruns", meta["namespace"], meta["name"], published):
         return None

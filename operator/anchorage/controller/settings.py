@@ -4,8 +4,10 @@ Registered by importing ``anchorage.controller``. Hygiene: kopf's progress and d
 our annotation prefix ``anchorage.dev/``, the finalizer is ``anchorage.dev/finalizer``, only events
 at WARNING and above are posted to the API (kopf's per-call INFO lines of the watch-event handlers
 are logged only with ``--verbose``), and a single replica is active at a time through
-namespaced peering (``KopfPeering`` named ``anchorage``; without the peering CRD the operator runs
-standalone and says so). The :class:`~anchorage.runtime.kubejobs.OperatorConfig` comes from the
+namespaced peering (``KopfPeering`` named ``anchorage`` in each served namespace; an operator serving every
+namespace, ``kopf.run(clusterwide=True)``, peers through the ``ClusterKopfPeering`` named ``anchorage``: kopf's own
+setting from ``kopf.run`` is kept; without the peering CRD the operator runs standalone and says so). The
+:class:`~anchorage.runtime.kubejobs.OperatorConfig` comes from the
 environment variable ``ANCHORAGE_OPERATOR_CONFIG`` (JSON), which ``anchorage operator`` sets.
 """
 
@@ -77,7 +79,6 @@ def apply(settings: kopf.OperatorSettings) -> None:
     settings.posting.level = logging.WARNING
     settings.peering.name = "anchorage"
     settings.peering.mandatory = False
-    settings.peering.clusterwide = False
     settings.watching.server_timeout = int(os.environ.get("ANCHORAGE_WATCH_TIMEOUT", "300"))
     settings.watching.client_timeout = settings.watching.server_timeout + 30
     settings.queueing.error_delays = (1, 1, 2, 3, 5, 8)

@@ -38,12 +38,13 @@ from pydantic import ValidationError
 from anchorage import agents, metrics
 from anchorage import trials as trials_core
 from anchorage.campaigns.names import child_name, scoring_run_name
-from anchorage.controller import gatewaying, kube, kueue
+from anchorage.controller import finalizers, gatewaying, kube, kueue
 from anchorage.controller.evidence import attempt_end
 from anchorage.controller.settings import config, store
 from anchorage.errors import AnchorageError
 from anchorage.manifests import API_GROUP, API_VERSION, TrialSpec
 from anchorage.runtime import kubejobs
+from anchorage.runtime.kubeconditions import carry, lifecycle, state_of
 from anchorage.runtime.kubestatus import Condition, TrialStatus, Usage, now_rfc3339
 from anchorage.tasks import Task, load_task, resolve_task
 from anchorage.trials import AgentPlan, AttemptEnd, Phase, Reason, TrialRecord, classify, plan_agent, should_retry
@@ -115,10 +116,14 @@ def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
 
     A crash between the two is repaired by :func:`repair`, which re-creates a missing Job.
     """
+    if finalizers.leaving(body):
+        return  # deleted meanwhile: its finalizer's handler stops what runs (trial_event)
     meta = body["metadata"]
     campaign = kubejobs.named(meta, kubejobs.LABEL_CAMPAIGN)
     admit(spec.agent, spec.verification, OPERATOR)
     gatewaying.check(spec)  # a model-calling trial needs a token: refuse before anything is written
+    body = finalizers.hold_trial(body)  # before its first Job: a deletion then stops it (a lone trial: one write)
+    meta = body["metadata"]
     plan, defaults = _task_inputs(spec)
     cfg = config()
     job = kubejobs.trial_job(dict(body), spec, plan=plan, task_defaults=defaults, config=cfg,
@@ -136,8 +141,8 @@ def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
         running = TrialStatus(
             phase=phase, attempt=attempt, job_name=job["metadata"]["name"], **when,
             record_uri=f"{cfg.store_uri.rstrip('/')}/{prefix}", observed_generation=meta.get("generation"),
-            conditions=[Condition.model_validate(condition("Ready", "False", str(phase), why,
-                                                           meta.get("generation")))])
+            conditions=typed([condition("Ready", "False", str(phase), why, meta.get("generation")),
+                              *lifecycle("working", str(phase), why, meta.get("generation"))]))
         if not kube.patch_status("trials", meta["namespace"], meta["name"], running.patch(),
                                  resource_version=meta.get("resourceVersion")):
             raise kopf.TemporaryError(f"trial {meta['name']} changed (or is gone) since it was read; not launched",
@@ -156,9 +161,11 @@ def launch(trial: Mapping[str, Any]) -> None:
     try:
         _launch(trial, trial_spec(trial), int(status.get("attempt") or 0))
     except (ValidationError, AnchorageError) as exc:
+        generation = meta.get("generation")
         failed = TrialStatus(phase=Phase.INFRASTRUCTURE_FAILED, reason=Reason.SANDBOX_ERROR, message=str(exc),
-                             conditions=[Condition.model_validate(condition("Ready", "False", "InvalidInput",
-                                                                            str(exc)[:1000]))])
+                             observed_generation=generation,
+                             conditions=typed([condition("Ready", "False", "InvalidInput", str(exc)[:1000], generation),
+                                               *lifecycle("failed", "InvalidInput", str(exc)[:1000], generation)]))
         kube.patch_status("trials", meta["namespace"], meta["name"], failed.patch())
         kube.post_event(dict(trial), "Warning", "InvalidInput", str(exc))
         metrics.operator_trial_finished(trial, Phase.INFRASTRUCTURE_FAILED, Reason.SANDBOX_ERROR)
@@ -341,6 +348,9 @@ async def trial_event(type: str | None, body: kopf.Body, status: kopf.Status, **
     meta = body["metadata"]
     ended = WATCHDOG.note(type, body, status.get("phase"), TERMINAL)
     TRIALS.note(body, ended)
+    if finalizers.finalizing(body):
+        await finalizers.finalize(deleted, body)
+        return
     if ended:
         return
     uid = meta["uid"]
@@ -378,6 +388,11 @@ def _prefix(status: Mapping[str, Any]) -> str:
 
 def _read_upload(record_uri: str) -> dict[str, Any] | None:
     return _read_json(_prefix({"recordUri": record_uri}) + "/upload.json")
+
+
+def typed(conditions: list[dict[str, Any]]) -> list[Condition]:
+    """Conditions (dicts, as :func:`condition` and ``kubeconditions`` make them) as the status model's."""
+    return [Condition.model_validate(c) for c in conditions]
 
 
 def ready_condition(phase: str, reason: str | None, generation: int | None = None) -> dict[str, Any]:
@@ -432,8 +447,9 @@ def _parse_time(text: str | None) -> float | None:
 
 def _cost(trial: Mapping[str, Any], spec: TrialSpec, record: TrialRecord) -> None:
     """The trial's cost: a model-calling trial's token is revoked and its usage read at the gateway
-    (``gatewaying.settle``: unknown, with the reason, when it cannot be read or priced); others cost 0."""
-    if not kubejobs.uses_gateway(spec.agent):
+    (``gatewaying.settle``: unknown, with the reason, when it cannot be read or priced); others cost 0, and so does a
+    trial that never launched (no token was minted)."""
+    if not kubejobs.uses_gateway(spec.agent) or not (trial.get("status") or {}).get("phase"):
         cost = trial_cost(None, calls_models=False)
         record.cost_usd, record.cost_source, record.cost_unknown_reason = cost.usd, cost.source, cost.unknown_reason
         return
@@ -462,6 +478,8 @@ def _transcript(trial: Mapping[str, Any], spec: TrialSpec, prefix: str, record: 
 
 def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
     """The attempt's Job ended: read how (:func:`attempt_end`), then :func:`conclude`."""
+    if finalizers.leaving(trial):
+        return
     status = trial.get("status") or {}
     spec = trial_spec(trial)
     _, defaults = _task_cached(spec.task)
@@ -477,7 +495,9 @@ def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
 
 def conclude(trial: dict[str, Any], end: AttemptEnd) -> None:
     """The attempt ended as ``end`` says (its Job's end, or Kueue's preemption): retry an infrastructure failure,
-    end the trial, or create its ScoringRun."""
+    end the trial, or create its ScoringRun. Nothing when the trial is being deleted (its finalizer stops it)."""
+    if finalizers.leaving(trial):
+        return
     meta, status = trial["metadata"], trial.get("status") or {}
     spec = trial_spec(trial)
     record = _attempt_record(trial, spec, end)
@@ -535,6 +555,8 @@ def proceed(trial: Mapping[str, Any], record: TrialRecord, *, repairing: bool = 
     ``repairing`` (a restart, the sweep, the lone trials' watchdog): a step's Job may have ended, or ended and
     been deleted, without its event being seen — :func:`_step_state` looks before anything is launched, so a
     step is finished from what its pod left and never launched twice."""
+    if finalizers.leaving(trial):
+        return
     spec = trial_spec(trial)
     prefix = _prefix(trial.get("status") or {})
     for step in protocol_steps(spec.verification):
@@ -650,6 +672,9 @@ def complete(trial: Mapping[str, Any], record: TrialRecord, *, run: str | None =
     if run is not None:
         conditions.append(condition("Scored", "True" if scored else "False", "Scored" if scored else "VerifierFailed",
                                     f"O-Eval {record.score.o_eval if record.score else None}", generation))
+    conditions += lifecycle(state_of(record.phase, trial=True), str(record.phase), f"trial ended: {record.reason}",
+                            generation)
+    conditions = carry((trial.get("status") or {}).get("conditions"), conditions)
     score = record.score
     final = TrialStatus(
         phase=record.phase, reason=record.reason, message=record.message or None, exit_code=record.exit_code,
@@ -657,8 +682,8 @@ def complete(trial: Mapping[str, Any], record: TrialRecord, *, run: str | None =
         o_eval=score.o_eval if score else None, bo_eval=score.bo_eval if score else None,
         gradable=score.gradable if score else None, cost_usd=record.cost_usd,
         usage=Usage.model_validate({k: (record.usage or {}).get(v, 0) for k, v in gatewaying.USAGE_FIELDS.items()})
-        if record.usage else None, cost_unknown_reason=record.cost_unknown_reason,
-        conditions=[Condition.model_validate(c) for c in conditions])
+        if record.usage else None, cost_unknown_reason=record.cost_unknown_reason, observed_generation=generation,
+        conditions=typed(conditions))
     if not kube.patch_status("trials", meta["namespace"], meta["name"], final.patch(),
                              resource_version=meta.get("resourceVersion")):
         raise kopf.TemporaryError(f"trial {meta['name']} changed (or is gone) since it was read; its end is "
@@ -667,6 +692,48 @@ def complete(trial: Mapping[str, Any], record: TrialRecord, *, run: str | None =
     metrics.operator_trial_finished(trial, record.phase, str(record.reason))
     if score is not None:
         metrics.operator_trial_scored(trial, score.o_eval, score.bo_eval, record.scoring_profile)
+
+
+def deleted(trial: dict[str, Any]) -> None:
+    """The Trial is being deleted (its finalizer, :mod:`~anchorage.controller.finalizers`): stop its Jobs and their
+    pods, record it Cancelled when it had not ended (:func:`cancel`), then let it go."""
+    jobs = finalizers.trial_jobs(trial)
+    running = finalizers.stop(finalizers.jobs_namespace(trial), jobs)
+    if (trial.get("status") or {}).get("phase") not in TERMINAL:
+        cancel(trial, running)
+    finalizers.release("trials", trial)
+
+
+def cancel(trial: Mapping[str, Any], running: int) -> None:
+    """A Trial deleted before its end: ``Cancelled`` — never ``Failed``, never scored, never run again by its
+    campaign. Its record (``trial.json``: the agent's end and scores if it got that far, its spend — the gateway token
+    revoked and read), its status, the metric and, for a lone trial, a Normal Event."""
+    meta, status = trial["metadata"], trial.get("status") or {}
+    campaign = kubejobs.named(meta, kubejobs.LABEL_CAMPAIGN)
+    message = f"deleted before its end: {running} running Job(s) and their pods stopped; no score"
+    prefix = _prefix(status) or kubejobs.trial_prefix(meta["namespace"], meta["name"], campaign)
+    try:
+        data = _read_json(f"{prefix}/{ATTEMPT_RECORD}") if status.get("phase") else None
+        record = TrialRecord.model_validate(data) if data is not None else \
+            _attempt_record(trial, trial_spec(trial), AttemptEnd())
+        record.end(Phase.CANCELLED, Reason.CANCELLED, message)
+        record.finished_at = now()
+        store().put_bytes(f"{prefix}/trial.json", json.dumps(record.to_json(), indent=1).encode())
+        store().mark_complete(prefix)
+    except (ValidationError, AnchorageError) as exc:  # a spec that could never run: there is nothing to record
+        log.warning(f"trial {meta['name']} cancelled without a record: {exc}")
+    generation = meta.get("generation")
+    cancelled = TrialStatus(
+        phase=Phase.CANCELLED, reason=Reason.CANCELLED, message=message, completion_time=now_rfc3339(),
+        observed_generation=generation, conditions=typed(carry(status.get("conditions"), [
+            condition("Ready", "False", "Cancelled", message, generation),
+            *lifecycle("cancelled", "Cancelled", message, generation)])))
+    if status.get("phase") == Phase.QUEUED:  # cancelled in the queue: its position and Kueue's word are gone
+        cancelled.queue_position, cancelled.queue_message = None, None
+    kube.patch_status("trials", meta["namespace"], meta["name"], cancelled.patch())
+    metrics.operator_trial_finished(trial, Phase.CANCELLED, Reason.CANCELLED)
+    if campaign is None:  # a campaign's trials are its own to announce (it is usually the one deleted)
+        kube.post_event(dict(trial), "Normal", "Cancelled", message)
 
 
 def _announce_end(trial: Mapping[str, Any], record: TrialRecord) -> None:

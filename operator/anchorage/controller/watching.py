@@ -13,7 +13,8 @@ kopf's listing did). Trials and campaigns — the kinds users create, the campai
 
 :class:`Watch`: list, then watch from the list's ``resourceVersion`` with bookmarks, in each namespace the operator
 serves (``ANCHORAGE_WATCH_NAMESPACES``, set by ``anchorage operator``; cluster-wide without it, as ``kopf run``
-without ``-n``), with the label selector the Jobs carry (``app.kubernetes.io/managed-by=anchorage`` and an
+without ``-n``) — the Jobs only in the trials namespace when there is one —, with the label selector the Jobs carry
+(``app.kubernetes.io/managed-by=anchorage`` and an
 ``anchorage.dev/role``). A watch the server ends is resumed from the last version seen (a bookmark's too); 410 Gone
 (the version is too old) lists again; a lost connection or an error status is retried with a growing backoff, and so
 is a watch the server ended (or answered 410) less than :data:`SHORT_SECONDS` after it began — a server that ends every
@@ -51,6 +52,7 @@ import orjson
 
 from anchorage import metrics
 from anchorage.controller import kube, scoring, trials
+from anchorage.controller.settings import config
 from anchorage.manifests import API_GROUP, API_VERSION
 from anchorage.runtime import kubejobs
 
@@ -378,14 +380,16 @@ class Watcher:
         self.events = JobEvents()
         self.runs = RunEvents()
 
-    async def start(self, namespaces: list[str], timeout: int) -> None:
+    async def start(self, namespaces: list[str], timeout: int, jobs_namespace: str | None = None) -> None:
+        """Watch the Jobs in ``jobs_namespace`` (the trials namespace: the only one they are created in) when given,
+        else in ``namespaces`` (all: []), and the ScoringRuns in ``namespaces``."""
         client = kube.client()
         # One connection per watch (a watch holds its connection); large objects within one line.
         # (the TLS settings also check an https:// proxy's certificate, for an http:// server too)
         connector = aiohttp.TCPConnector(ssl=client.tls_context(), limit=0)
         self.session = aiohttp.ClientSession(connector=connector, read_bufsize=2 ** 22, trust_env=False)
         self.watches = [Watch(client, self.session, path, JOBS_SELECTOR, self.events, timeout=timeout)
-                        for path in job_paths(namespaces)]
+                        for path in job_paths([jobs_namespace] if jobs_namespace else namespaces)]
         self.watches += [Watch(client, self.session, path, "", self.runs, timeout=timeout)
                          for path in paths("scoringruns", namespaces)]
         loop = asyncio.get_running_loop()
@@ -419,7 +423,7 @@ def namespaces() -> list[str]:
 async def start_watching(**_: Any) -> None:
     """Start the Jobs' watches with the operator (the server ends each after ``ANCHORAGE_WATCH_TIMEOUT`` s, as
     kopf's watches: ``settings.apply``)."""
-    await WATCHER.start(namespaces(), int(os.environ.get("ANCHORAGE_WATCH_TIMEOUT", "300")))
+    await WATCHER.start(namespaces(), int(os.environ.get("ANCHORAGE_WATCH_TIMEOUT", "300")), config().trials_namespace)
 
 
 @kopf.on.cleanup()

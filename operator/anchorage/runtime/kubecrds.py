@@ -27,13 +27,13 @@ from anchorage.manifests import (
     ScoringRunSpec,
     TrialSpec,
 )
-from anchorage.runtime.kubestatus import CampaignStatus, ScoringRunStatus, TrialStatus
+from anchorage.runtime.kubestatus import SCORES_IN_STATUS, CampaignStatus, ScoringRunStatus, TrialStatus
 
 Schema = dict[str, Any]
 
 #: The list sizes the CEL cost estimator needs to accept the rules (bounded lists).
 MAX_ITEMS = {"entries": 100, "tasks": 1000, "artifacts": 10000, "command": 256, "names": 1000,
-             "conditions": 16, "scores": 10000, "leaderboard": 100}
+             "conditions": 16, "scores": SCORES_IN_STATUS, "leaderboard": 100}
 
 _AGENT_RULES = [
     {"rule": "self.kind != 'command' || (has(self.command) && size(self.command) > 0)",
@@ -258,31 +258,36 @@ def all_crds(ceilings: Mapping[str, float] | None = None) -> dict[str, Schema]:
 #: chart's CRDs leave it out; ``kubectl apply -f crds/peering/`` installs it for ``anchorage operator``
 #: without ``--standalone``).
 PEERING_FILE = "peering/kopf.dev_kopfpeerings.yaml"
+#: Where it writes :func:`peering_crd` ``(cluster=True)``: kopf's ClusterKopfPeering, for ``--all-namespaces``.
+CLUSTER_PEERING_FILE = "peering/kopf.dev_clusterkopfpeerings.yaml"
 
 
-def peering_crd() -> Schema:
-    """The ``KopfPeering`` CRD kopf's namespaced peering needs (kopf's wheel does not ship its definition).
+def peering_crd(*, cluster: bool = False) -> Schema:
+    """The ``KopfPeering`` CRD kopf's namespaced peering needs, or with ``cluster`` the ``ClusterKopfPeering`` CRD of
+    its cluster-wide peering (an operator serving every namespace); kopf's wheel does not ship their definitions.
 
-    kopf keeps each operator's keep-alive under ``status.<identity>`` of a KopfPeering object it patches
-    (no status subresource); the object itself (named ``anchorage`` in each watched namespace) is created by
-    the cluster's admin, as kopf does not create it.
+    kopf keeps each operator's keep-alive under ``status.<identity>`` of a peering object it patches
+    (no status subresource); the object itself (named ``anchorage``: in each watched namespace, or one for the
+    cluster) is created by the cluster's admin (the chart), as kopf does not create it.
     """
     status = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
               "description": "Keep-alives of the operators, by operator identity (written by kopf)."}
+    kind = "ClusterKopfPeering" if cluster else "KopfPeering"
+    where = "in the cluster (operators serving every namespace)" if cluster else "in this namespace"
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": "kopfpeerings.kopf.dev", "labels": {"app.kubernetes.io/part-of": "anchorage"}},
+        "metadata": {"name": f"{kind.lower()}s.kopf.dev", "labels": {"app.kubernetes.io/part-of": "anchorage"}},
         "spec": {
             "group": "kopf.dev",
-            "scope": "Namespaced",
-            "names": {"kind": "KopfPeering", "plural": "kopfpeerings", "singular": "kopfpeering",
-                      "listKind": "KopfPeeringList"},
+            "scope": "Cluster" if cluster else "Namespaced",
+            "names": {"kind": kind, "plural": f"{kind.lower()}s", "singular": kind.lower(),
+                      "listKind": f"{kind}List"},
             "versions": [{
                 "name": "v1", "served": True, "storage": True,
                 "additionalPrinterColumns": [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}],
                 "schema": {"openAPIV3Schema": {
-                    "type": "object", "description": "Which kopf operators are alive in this namespace.",
+                    "type": "object", "description": f"Which kopf operators are alive {where}.",
                     "properties": {"status": status}}},
             }],
         },

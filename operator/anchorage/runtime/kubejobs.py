@@ -16,6 +16,12 @@ A trial pod (one per Job, no retries, ``activeDeadlineSeconds`` = the agent time
   ephemeral storage up to :data:`STORAGE_REQUEST_MIB` (limited as the task says); restricted pod security; no
   service-account token.
 
+Identity and pulls (:func:`pod_access`, :func:`store_identity`): every pod of the trials namespace carries the
+operator's ``imagePullSecrets`` and ``automountServiceAccountToken: false``; with ``store_service_account`` it runs as
+that account, and only the containers that read or write the store (``upload``, ``fetch-artifacts``) mount its token,
+projected with the store's audience (``AWS_WEB_IDENTITY_TOKEN_FILE``, ``AWS_ROLE_ARN``); the pod's annotations tell the
+EKS and Azure identity webhooks to skip every other container.
+
 A model-calling agent (:func:`uses_gateway`) gets ``OPENAI_BASE_URL`` and ``ANTHROPIC_BASE_URL`` (the gateway) and its per-trial
 token as ``OPENAI_API_KEY`` and ``ANTHROPIC_API_KEY`` through ``secretKeyRef`` to the Secret
 ``<job>-gateway`` (:func:`gateway_token_secret`), which the operator creates right after the Job, owned
@@ -30,7 +36,7 @@ import math
 import urllib.parse
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from anchorage import agents
 from anchorage.campaigns.names import child_name, label_value
@@ -46,6 +52,10 @@ LABEL_SCORING = "anchorage.dev/scoring-run"
 LABEL_ROLE = "anchorage.dev/role"
 LABEL_STEP = "anchorage.dev/step"
 LABEL_NETWORK = "anchorage.dev/network"
+#: The finalizer of every Trial and ScoringRun the operator runs: their Jobs live in the trials namespace, where no
+#: ownerReference from another namespace reaches, so the operator stops them before the object goes
+#: (``anchorage.controller.finalizers``). Set in the body of the children it creates, added to the others by a patch.
+JOBS_FINALIZER = "anchorage.dev/stop-jobs"
 RUN_DIR = "/run/anchorage"
 #: Where the fetch and upload containers (the operator's image, user 65532) mount the agent's results and logs: folders
 #: of their own — the agent's paths (/root/results, /logs/agent) lie under folders of the agent image's layout.
@@ -93,8 +103,21 @@ class OperatorConfig(BaseModel):
     store_uri: str = Field(default="file:///var/lib/anchorage/runs", description="Root of the run folders.")
     storage_secret: str | None = Field(default=None, description="Secret with S3 credentials (sidecar only).")
     store_endpoint_url: str | None = Field(default=None, description="S3 endpoint of the pods that read or write the "
-                                           "store (AWS_ENDPOINT_URL; empty: AWS).")
+                                           "store (AWS_ENDPOINT_URL_S3; empty: AWS).")
     store_region: str | None = Field(default=None, description="S3 region of those pods (AWS_DEFAULT_REGION).")
+    store_service_account: str | None = Field(
+        default=None, description="ServiceAccount of trial, verifier and protocol pods (in the trials namespace): its "
+        "token reaches only the containers that read or write the store, as a projected token with "
+        "store_token_audience (web identity: IRSA, GKE or AKS OIDC federation), never the agent. Empty: the "
+        "namespace's default account, no token.")
+    store_token_audience: str = Field(default="sts.amazonaws.com", min_length=1,
+                                      description="Audience of the store containers' projected token.")
+    store_token_seconds: int = Field(default=3600, ge=600, description="Lifetime of that token (the kubelet renews "
+                                     "it before it expires).")
+    store_role_arn: str | None = Field(default=None, description="Role the store containers assume with that token "
+                                       "(AWS_ROLE_ARN); empty: whatever the platform injects, if anything.")
+    image_pull_secrets: list[str] = Field(default_factory=list, description="Secrets (in the trials namespace) the "
+                                          "kubelet pulls the images of trial, verifier and protocol pods with.")
     operator_image: str = Field(default="ghcr.io/anchorage/operator:0.1.0", description="Image with anchorage.")
     agent_image: str = Field(default="ghcr.io/anchorage/agent-base:0.1.0", description="Default agent image.")
     verifier_image: str = Field(default="ghcr.io/anchorage/verifier:0.1.0", description="Image of the scorer.")
@@ -127,10 +150,22 @@ class OperatorConfig(BaseModel):
     ttl_seconds_after_finished: int = Field(default=3600, ge=0, description="Job TTL after it ends.")
     verifier_deadline_sec: int = Field(default=180, gt=0, description="Verifier Job deadline.")
     task_source: str | None = Field(default=None, description="ANCHORAGE_TASKS inside the operator image.")
+    agent_seccomp_profile: str | None = Field(
+        default=None, description="seccomp profile of agent containers, relative to the kubelet's seccomp root "
+        "(e.g. anchorage/agent.json, installed on the nodes from `python -m anchorage.runtime.seccomp_policy`: the "
+        "local sandbox's filter); default: the runtime's own (RuntimeDefault).")
     task_image: str | None = Field(
         default=None, description="The task bundle image (images/tasks): the pods copy the tasks from it (an agent "
         "only its task's data, a verifier its task without the solution). Empty: the tasks are in the operator image "
         "at task_source.")
+
+    @field_validator("agent_seccomp_profile")
+    @classmethod
+    def _relative_profile(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith("/") or ".." in value.split("/") or not value.strip("/")):
+            raise ValueError(f"agent_seccomp_profile {value!r} must be a path relative to the kubelet's seccomp root "
+                             "(e.g. anchorage/agent.json), without '..'")
+        return value
 
     def admin_url(self) -> str:
         """Base URL of the gateway's admin API: ``gateway_admin_url``, else ``gateway_url``'s scheme and host on
@@ -148,6 +183,50 @@ def scheduling(config: OperatorConfig) -> Manifest:
     fields: Manifest = {"nodeSelector": dict(config.node_selector), "tolerations": list(config.tolerations),
                         "affinity": config.affinity, "priorityClassName": config.priority_class_name}
     return {key: value for key, value in fields.items() if value}
+
+
+#: Where the store containers find their projected ServiceAccount token (AWS_WEB_IDENTITY_TOKEN_FILE).
+STORE_TOKEN_DIR = "/var/run/secrets/anchorage/store"
+STORE_TOKEN_VOLUME = "store-token"
+
+
+def pod_access(config: OperatorConfig) -> Manifest:
+    """The pod-spec fields of the pods of the trials namespace that say who they are to the cluster: the pull secrets
+    of their images and, with ``store_service_account``, that account (its token is never mounted automatically:
+    only the store's containers get one, :func:`store_identity`)."""
+    fields: Manifest = {"automountServiceAccountToken": False}
+    if config.store_service_account:
+        fields["serviceAccountName"] = config.store_service_account
+    if config.image_pull_secrets:
+        fields["imagePullSecrets"] = [{"name": name} for name in config.image_pull_secrets]
+    return fields
+
+
+def store_identity(config: OperatorConfig) -> tuple[list[Manifest], list[Manifest], list[Manifest]]:
+    """(env, volumeMounts, volumes) that give the store's containers the pod's web identity: the ServiceAccount's
+    token projected with the store's audience (AWS_WEB_IDENTITY_TOKEN_FILE) and the role to assume (AWS_ROLE_ARN);
+    nothing without ``store_service_account``."""
+    if not config.store_service_account:
+        return [], [], []
+    env = [{"name": "AWS_WEB_IDENTITY_TOKEN_FILE", "value": f"{STORE_TOKEN_DIR}/token"}]
+    if config.store_role_arn:
+        env.append({"name": "AWS_ROLE_ARN", "value": config.store_role_arn})
+    mounts = [{"name": STORE_TOKEN_VOLUME, "mountPath": STORE_TOKEN_DIR, "readOnly": True}]
+    volumes = [{"name": STORE_TOKEN_VOLUME, "projected": {"sources": [{"serviceAccountToken": {
+        "audience": config.store_token_audience, "expirationSeconds": config.store_token_seconds, "path": "token"}}]}}]
+    return env, mounts, volumes
+
+
+def identity_annotations(pod_spec: Manifest) -> dict[str, str]:
+    """Pod annotations that keep the platforms' identity webhooks (EKS pod identity, Azure workload identity) from
+    injecting a credential into any container but the store's: every other container is listed as skipped."""
+    mounted = {c["name"] for c in [*pod_spec.get("initContainers", []), *pod_spec["containers"]]
+               if any(m["name"] == STORE_TOKEN_VOLUME for m in c.get("volumeMounts", []))}
+    if "serviceAccountName" not in pod_spec:
+        return {}
+    others = [c["name"] for c in [*pod_spec.get("initContainers", []), *pod_spec["containers"]] if c["name"] not in mounted]
+    return {"eks.amazonaws.com/skip-containers": ",".join(others),
+            "azure.workload.identity/skip-containers": ";".join(others)} if others else {}
 
 
 def uses_gateway(agent: AgentSpec) -> bool:
@@ -283,10 +362,10 @@ def writable_volumes(spec: TrialSpec, defaults: dict[str, float]) -> list[Manife
     return volumes + [{"name": name, "emptyDir": {"sizeLimit": scratch}} for name in ("home", "tmp")]
 
 
-def _restricted(read_only_root: bool = True) -> Manifest:
+def _restricted(read_only_root: bool = True, seccomp: str | None = None) -> Manifest:
     return {"runAsNonRoot": True, "runAsUser": 65532, "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": read_only_root, "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"}}
+            "seccompProfile": {"type": "Localhost", "localhostProfile": seccomp} if seccomp else {"type": "RuntimeDefault"}}
 
 
 def _pod_security() -> Manifest:
@@ -312,9 +391,13 @@ def _task_source(config: OperatorConfig, task: str) -> tuple[list[Manifest], lis
 
 
 def _storage_env(config: OperatorConfig, dest: str) -> tuple[list[Manifest], list[Manifest]]:
+    """(env, envFrom) of a container that reads or writes the store: where, the S3 endpoint (AWS_ENDPOINT_URL_S3, so a
+    web identity's STS calls still go to AWS), the region, the web identity (:func:`store_identity`) and the
+    credentials Secret."""
     env = [{"name": "ANCHORAGE_STORE", "value": config.store_uri}, {"name": "ANCHORAGE_DEST", "value": dest}]
-    env += [{"name": name, "value": value} for name, value in (("AWS_ENDPOINT_URL", config.store_endpoint_url),
+    env += [{"name": name, "value": value} for name, value in (("AWS_ENDPOINT_URL_S3", config.store_endpoint_url),
                                                               ("AWS_DEFAULT_REGION", config.store_region)) if value]
+    env += store_identity(config)[0]
     env_from = [{"secretRef": {"name": config.storage_secret}}] if config.storage_secret else []
     return env, env_from
 
@@ -334,7 +417,8 @@ def _sidecar(config: OperatorConfig, dest: str, paths: dict[str, str], marker: s
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "50m", "memory": "128Mi"}},
         "volumeMounts": [{"name": "results", "mountPath": HELPER_RESULTS, "readOnly": True},
                          {"name": "logs", "mountPath": HELPER_LOGS, "readOnly": True},
-                         {"name": "run", "mountPath": RUN_DIR}, {"name": tmp, "mountPath": "/tmp"}],
+                         {"name": "run", "mountPath": RUN_DIR}, {"name": tmp, "mountPath": "/tmp"},
+                         *store_identity(config)[1]],
     }
 
 
@@ -434,7 +518,7 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
         "containers": [{
             "name": "agent", "image": spec.agent.image or config.agent_image, "command": wrapped, "env": env,
             "workingDir": "/root", "resources": _resources(spec, task_defaults, config),
-            "securityContext": _restricted(), "volumeMounts": agent_mounts,
+            "securityContext": _restricted(seccomp=config.agent_seccomp_profile), "volumeMounts": agent_mounts,
         }],
         "volumes": [{"name": v, "emptyDir": {}} for v in ("task", "run", "upload-tmp")]
         + writable_volumes(spec, task_defaults),
@@ -443,6 +527,7 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
     if runtime_class:
         pod_spec["runtimeClassName"] = runtime_class
     pod_spec.update(scheduling(config))
+    _with_identity(pod_spec, config)
     metadata: Manifest = {"name": job_name, "namespace": ns, "labels": job_labels,
                           "annotations": {"anchorage.dev/trial-namespace": trial["metadata"]["namespace"], **names}}
     if ns == trial["metadata"]["namespace"]:
@@ -452,8 +537,20 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
         "spec": {"backoffLimit": 0, "activeDeadlineSeconds": deadline(spec, task_defaults),
                  "ttlSecondsAfterFinished": config.ttl_seconds_after_finished,
                  **queued(KUEUE_QUEUE_LABEL in job_labels),
-                 "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
+                 "template": {"metadata": _template_metadata(labels, pod_spec), "spec": pod_spec}},
     }
+
+
+def _with_identity(pod_spec: Manifest, config: OperatorConfig) -> None:
+    """Add :func:`pod_access` to a pod spec and the projected store token to its volumes (the store's containers
+    already mount it: the upload sidecar by :func:`_sidecar`, a fetch-artifacts container by its builder)."""
+    pod_spec.update(pod_access(config))
+    pod_spec["volumes"] = [*pod_spec["volumes"], *store_identity(config)[2]]
+
+
+def _template_metadata(labels: dict[str, str], pod_spec: Manifest) -> Manifest:
+    annotations = identity_annotations(pod_spec)
+    return {"labels": labels, **({"annotations": annotations} if annotations else {})}
 
 
 def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], out: str,
@@ -483,8 +580,9 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
     mounts = [{"name": "work", "mountPath": "/scratch"}, {"name": "tmp", "mountPath": "/tmp"}]
     small = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "500m", "memory": "1Gi"}}
     sidecar = _sidecar(config, out, {"": "/scratch/out"}, marker="verifier-upload.json")
+    token_mounts = store_identity(config)[1]
     sidecar["volumeMounts"] = [{"name": "work", "mountPath": "/scratch", "readOnly": True},
-                               {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
+                               {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}, *token_mounts]
     named_labels, names = name_labels(scoring_run=name, campaign=named(run["metadata"], LABEL_CAMPAIGN))
     labels = {**MANAGED_BY, **named_labels, LABEL_ROLE: "verifier", LABEL_NETWORK: "none"}
     pod_spec = {
@@ -493,7 +591,7 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
         "initContainers": [
             {"name": "fetch-artifacts", "image": config.operator_image,
              "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": fetch, "env": env, "envFrom": env_from,
-             "securityContext": _restricted(), "resources": small, "volumeMounts": mounts},
+             "securityContext": _restricted(), "resources": small, "volumeMounts": [*mounts, *token_mounts]},
             *copy_task,
             sidecar,
         ],
@@ -506,6 +604,7 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
         "volumes": [{"name": v, "emptyDir": {}} for v in ("work", "run", "tmp")],
         **scheduling(config),
     }
+    _with_identity(pod_spec, config)
     metadata: Manifest = {"name": verifier_job_name(name), "namespace": ns, "labels": labels,
                           "annotations": {"anchorage.dev/scoring-run-namespace": run["metadata"]["namespace"], **names}}
     if ns == run["metadata"]["namespace"]:
@@ -515,7 +614,7 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
             "spec": {"backoffLimit": 0, "activeDeadlineSeconds": config.verifier_deadline_sec,
                      "ttlSecondsAfterFinished": config.ttl_seconds_after_finished,
                      **queued(bool(config.kueue_scoring_queue)),
-                     "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
+                     "template": {"metadata": _template_metadata(labels, pod_spec), "spec": pod_spec}}}
 
 
 PROTOCOL_DEADLINE = 3600
@@ -551,8 +650,9 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
     mounts = [{"name": "work", "mountPath": "/scratch"}, {"name": "tmp", "mountPath": "/tmp"}]
     small = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "500m", "memory": "1Gi"}}
     sidecar = _sidecar(config, out, {"": "/scratch/out"})
+    token_mounts = store_identity(config)[1]
     sidecar["volumeMounts"] = [{"name": "work", "mountPath": "/scratch", "readOnly": True},
-                               {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
+                               {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}, *token_mounts]
     labels = {**MANAGED_BY, LABEL_TRIAL: meta["name"], LABEL_ROLE: "protocol", LABEL_STEP: step}
     if campaign:
         labels[LABEL_CAMPAIGN] = campaign
@@ -563,7 +663,8 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
             {"name": "fetch-artifacts", "image": config.operator_image,
              "command": ["python", "-m", "anchorage.runtime.kubepod"],
              "args": ["fetch-artifacts", "--dest", SCRATCH_IN, "--artifact", f"0={prefix}/artifacts"],
-             "env": env, "envFrom": env_from, "securityContext": _restricted(), "resources": small, "volumeMounts": mounts},
+             "env": env, "envFrom": env_from, "securityContext": _restricted(), "resources": small,
+             "volumeMounts": [*mounts, *token_mounts]},
             *copy_task,
             sidecar,
         ],
@@ -576,6 +677,7 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
         "volumes": [{"name": v, "emptyDir": {}} for v in ("work", "run", "tmp")],
         **scheduling(config),
     }
+    _with_identity(pod_spec, config)
     metadata: Manifest = {"name": name, "namespace": ns, "labels": labels,
                           "annotations": {"anchorage.dev/trial-namespace": meta["namespace"]}}
     if ns == meta["namespace"]:
@@ -585,7 +687,7 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
             "spec": {"backoffLimit": 0, "activeDeadlineSeconds": PROTOCOL_DEADLINE,
                      "ttlSecondsAfterFinished": config.ttl_seconds_after_finished,
                      **queued(bool(config.kueue_scoring_queue)),
-                     "template": {"metadata": {"labels": labels}, "spec": pod_spec}}}
+                     "template": {"metadata": _template_metadata(labels, pod_spec), "spec": pod_spec}}}
 
 
 def network_policies(namespace: str, config: OperatorConfig) -> list[Manifest]:
@@ -625,24 +727,25 @@ def network_policies(namespace: str, config: OperatorConfig) -> list[Manifest]:
 
 
 def child_trial(campaign: Manifest, name: str, spec: TrialSpec) -> Manifest:
-    """A campaign's Trial, owned by the campaign (deleting the campaign deletes it)."""
+    """A campaign's Trial, owned by the campaign (deleting the campaign deletes it), with :data:`JOBS_FINALIZER`."""
     body = spec.model_dump(by_alias=True, exclude_none=True, mode="json")
     labels, annotations = name_labels(campaign=campaign["metadata"]["name"])
     return {"apiVersion": API, "kind": "Trial",
             "metadata": {"name": name, "namespace": campaign["metadata"]["namespace"],
                          "labels": {**MANAGED_BY, **labels}, "annotations": annotations,
-                         "ownerReferences": [owner_ref(campaign)]},
+                         "ownerReferences": [owner_ref(campaign)], "finalizers": [JOBS_FINALIZER]},
             "spec": body}
 
 
 def child_scoring_run(trial: Manifest, name: str, verification: dict[str, Any],
                       scoring: dict[str, Any] | None = None) -> Manifest:
-    """The ScoringRun of a finished Trial, owned by it (scored under the Trial's ``scoring.profile``)."""
+    """The ScoringRun of a finished Trial, owned by it (scored under the Trial's ``scoring.profile``), with
+    :data:`JOBS_FINALIZER`."""
     named_labels, annotations = name_labels(trial=trial["metadata"]["name"], campaign=named(trial["metadata"],
                                                                                              LABEL_CAMPAIGN))
     return {"apiVersion": API, "kind": "ScoringRun",
             "metadata": {"name": name, "namespace": trial["metadata"]["namespace"],
                          "labels": {**MANAGED_BY, **named_labels}, "annotations": annotations,
-                         "ownerReferences": [owner_ref(trial)]},
+                         "ownerReferences": [owner_ref(trial)], "finalizers": [JOBS_FINALIZER]},
             "spec": {"trialRef": trial["metadata"]["name"], "verification": verification,
                      **({"scoring": scoring} if scoring else {})}}

@@ -66,7 +66,8 @@ class TrialStatus(_Status):
 
     phase: Phase = Field(default=Phase.PENDING,
                          description="Pending, Queued (waiting for admission by its Kueue LocalQueue: no pod, no "
-                         "agent time), Running, Succeeded, Failed or InfrastructureFailed.")
+                         "agent time), Running, Succeeded, Failed, InfrastructureFailed or Cancelled (deleted "
+                         "before its end: its Jobs and pods were stopped).")
     reason: Reason | None = Field(default=None, description="Why the trial ended (see docs/design-notes.md).")
     message: str | None = Field(default=None, description="Human-readable detail of the last transition.")
     attempt: int = Field(default=0, ge=0, description="Infrastructure retries used so far (0 = first run).")
@@ -94,7 +95,8 @@ class TrialStatus(_Status):
         default=None, description="Why costUSD is unknown (no gateway admin token, gateway unreachable, unmetered "
                            "requests, unpriced model).")
     observed_generation: int | None = Field(default=None, description="metadata.generation last acted on.")
-    conditions: list[Condition] = Field(default_factory=list, description="Ready and Scored conditions.")
+    conditions: list[Condition] = Field(default_factory=list, description="Ready and Scored, and Complete, Failed, "
+                                        "Reconciling and Stalled (anchorage.runtime.kubeconditions).")
 
 
 class ScoreSummary(_Status):
@@ -128,12 +130,20 @@ class LeaderboardRow(_Status):
                                     "without usage (their cost is unknown: costUSD is then a lower bound).")
     infrastructure_failed: int = Field(default=0, ge=0, description="Trials of this entry that ended "
                                        "InfrastructureFailed (no score; not counted in the means).")
+    cancelled: int = Field(default=0, ge=0, description="Trials of this entry deleted before their end (Cancelled: no "
+                           "score; not counted in the means).")
     incomplete: bool = Field(default=False, description="True when some (task, seed) of this entry has no score "
-                             "(an infrastructure failure): its means are over the scored ones only.")
+                             "(an infrastructure failure, a cancelled trial): its means are over the scored ones only.")
+
+
+#: Per-artifact summaries a ScoringRun's status holds at most (the first ones scored); every one is in the store
+#: (``scoresUri``), so the object stays small whatever the number of artifacts (``anchorage.runtime.kubescores``).
+SCORES_IN_STATUS = 10
 
 
 class ScoringRunStatus(_Status):
-    """Progress and headline results of a ScoringRun."""
+    """Progress and headline results of a ScoringRun (bounded: counts, at most :data:`SCORES_IN_STATUS` summaries and
+    the pointer to all of them in the store)."""
 
     phase: RunPhase = Field(default="Pending", description="Pending, Running, Succeeded or Failed.")
     message: str | None = Field(default=None, description="Human-readable detail of the last transition.")
@@ -142,12 +152,21 @@ class ScoringRunStatus(_Status):
     bo_eval: float | None = Field(default=None, description="Robust BO-Eval of the first artifact.")
     raw: float | None = Field(default=None, description="Panel score R of the first artifact.")
     record_uri: str | None = Field(default=None, description="URI of the full score record(s).")
-    scores: list[ScoreSummary] = Field(default_factory=list, description="One summary per scored artifact.")
+    artifacts: int | None = Field(default=None, ge=0, description="Artifacts the run scored (each has a line in "
+                                  "scoresUri).")
+    gradable: int | None = Field(default=None, ge=0, description="Of those, the artifacts found gradable.")
+    unscored: int | None = Field(default=None, ge=0, description="Of those, the artifacts without a score record "
+                                 "(the verifier left none: the run is Failed).")
+    scores: list[ScoreSummary] = Field(default_factory=list, description=f"The first {SCORES_IN_STATUS} artifacts' "
+                                       "summaries (a trial's run: its only one); all of them are in scoresUri.")
+    scores_uri: str | None = Field(default=None, description="URI of every artifact's summary in the store (JSON "
+                                   "lines; a trial's run: its recordUri's score.json).")
     profile: str | None = Field(default=None, description="The scoring profile of every score (name@version).")
     leaderboard: list[LeaderboardRow] = Field(default_factory=list, description="campaignRef: the rescored "
                                               "task's leaderboard under this run's profile (full board in the store).")
     observed_generation: int | None = Field(default=None, description="metadata.generation last acted on.")
-    conditions: list[Condition] = Field(default_factory=list, description="The Ready condition.")
+    conditions: list[Condition] = Field(default_factory=list, description="Ready, and Complete, Failed, "
+                                        "Reconciling and Stalled (anchorage.runtime.kubeconditions).")
 
 
 class CampaignStatus(_Status):
@@ -162,6 +181,8 @@ class CampaignStatus(_Status):
     finished: int = Field(default=0, ge=0, description="Trials in a terminal phase.")
     scored: int = Field(default=0, ge=0, description="Trials with a score.")
     infrastructure_failed: int = Field(default=0, ge=0, description="Trials that ended InfrastructureFailed.")
+    cancelled: int = Field(default=0, ge=0, description="Trials deleted before their end (Cancelled: no score, not "
+                           "created again; their entries are marked incomplete).")
     progress: str | None = Field(default=None, description="scored/total, e.g. '12/18'.")
     best_entry: str | None = Field(default=None, description="Entry with the best mean O-Eval so far.")
     best_o_eval: float | None = Field(default=None, description="Mean O-Eval of the best entry.")
@@ -177,4 +198,5 @@ class CampaignStatus(_Status):
     report_uri: str | None = Field(default=None, description="URI of the full report in the artifact store.")
     observed_generation: int | None = Field(default=None, description="metadata.generation last acted on.")
     conditions: list[Condition] = Field(default_factory=list, description="Ready, Degraded (some trials ended "
-                                        "InfrastructureFailed) and Suspended conditions.")
+                                        "InfrastructureFailed), Suspended, and Complete, Failed, Reconciling and "
+                                        "Stalled (anchorage.runtime.kubeconditions).")

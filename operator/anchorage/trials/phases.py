@@ -6,7 +6,9 @@ aggregation. ``Failed`` is the model's own failure (scored: a missing artifact i
 ``InfrastructureFailed`` is the platform's, never scored as the model's zero, retried only when the
 manifest asks for it (``retries``). ``Queued`` is a cluster trial's wait for admission by the cluster's batch
 queue (Kueue): no pod exists, no agent time passes; ``preempted`` ends an attempt whose admission the queue took back
-(Kueue evicted its workload for a higher-priority one) — the platform's, retried as such.
+(Kueue evicted its workload for a higher-priority one) — the platform's, retried as such. ``Cancelled`` is neither:
+the trial was deleted (or its campaign was) before its end, its Jobs and pods were stopped; it has no score and is
+never counted as one.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from enum import StrEnum
 
 
 class Phase(StrEnum):
-    """Where a trial is. The last three are terminal."""
+    """Where a trial is. The last four are terminal."""
 
     PENDING = "Pending"
     QUEUED = "Queued"
@@ -23,6 +25,7 @@ class Phase(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     INFRASTRUCTURE_FAILED = "InfrastructureFailed"
+    CANCELLED = "Cancelled"
 
     @property
     def terminal(self) -> bool:
@@ -42,13 +45,16 @@ class Reason(StrEnum):
     GATEWAY_ERROR = "gateway_error"
     STORAGE_ERROR = "storage_error"
     PREEMPTED = "preempted"
+    CANCELLED = "cancelled"
 
     @property
     def infrastructure(self) -> bool:
         return self in INFRASTRUCTURE_REASONS
 
 
-TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INFRASTRUCTURE_FAILED})
+TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INFRASTRUCTURE_FAILED, Phase.CANCELLED})
+#: Phases that end a trial without a score of the model's (never averaged, never a zero on a board).
+UNSCORED = frozenset({Phase.INFRASTRUCTURE_FAILED, Phase.CANCELLED})
 #: The platform's failures: they end a trial InfrastructureFailed.
 INFRASTRUCTURE_REASONS = frozenset({Reason.SANDBOX_ERROR, Reason.GATEWAY_ERROR, Reason.STORAGE_ERROR,
                                     Reason.PREEMPTED})

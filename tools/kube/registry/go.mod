@@ -4,7 +4,11 @@ module anchorage.dev/tools/kube/registry
 
 go 1.26.0
 
-require github.com/distribution/distribution/v3 v3.1.2
+require (
+	github.com/distribution/distribution/v3 v3.1.2
+	github.com/spf13/cobra v1.10.2
+	golang.org/x/crypto v0.57.0
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -39,7 +43,6 @@ require (
 	github.com/redis/go-redis/extra/redisotel/v9 v9.0.5 // indirect
 	github.com/redis/go-redis/v9 v9.7.3 // indirect
 	github.com/sirupsen/logrus v1.10.2 // indirect
-	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/bridges/prometheus v0.67.0 // indirect
@@ -65,7 +68,6 @@ require (
 	go.opentelemetry.io/otel/trace v1.45.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
-	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect

@@ -31,7 +31,7 @@ from anchorage.campaigns.planning import PlannedTrial, plan
 from anchorage.campaigns.selection import campaign_task_refs
 from anchorage.errors import InfrastructureError, InputError, did_you_mean
 from anchorage.manifests import CampaignSpec, Trial, TrialSpec, VerificationCampaign
-from anchorage.runtime.local import cgroups, leftovers, quotas
+from anchorage.runtime.local import cgroups, leftovers, quotas, views
 from anchorage.runtime.local.publishing import Publisher
 from anchorage.runtime.local.trials import (
     LocalRuntime,
@@ -318,8 +318,8 @@ def _run_all(
 
 
 def sweep_leftovers() -> dict[str, int]:
-    """Remove every leftover of dead local runs: quota mounts, trial cgroups, gateway socket folders."""
-    return {"quota_mounts": quotas.sweep_stale(), "cgroups": cgroups.sweep_stale(),
+    """Remove every leftover of dead local runs: quota mounts, views, trial cgroups, gateway socket folders."""
+    return {"quota_mounts": quotas.sweep_stale(), "views": views.sweep_stale(), "cgroups": cgroups.sweep_stale(),
             "gateway_folders": leftovers.sweep_gateway_folders()}
 
 

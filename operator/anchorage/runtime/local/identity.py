@@ -3,12 +3,13 @@
 Called by :mod:`anchorage.runtime.local.sandbox` (once per process per identity; the folder is
 content-addressed and reused across runs).
 
-* With bubblewrap the agent runs as ``agent`` (uid/gid :data:`SANDBOX_ID`) inside its own user
-  namespace, with no capabilities. Started by root, bubblewrap maps that id to the caller's (root
-  without any capability: every file it writes is copied out of the trial's size-limited folder with
-  ordinary modes, see :mod:`.quotas`); started by anyone else, to that user.
-* With the ``unshare`` fallback (root, no user namespace) the agent runs as the unprivileged host id
-  :data:`FALLBACK_HOST_ID`, which no host account uses.
+Inside, the agent is always ``agent``, uid/gid :data:`SANDBOX_ID`, with no capabilities. On the host it
+is (:class:`Identity`):
+
+* with bubblewrap started by root, an unprivileged id of its own from the agents' subordinate range
+  (:mod:`.uids`): bubblewrap itself runs as that id, so the agent's user namespace maps
+  :data:`SANDBOX_ID` to it and nothing to host root; started by anyone else, that user;
+* with the ``unshare`` fallback (root, no user namespace), an id of the same range, as is.
 
 The synthetic ``/etc`` holds ``passwd``/``group`` naming the agent (home ``/root``, the writable
 tmpfs HOME), ``hosts``, ``resolv.conf`` (no DNS server: the only reachable endpoint is the model
@@ -30,10 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SANDBOX_ID = 1000
-"""uid and gid of the ``agent`` user inside the bubblewrap user namespace."""
-
-FALLBACK_HOST_ID = 60999
-"""Host uid and gid the ``unshare`` fallback runs agents as (no user namespace there)."""
+"""uid and gid of the ``agent`` user inside the sandbox."""
 
 AGENT_USER = "agent"
 HOME = "/root"
@@ -58,16 +56,7 @@ class Identity:
         inside = f"{AGENT_USER} {self.uid}:{self.gid}"
         if self.user_namespace:
             return f"{inside} in its own user namespace (host {self.host_uid}:{self.host_gid}), no capabilities"
-        return f"{inside} (host ids, no user namespace), no capabilities"
-
-
-def bwrap_identity() -> Identity:
-    """bubblewrap maps :data:`SANDBOX_ID` inside to the id of whoever started it."""
-    return Identity(SANDBOX_ID, SANDBOX_ID, os.geteuid(), os.getegid(), True)
-
-
-def fallback_identity() -> Identity:
-    return Identity(FALLBACK_HOST_ID, FALLBACK_HOST_ID, FALLBACK_HOST_ID, FALLBACK_HOST_ID, False)
+        return f"{inside} (host {self.host_uid}:{self.host_gid}, no user namespace), no capabilities"
 
 
 def generated_files(uid: int, gid: int) -> dict[str, str]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import os
 import queue
 import shutil
@@ -33,10 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from anchorage import confined
-from anchorage.runtime.local import leftovers
+from anchorage.runtime.local import leftovers, mounts, uids
 
-_MS_NOSUID, _MS_NODEV, _MS_REMOUNT = 0x2, 0x4, 0x20
-_MNT_DETACH = 0x2
 SOURCE_PREFIX = "anchorage-quota-"
 FOLDER_PREFIX = "anchorage-quota-"
 SLACK_BYTES = 1024 * 1024
@@ -44,28 +41,9 @@ SLACK_BYTES = 1024 * 1024
 REUSE_MAX_ENTRIES = 512
 """A tmpfs left with more entries than this is unmounted (in the background) rather than emptied."""
 
-_libc: ctypes.CDLL | None = None
-
-
-def _c() -> ctypes.CDLL:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    return _libc
-
-
 def _mount_tmpfs(source: str, target: Path, options: str, *, remount: bool = False) -> None:
-    flags = _MS_NOSUID | _MS_NODEV | (_MS_REMOUNT if remount else 0)
-    result = _c().mount(source.encode(), os.fsencode(target), b"tmpfs", ctypes.c_ulong(flags), options.encode())
-    if result != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code), str(target))
-
-
-def _umount(target: Path | str) -> None:
-    if _c().umount2(os.fsencode(target), _MNT_DETACH) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code), str(target))
+    mounts.mount(source, target, "tmpfs", mounts.MS_NOSUID | mounts.MS_NODEV | (mounts.MS_REMOUNT if remount else 0),
+                 options)
 
 
 @dataclass(frozen=True)
@@ -177,6 +155,7 @@ class Pool:
                 return self._free.pop()
             if self._folder is None:
                 self._folder = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{leftovers.owner_tag()}-"))
+                uids.grant_traverse(self._folder)  # the unprivileged bubblewrap binds the tmpfs from here
             self._count += 1
             path = self._folder / str(self._count)
         path.mkdir()
@@ -208,7 +187,7 @@ class Pool:
 
     def _unmount(self, path: Path) -> None:
         with contextlib.suppress(OSError):
-            _umount(path)
+            mounts.umount(path)
         with contextlib.suppress(OSError):
             path.rmdir()
         with self._lock:
@@ -262,7 +241,7 @@ def sweep_stale() -> int:
     for source, target in _mounts():
         if source.startswith(SOURCE_PREFIX) and not leftovers.owner_alive(source.removeprefix(SOURCE_PREFIX)):
             with contextlib.suppress(OSError):
-                _umount(target)
+                mounts.umount(target)
                 removed += 1
     for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*"):
         tag = folder.name.removeprefix(FOLDER_PREFIX).rsplit("-", 1)[0]
@@ -277,21 +256,4 @@ def sweep_stale() -> int:
 
 def _mounts() -> list[tuple[str, str]]:
     """(source, mount point) of every tmpfs in this mount namespace."""
-    out: list[tuple[str, str]] = []
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        head, _, tail = line.partition(" - ")
-        fields, rest = head.split(), tail.split()
-        if len(fields) >= 5 and len(rest) >= 2 and rest[0] == "tmpfs":
-            out.append((rest[1], _unescape(fields[4])))
-    return out
-
-
-def _unescape(text: str) -> str:
-    """mountinfo escapes space, tab, newline and backslash as octal."""
-    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
-        text = text.replace(code, char)
-    return text
+    return [(source, target) for kind, source, target in mounts.table() if kind == "tmpfs"]

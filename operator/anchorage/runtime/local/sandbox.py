@@ -8,13 +8,24 @@ Mechanisms, in order of preference (:func:`detect_mechanism`):
 * ``bwrap`` — bubblewrap: new user/pid/net/ipc/uts/cgroup namespaces; the agent is ``agent``
   (uid/gid 1000) in its own user namespace with every capability dropped and further user namespaces
   disabled (``--disable-userns`` where the kernel allows it); an empty root with only ``/usr`` and the
-  interpreter prefixes bound read-only, a synthetic ``/etc`` (:mod:`.identity`) instead of the host's,
-  ``/proc/sys`` read-only, ``/root/data`` read-only, ``/root/results`` and ``/logs/agent`` writable,
-  tmpfs ``/tmp`` and ``/root`` (the agent's HOME, size-capped), the root itself remounted read-only.
+  interpreter (:mod:`.interpreter`, at ``/opt/anchorage/venv``) bound read-only, a synthetic ``/etc``
+  (:mod:`.identity`) instead of the host's, ``/proc/sys`` read-only, ``/root/data`` read-only,
+  ``/root/results`` and ``/logs/agent`` writable, tmpfs ``/tmp`` and ``/root`` (the agent's HOME,
+  size-capped), the root itself remounted read-only. An engine running as root starts bubblewrap as
+  an unprivileged host id of its own (:mod:`.uids`, through ``setpriv``), so no namespace maps the
+  agent to host root; read-only host folders are bound through views (:mod:`.views`) that hide their
+  host paths and that this id may reach.
 * ``unshare`` — util-linux ``unshare`` as root, the same layout built by a small shell script
-  (``mount --bind`` + ``chroot``); the agent runs as the unprivileged host id 60999 with no
+  (``mount --bind`` + ``chroot``); the agent runs as an unprivileged host id of the same range with no
   capabilities (``setpriv``), since there is no user namespace to map it.
 * ``none`` — only with the explicit ``--unsandboxed`` flag, announced loudly by the caller.
+
+Every sandboxed run also gets a seccomp filter (:mod:`.seccomp`: bubblewrap's ``--seccomp``; the
+fallback's ``inside/seccomp_exec.py``) and a kernel session keyring of its own (:mod:`.keyrings`).
+Nothing inside names a host path: bubblewrap reads its options from a memfd (``--args``), so the
+sandbox's pid 1 shows only ``bwrap --args N -- <in-sandbox command>``; its stdout and stderr are a
+pipe to the engine (bubblewrap's own errors), and the first program inside opens the agent's
+``stdout.log``/``stderr.log`` by their in-sandbox paths, so no descriptor links to a host path.
 
 Network: the namespace has only loopback. When a gateway socket is given, it is bound at
 ``/run/anchorage/gateway.sock`` and the in-sandbox launcher (``inside/launcher.py``) relays
@@ -44,7 +55,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -54,7 +64,7 @@ from typing import Any, Literal
 
 from anchorage import confined
 from anchorage.errors import InfrastructureError
-from anchorage.runtime.local import cgroups, identity, quotas
+from anchorage.runtime.local import cgroups, identity, interpreter, keyrings, quotas, seccomp, uids, views
 from anchorage.runtime.local.identity import Identity
 from anchorage.trials.agents.templating import expand_references
 
@@ -72,10 +82,13 @@ STARTED = b"started"
 _SYSTEM_DIRS = ("/usr",)
 _ROOT_LINKS = ("/bin", "/sbin", "/lib", "/lib64", "/lib32")
 MIB = 1024 * 1024
+_SETUP_WINDOW = 8192
 
-# The first program inside the sandbox when there is no launcher: report the start on the status pipe
-# (stdin), give the agent /dev/null as stdin instead, then become the agent.
-_START = 'printf started >&0 && exec 0</dev/null && exec "$@"'
+# The first program inside the sandbox when there is no launcher: open the agent's logs by their in-sandbox
+# paths ("-": keep the engine's descriptors, unsandboxed), report the start on the status pipe (stdin), give
+# the agent /dev/null as stdin instead, then become the agent.
+_START = ('if [ "$1" != - ]; then exec 1>>"$1" 2>>"$2" || exit 125; fi; shift 2; '
+          'printf started >&0 && exec 0</dev/null && exec "$@"')
 
 
 @dataclass(frozen=True)
@@ -142,48 +155,63 @@ class SandboxResult:
 class _Bwrap:
     works: bool
     disable_userns: bool
+    problem: str = ""
 
 
 _BWRAP: _Bwrap | None = None
+_BWRAP_LOCK = threading.Lock()
 
 
 def detect_mechanism(*, unsandboxed: bool = False) -> Mechanism:
     """The best sandbox available here; raises :class:`InfrastructureError` naming the fix otherwise."""
     if unsandboxed:
         return "none"
-    if shutil.which("bwrap") and _bwrap().works:
+    seccomp.compiled()  # no sandbox without its seccomp filter: raises naming the fix (install libseccomp)
+    root = os.geteuid() == 0
+    setpriv = shutil.which("setpriv") is not None  # as root, agents are started as an unprivileged id with it
+    if shutil.which("bwrap") and (setpriv or not root) and _bwrap().works:
         return "bwrap"
-    if os.geteuid() == 0 and shutil.which("unshare") and shutil.which("setpriv"):
+    if root and setpriv and shutil.which("unshare"):
         return "unshare"
+    if root and not setpriv and (shutil.which("bwrap") or shutil.which("unshare")):
+        raise InfrastructureError("the sandbox needs util-linux 'setpriv' to start agents as an unprivileged id",
+                                  hint="install util-linux (apt-get install util-linux)")
+    why = f" ({_bwrap().problem})" if shutil.which("bwrap") and _bwrap().problem else ""
     raise InfrastructureError(
-        "no sandbox is available: bubblewrap is not installed (or cannot create user namespaces here) "
-        "and the engine is not running as root with util-linux 'unshare'",
+        "no sandbox is available: bubblewrap is not installed (or cannot create user namespaces here"
+        f"{why}) and the engine is not running as root with util-linux 'unshare'",
         hint="install bubblewrap (apt-get install bubblewrap / dnf install bubblewrap), or run as root; "
         "running agents unsandboxed needs the explicit --unsandboxed flag",
     )
 
 
 def _bwrap() -> _Bwrap:
-    """Probe once whether bubblewrap can make the agent's user namespace (and disable nested ones) here."""
+    """Probe once whether bubblewrap can make the agent's user namespace (and disable nested ones) here, started
+    as the agents' unprivileged id when the engine is root."""
     global _BWRAP
-    if _BWRAP is None:
-        base = ["bwrap", "--unshare-all", "--unshare-user", "--uid", str(identity.SANDBOX_ID), "--gid",
-                str(identity.SANDBOX_ID), "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr", *_root_link_args()]
-        tail = ["--", "/usr/bin/true"]
-        with_disable = _probe([*base, "--disable-userns", *tail])
-        _BWRAP = _Bwrap(with_disable or _probe([*base, *tail]), with_disable)
-    return _BWRAP
+    with _BWRAP_LOCK:
+        if _BWRAP is None:
+            lease = uids.lease() if os.geteuid() == 0 else None
+            try:
+                prefix = _setpriv_argv(lease) if lease is not None else []
+                base = [*prefix, "bwrap", "--unshare-all", "--unshare-user", "--uid", str(identity.SANDBOX_ID), "--gid",
+                        str(identity.SANDBOX_ID), "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr", *_root_links()]
+                tail = ["--", "/usr/bin/true"]
+                with_disable, _ = _probe([*base, "--disable-userns", *tail])
+                plain, problem = (True, "") if with_disable else _probe([*base, *tail])
+                _BWRAP = _Bwrap(with_disable or plain, with_disable, problem)
+            finally:
+                if lease is not None:
+                    lease.release()
+        return _BWRAP
 
 
-def _probe(argv: list[str]) -> bool:
+def _probe(argv: list[str]) -> tuple[bool, str]:
     try:
-        return subprocess.run(argv, capture_output=True, check=False, timeout=30).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-def _root_link_args() -> list[str]:
-    return list(_root_links())
+        done = subprocess.run(argv, capture_output=True, check=False, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return False, str(exc)
+    return done.returncode == 0, done.stderr.decode(errors="replace").strip()[-300:]
 
 
 @functools.lru_cache(maxsize=1)
@@ -197,44 +225,39 @@ def _root_links() -> tuple[str, ...]:
     return tuple(args)
 
 
-def agent_identity(mechanism: Mechanism) -> Identity:
-    """Who the agent is for ``mechanism`` (``none``: whoever runs the engine)."""
+def _setpriv_argv(lease: uids.Lease) -> list[str]:
+    """Become the leased id before starting bubblewrap: no groups but the sandbox group, no capabilities."""
+    return ["setpriv", f"--reuid={lease.uid}", f"--regid={lease.gid}", f"--groups={uids.sandbox_group()}",
+            "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--"]
+
+
+def agent_identity(mechanism: Mechanism, lease: uids.Lease | None = None) -> Identity:
+    """Who the agent is for ``mechanism``, inside and on the host (``none``: whoever runs the engine)."""
     if mechanism == "bwrap":
-        return identity.bwrap_identity()
+        host = (lease.uid, lease.gid) if lease is not None else (os.geteuid(), os.getegid())
+        return Identity(identity.SANDBOX_ID, identity.SANDBOX_ID, *host, True)
     if mechanism == "unshare":
-        return identity.fallback_identity()
+        if lease is None:
+            raise InfrastructureError("the unshare sandbox needs an id of the agents' range", hint="run as root")
+        return Identity(lease.uid, lease.gid, lease.uid, lease.gid, False)
     return Identity(os.getuid(), os.getgid(), os.getuid(), os.getgid(), False)
 
 
-def python_prefixes() -> list[str]:
-    """Interpreter folders the sandbox must see so Python agents (and the launcher) run."""
-    return list(_python_prefixes())
-
-
-@functools.lru_cache(maxsize=1)
-def _python_prefixes() -> tuple[str, ...]:
-    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    real_exe = os.path.realpath(sys.executable)
-    prefixes.add(str(Path(real_exe).parent.parent))
-    return tuple(sorted(p for p in prefixes if not p.startswith(_SYSTEM_DIRS)))
-
-
-def sandbox_python() -> str:
+def sandbox_python(mechanism: Mechanism = "bwrap") -> str:
     """The interpreter agents' ``python3`` resolves to (the engine's environment, numpy & co included)."""
-    return str(Path(sys.prefix) / "bin" / "python3")
+    return interpreter.python_path(sandboxed=mechanism != "none")
 
 
-def sandbox_path() -> str:
+def sandbox_path(mechanism: Mechanism = "bwrap") -> str:
     """The PATH agents see: the engine's environment first (python3 with numpy & co), then the system."""
-    return ":".join([str(Path(sys.prefix) / "bin"), str(Path(sys.base_prefix) / "bin"), "/usr/local/bin", "/usr/bin", "/bin"])
+    return interpreter.agent_path(sandboxed=mechanism != "none")
 
 
 def sandbox_env(spec: SandboxSpec, mechanism: Mechanism, port: int = GATEWAY_PORT) -> dict[str, str]:
     """The agent's whole environment: nothing is inherited from the engine."""
     inside = mechanism != "none"
-    path = sandbox_path()
     env = {
-        "PATH": path,
+        "PATH": sandbox_path(mechanism),
         "HOME": identity.HOME if inside else str(spec.results_dir.parent),
         "USER": identity.AGENT_USER,
         "LOGNAME": identity.AGENT_USER,
@@ -254,54 +277,107 @@ def sandbox_env(spec: SandboxSpec, mechanism: Mechanism, port: int = GATEWAY_POR
     return env
 
 
-def _bwrap_argv(spec: SandboxSpec, etc_dir: Path) -> list[str]:
+class _Descriptors:
+    """Descriptors handed to the sandbox's setup (options, data files, the seccomp program); closed after the start."""
+
+    def __init__(self) -> None:
+        self.fds: list[int] = []
+
+    def data(self, name: str, content: bytes) -> int:
+        fd = os.memfd_create(f"anchorage-{name}", os.MFD_CLOEXEC)
+        self.fds.append(fd)
+        view = memoryview(content)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+        return fd
+
+    def add(self, fd: int) -> int:
+        self.fds.append(fd)
+        return fd
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds.clear()
+
+
+def _ro_source(bind: interpreter.Bind) -> Path:
+    """What to bind for a read-only host folder or file: its view (:mod:`.views`), or itself."""
+    if bind.source.is_dir():
+        return views.of(bind.source, bind.cover).path
+    if bind.source.parent.is_dir():
+        return views.of(bind.source.parent).path / bind.source.name
+    return bind.source  # missing: bubblewrap fails with the path, the sandbox never starts
+
+
+def _read_only_binds(spec: SandboxSpec, etc_dir: Path) -> list[interpreter.Bind]:
+    """Every read-only bind after ``/usr``, parents before children."""
+    binds = [interpreter.Bind(etc_dir, "/etc"), *interpreter.layout().binds]
+    if spec.data_dir is not None:
+        binds.append(interpreter.Bind(spec.data_dir, DATA))
+    binds.append(interpreter.Bind(INSIDE_DIR, INSIDE_MOUNT))
+    binds += [interpreter.Bind(source, target) for target, source in sorted(spec.ro_binds.items())]
+    return binds
+
+
+def _bwrap_options(spec: SandboxSpec, etc_dir: Path, fds: _Descriptors) -> list[str]:
     limits = spec.limits
-    ident = identity.bwrap_identity()
-    args = ["bwrap", "--unshare-all", "--unshare-user", "--uid", str(ident.uid), "--gid", str(ident.gid)]
+    args = ["--unshare-all", "--unshare-user", "--uid", str(identity.SANDBOX_ID), "--gid", str(identity.SANDBOX_ID)]
     if _bwrap().disable_userns:
         args.append("--disable-userns")
     args += ["--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", identity.HOSTNAME]
     for directory in _SYSTEM_DIRS:
         args += ["--ro-bind", directory, directory]
-    args += _root_link_args()
-    args += ["--ro-bind", str(etc_dir), "/etc"]
+    args += _root_links()
     args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
              "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger", "--dev", "/dev"]
     args += ["--size", str(limits.tmp_mb * MIB), "--tmpfs", "/tmp"]
     args += ["--perms", "0700", "--size", str(limits.tmp_mb * MIB), "--tmpfs", identity.HOME]
-    for prefix in python_prefixes():
-        args += ["--ro-bind", prefix, prefix]
-    if spec.data_dir is not None:
-        args += ["--ro-bind", str(spec.data_dir), DATA]
-    else:
+    layout = interpreter.layout()
+    for bind in _read_only_binds(spec, etc_dir):
+        args += ["--ro-bind", str(_ro_source(bind)), bind.target]
+    if spec.data_dir is None:
         args += ["--dir", DATA]
+    for target, content in layout.files:
+        args += ["--perms", "0644", "--file", str(fds.data("file", content)), target]
+    for target, link in layout.links:
+        args += ["--symlink", link, target]
     args += ["--bind", str(spec.results_dir), RESULTS, "--bind", str(spec.logs_dir), LOGS]
-    args += ["--ro-bind", str(INSIDE_DIR), INSIDE_MOUNT]
-    for target, source in sorted(spec.ro_binds.items()):
-        args += ["--ro-bind", str(source), target]
     if spec.gateway_socket is not None:
-        args += ["--ro-bind", str(spec.gateway_socket), GATEWAY_SOCKET]
-    args += ["--remount-ro", "/", "--chdir", spec.cwd, "--"]
+        args += ["--ro-bind", str(spec.gateway_socket), GATEWAY_SOCKET]  # run() made it reachable (views.file)
+    args += ["--seccomp", str(fds.add(seccomp.open_program()))]
+    args += ["--remount-ro", "/", "--chdir", spec.cwd]
     return args
 
 
-# The unshare mechanism: the same layout as bwrap, built by hand inside new namespaces, then chroot and
-# become the unprivileged agent id with no capabilities. Arguments: $1 root dir, $2 uid, $3 gid, then
-# "KIND SRC DST" triples, "--", the command.
+def _bwrap_argv(spec: SandboxSpec, etc_dir: Path, fds: _Descriptors) -> list[str]:
+    """``bwrap --args FD --``: the options (and with them every host path) are read from a memfd."""
+    options = "\0".join(_bwrap_options(spec, etc_dir, fds)) + "\0"
+    return ["bwrap", "--args", str(fds.data("bwrap-args", options.encode())), "--"]
+
+
+# The unshare mechanism: the same layout as bwrap, built by hand inside new namespaces, then chroot, load the
+# seccomp filter and become the unprivileged agent id with no capabilities. Arguments: $1 root dir, $2 uid,
+# $3 gid, $4 the seccomp program's descriptor, $5 the interpreter, then "KIND SRC DST" triples, "--", the command.
 _UNSHARE_SCRIPT = r"""
 set -e
 AGENT_PATH=$PATH; export PATH=/usr/sbin:/usr/bin:/sbin:/bin; CHROOT=$(command -v chroot)
-R=$1; U=$2; G=$3; shift 3
+R=$1; U=$2; G=$3; F=$4; PY=$5; shift 5
 mount --make-rprivate /
 mount -t tmpfs -o size=64m tmpfs "$R"
 ip link set lo up 2>/dev/null || true
 while [ "$1" != "--" ]; do
-  kind=$1; src=$2; dst=$R$3; shift 3
+  kind=$1; src=$2; rel=$3; dst=$R$3; shift 3
   case $kind in
     ro|rw) if [ -d "$src" ]; then mkdir -p "$dst"; else mkdir -p "$(dirname "$dst")"; : > "$dst"; fi
            mount --rbind "$src" "$dst"
            [ "$kind" = ro ] && mount -o remount,bind,ro,nosuid,nodev "$dst" ;;
-    link) ln -s "$src" "$dst" ;;
+    text)  mkdir -p "$(dirname "$dst")"; [ -e "$dst" ] || : > "$dst"
+           n=$R/.anchorage-text-$(printf %s "$rel" | tr / _); printf %s "$src" > "$n"; chmod 644 "$n"
+           mount --bind "$n" "$dst"; mount -o remount,bind,ro "$dst" ;;
+    link)  mkdir -p "$(dirname "$dst")"; ln -s "$src" "$dst" ;;
     tmpfs) mkdir -p "$dst"; mount -t tmpfs -o "nosuid,nodev,$src" tmpfs "$dst" ;;
     dir) mkdir -p "$dst" ;;
   esac
@@ -315,45 +391,54 @@ mount -o remount,ro "$R"
 cd "$R"
 export PATH=$AGENT_PATH
 exec "$CHROOT" "$R" /usr/bin/setpriv --reuid="$U" --regid="$G" --clear-groups --no-new-privs \
-  --inh-caps=-all --bounding-set=-all -- /bin/sh -c 'cd "$0" && exec "$@"' "$CHDIR" "$@"
+  --inh-caps=-all --bounding-set=-all -- "$PY" -I -S /.anchorage/seccomp_exec.py "$F" \
+  /bin/sh -c 'cd "$0" && exec "$@"' "$CHDIR" "$@"
 """
 
 
-def _unshare_argv(spec: SandboxSpec, root: Path, etc_dir: Path) -> list[str]:
+def _unshare_argv(spec: SandboxSpec, root: Path, etc_dir: Path, who: Identity, fds: _Descriptors) -> list[str]:
     limits = spec.limits
-    ident = identity.fallback_identity()
     triples: list[str] = []
     for directory in _SYSTEM_DIRS:
         triples += ["ro", directory, directory]
     for link in _ROOT_LINKS:
         if os.path.islink(link):
             triples += ["link", os.readlink(link), link]
-    triples += ["ro", str(etc_dir), "/etc"]
     triples += ["tmpfs", f"size={limits.tmp_mb}m,mode=1777", "/tmp",
-                "tmpfs", f"size={limits.tmp_mb}m,mode=0700,uid={ident.uid},gid={ident.gid}", identity.HOME]
-    for prefix in python_prefixes():
-        triples += ["ro", prefix, prefix]
-    triples += ["ro", str(spec.data_dir), DATA] if spec.data_dir is not None else ["dir", "-", DATA]
+                "tmpfs", f"size={limits.tmp_mb}m,mode=0700,uid={who.host_uid},gid={who.host_gid}", identity.HOME]
+    for bind in _read_only_binds(spec, etc_dir):
+        triples += ["ro", str(_ro_source(bind)), bind.target]
+    if spec.data_dir is None:
+        triples += ["dir", "-", DATA]
+    for name, text in identity.generated_files(who.uid, who.gid).items():
+        if name in ("passwd", "group"):  # the agent's name for its host id (the shared /etc names uid 1000)
+            triples += ["text", text, f"/etc/{name}"]
+    layout = interpreter.layout()
+    for target, content in layout.files:
+        triples += ["text", content.decode(), target]
+    for target, link in layout.links:
+        triples += ["link", link, target]
     triples += ["rw", str(spec.results_dir), RESULTS, "rw", str(spec.logs_dir), LOGS]
-    triples += ["ro", str(INSIDE_DIR), INSIDE_MOUNT]
-    for target, source in sorted(spec.ro_binds.items()):
-        triples += ["ro", str(source), target]
     if spec.gateway_socket is not None:
-        triples += ["ro", str(spec.gateway_socket), GATEWAY_SOCKET]
+        triples += ["ro", str(spec.gateway_socket), GATEWAY_SOCKET]  # run() made it reachable (views.file)
+    program = str(fds.add(seccomp.open_program()))
     return [
         "unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child",
-        "/bin/sh", "-c", _UNSHARE_SCRIPT, "sandbox", str(root), str(ident.uid), str(ident.gid), *triples, "--",
+        "/bin/sh", "-c", _UNSHARE_SCRIPT, "sandbox", str(root), str(who.host_uid), str(who.host_gid), program,
+        layout.python, *triples, "--",
     ]
 
 
 def _agent_argv(spec: SandboxSpec, mechanism: Mechanism, host_port: int | None) -> list[str]:
     """The first program inside: the launcher (gateway relay) or the start wrapper, then the agent."""
+    inside = mechanism != "none"
+    logs = [f"{LOGS}/stdout.log", f"{LOGS}/stderr.log"] if inside else ["-", "-"]
     if spec.gateway_socket is None:
-        return ["/bin/sh", "-c", _START, "anchorage-start", *spec.argv]
-    launcher = f"{INSIDE_MOUNT}/launcher.py" if mechanism != "none" else str(INSIDE_DIR / "launcher.py")
+        return ["/bin/sh", "-c", _START, "anchorage-start", *logs, *spec.argv]
+    launcher = f"{INSIDE_MOUNT}/launcher.py" if inside else str(INSIDE_DIR / "launcher.py")
     port = GATEWAY_PORT if host_port is None else host_port
-    socket_path = GATEWAY_SOCKET if mechanism != "none" else str(spec.gateway_socket)
-    return [sandbox_python(), "-I", "-S", launcher, str(port), socket_path, "--", *spec.argv]
+    socket_path = GATEWAY_SOCKET if inside else str(spec.gateway_socket)
+    return [sandbox_python(mechanism), "-I", "-S", launcher, str(port), socket_path, *logs, "--", *spec.argv]
 
 
 # Joins the trial's cgroups (one cgroup.procs file per argument before "--"), then execs the rest. A
@@ -394,19 +479,37 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _unsandboxed_argv(argv: list[str]) -> list[str]:
+    """Unsandboxed, the fixed in-sandbox paths callers name become the host's (interpreter, helpers)."""
+    inside_python, host_python = sandbox_python("bwrap"), sandbox_python("none")
+    out = []
+    for part in argv:
+        if part == inside_python:
+            part = host_python
+        elif part.startswith(INSIDE_MOUNT + "/"):
+            part = str(INSIDE_DIR / part.removeprefix(INSIDE_MOUNT + "/"))
+        out.append(part)
+    return out
+
+
 def build_command(
     spec: SandboxSpec, mechanism: Mechanism, group: cgroups.Group | None, enforced: dict[str, str], scratch: Path,
-    host_port: int | None = None,
+    host_port: int | None = None, *, who: Identity | None = None, lease: uids.Lease | None = None,
+    fds: _Descriptors | None = None,
 ) -> list[str]:
-    """The full host argv: join cgroups → rlimits → sandbox → launcher or start wrapper → agent."""
+    """The full host argv: join cgroups → rlimits → [become the agent's id] → sandbox → launcher or start wrapper
+    → agent. Descriptors the command reads are added to ``fds`` (they must be passed to it)."""
+    fds = fds if fds is not None else _Descriptors()
+    who = who or agent_identity(mechanism, lease)
     agent = _agent_argv(spec, mechanism, host_port)
     if mechanism == "bwrap":
-        inner = _bwrap_argv(spec, identity.synthetic_etc(identity.SANDBOX_ID, identity.SANDBOX_ID)) + agent
+        etc_dir = identity.synthetic_etc(identity.SANDBOX_ID, identity.SANDBOX_ID)
+        inner = (_setpriv_argv(lease) if lease is not None else []) + _bwrap_argv(spec, etc_dir, fds) + agent
     elif mechanism == "unshare":
-        ident = identity.fallback_identity()
-        inner = _unshare_argv(spec, scratch, identity.synthetic_etc(ident.uid, ident.gid)) + agent
+        etc_dir = identity.synthetic_etc(identity.SANDBOX_ID, identity.SANDBOX_ID)
+        inner = _unshare_argv(spec, scratch, etc_dir, who, fds) + agent
     else:
-        inner = agent
+        inner = _unsandboxed_argv(agent)
     command = _rlimit_argv(spec.limits, group, enforced) + inner
     if group is not None:
         command = ["/bin/sh", "-c", _JOIN, "join", *map(str, group.procs_files), "--", *command]
@@ -452,37 +555,61 @@ def _open_quotas(spec: SandboxSpec, mechanism: Mechanism, ident: Identity) -> _Q
             if not isinstance(mounted, quotas.QuotaMount):
                 with contextlib.suppress(OSError):
                     os.chown(folders[name], ident.host_uid, ident.host_gid)
-        if spec.gateway_socket is not None:  # only the socket is bound in; its folder (0700) keeps others out
+        if spec.gateway_socket is not None:  # only the socket is bound in (through views.file: its folder stays closed)
             with contextlib.suppress(OSError):
                 os.chmod(spec.gateway_socket, 0o666)
     return _Quotas(mounts, folders, wanted)
+
+
+def _create_logs(logs: Path, ident: Identity, mechanism: Mechanism) -> tuple[int, int] | str:
+    """Create the agent's empty ``stdout.log``/``stderr.log``, owned by its host id; unsandboxed, the descriptors
+    the agent writes to (sandboxed, the first program inside opens them by their in-sandbox paths)."""
+    fds: list[int] = []
+    try:
+        for name in ("stdout.log", "stderr.log"):
+            fd = os.open(logs / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            fds.append(fd)
+            if mechanism != "none" and os.geteuid() == 0:
+                os.fchown(fd, ident.host_uid, ident.host_gid)
+    except OSError as exc:
+        for fd in fds:
+            os.close(fd)
+        return f"cannot create the agent's log files: {exc}"
+    return fds[0], fds[1]
 
 
 def run(spec: SandboxSpec, *, mechanism: Mechanism, trial_id: str | None = None) -> SandboxResult:
     """Run ``spec`` to completion (or to its timeout) and say how it ended. Never raises for agent behaviour."""
     ident = trial_id or uuid.uuid4().hex[:12]
     limits = spec.limits
-    who = agent_identity(mechanism)
+    lease = uids.lease() if mechanism != "none" and os.geteuid() == 0 else None
+    fds = _Descriptors()
     group = None
-    if mechanism != "none":
-        group = cgroups.open_group(ident, cpus=limits.cpus, memory_mb=limits.memory_mb, pids_max=limits.pids)
-    enforced: dict[str, str] = dict(group.enforced) if group is not None else {}
+    mounts: _Quotas | None = None
+    socket_link: Path | None = None
     scratch = Path("/tmp") / f"anchorage-root-{ident}"
-    if mechanism == "unshare":
-        scratch.mkdir(parents=True, exist_ok=True)
-    host_port = _free_port() if mechanism == "none" and spec.gateway_socket is not None else None
-    env = sandbox_env(spec, mechanism, host_port or GATEWAY_PORT)
-    if spec.expand_references:
-        spec = replace(spec, argv=[expand_references(part, env) for part in spec.argv])
-    if mechanism == "unshare":
-        env["CHDIR"] = spec.cwd
-    mounts = _open_quotas(spec, mechanism, who)
-    started = time.monotonic()
     try:
+        who = agent_identity(mechanism, lease)
+        if mechanism != "none":
+            group = cgroups.open_group(ident, cpus=limits.cpus, memory_mb=limits.memory_mb, pids_max=limits.pids)
+        enforced: dict[str, str] = dict(group.enforced) if group is not None else {}
+        if mechanism == "unshare":
+            scratch.mkdir(parents=True, exist_ok=True)
+        host_port = _free_port() if mechanism == "none" and spec.gateway_socket is not None else None
+        env = sandbox_env(spec, mechanism, host_port or GATEWAY_PORT)
+        if spec.expand_references:
+            spec = replace(spec, argv=[expand_references(part, env) for part in spec.argv])
+        if mechanism == "unshare":
+            env["CHDIR"] = spec.cwd
+        mounts = _open_quotas(spec, mechanism, who)
+        started = time.monotonic()
         bound = replace(spec, results_dir=mounts.bound("results"), logs_dir=mounts.bound("logs"))
-        command = build_command(bound, mechanism, group, enforced, scratch, host_port)
+        if mechanism != "none" and spec.gateway_socket is not None:  # a link the leased id can reach, its folder closed
+            socket_link = views.file(spec.gateway_socket)
+            bound = replace(bound, gateway_socket=socket_link)
+        command = build_command(bound, mechanism, group, enforced, scratch, host_port, who=who, lease=lease, fds=fds)
         enforced["wall_time"] = f"SIGKILL of the process group after {limits.timeout_sec:g}s"
-        result = _supervise(bound, command, env, mechanism, group, enforced, started)
+        result = _supervise(bound, command, env, mechanism, group, enforced, started, who, fds)
         result.user = who.describe()
         if group is not None:  # _wait killed everything left in the group: nothing writes while we copy out
             result.evidence["cgroup_events"] = group.events()
@@ -490,10 +617,16 @@ def run(spec: SandboxSpec, *, mechanism: Mechanism, trial_id: str | None = None)
         _finish_quotas(result, mounts)
         return result
     finally:
-        mounts.release()
+        fds.close()
+        if socket_link is not None:
+            views.release_file(socket_link)
+        if mounts is not None:
+            mounts.release()
         if group is not None:
             group.kill_all()
             group.remove()
+        if lease is not None:
+            lease.release()
         if mechanism == "unshare":
             with contextlib.suppress(OSError):
                 scratch.rmdir()
@@ -526,22 +659,24 @@ def _finish_quotas(result: SandboxResult, mounts: _Quotas) -> None:
         result.oversized_detail = f"{LOGS} holds {logs.why}"
 
 
-def _status_pipe() -> tuple[int, int]:
+def _pipe() -> tuple[int, int]:
     read_end, write_end = os.pipe()
     os.set_inheritable(write_end, True)
     return read_end, write_end
 
 
-def _read_status(fd: int) -> bytes:
-    """What the sandbox reported on its status pipe (every writer has exited: read to EOF, bounded)."""
+def _read_pipe(fd: int, limit: int = 4 * 4096) -> bytes:
+    """What the sandbox wrote on a pipe of ours (every writer has exited: read to EOF, bounded)."""
     os.set_blocking(fd, False)
     chunks: list[bytes] = []
+    size = 0
     with contextlib.suppress(BlockingIOError, OSError):
-        while len(chunks) < 4:
+        while size < limit:
             chunk = os.read(fd, 4096)
             if not chunk:
                 break
             chunks.append(chunk)
+            size += len(chunk)
     return b"".join(chunks)
 
 
@@ -553,42 +688,54 @@ def _supervise(
     group: cgroups.Group | None,
     enforced: dict[str, str],
     started: float,
+    who: Identity,
+    fds: _Descriptors,
 ) -> SandboxResult:
-    status_read, status_write = _status_pipe()
-    try:
-        stdout = os.open(spec.logs_dir / "stdout.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        stderr = os.open(spec.logs_dir / "stderr.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        os.close(status_read)
-        os.close(status_write)
-        return SandboxResult("sandbox_error", None, time.monotonic() - started, mechanism,
-                             detail=f"cannot create the agent's log files: {exc}", evidence={"engine_error": str(exc)})
+    logs = _create_logs(spec.logs_dir, who, mechanism)
+    if isinstance(logs, str):
+        return SandboxResult("sandbox_error", None, time.monotonic() - started, mechanism, detail=logs,
+                             evidence={"engine_error": logs})
+    status_read, status_write = _pipe()
+    setup_read, setup_write = _pipe()
+    # Sandboxed, the chain starts in "/" (a shell exports its working directory as PWD) and bubblewrap's own
+    # output goes to the setup pipe (no descriptor inside links to a host file);
+    # unsandboxed, the agent writes to its log files directly.
+    out, err = (logs if mechanism == "none" else (setup_write, setup_write))
+    keyring = ""
     try:
         try:
-            process = subprocess.Popen(
-                command, stdin=status_write, stdout=stdout, stderr=stderr, env=env,
-                start_new_session=True, close_fds=True,
-                cwd=spec.results_dir if mechanism == "none" else None,
+            spawned = keyrings.popen(
+                command, stdin=status_write, stdout=out, stderr=err, env=env, start_new_session=True,
+                close_fds=True, pass_fds=tuple(fds.fds), cwd=spec.results_dir if mechanism == "none" else "/",
             )
+            process, keyring = spawned.process, spawned.keyring
         except OSError as exc:
             return SandboxResult("sandbox_error", None, time.monotonic() - started, mechanism, detail=str(exc),
                                  evidence={"engine_error": f"{type(exc).__name__}: {exc}"})
         finally:
-            os.close(status_write)
-            os.close(stdout)
-            os.close(stderr)
+            for fd in (status_write, setup_write, *logs):
+                os.close(fd)
+            fds.close()
         code, timed_out, killed = _wait(process, spec.limits.timeout_sec, group)
-        status = _read_status(status_read)
+        status = _read_pipe(status_read)
+        setup = _read_pipe(setup_read, _SETUP_WINDOW).decode(errors="replace").strip()
     finally:
         os.close(status_read)
+        os.close(setup_read)
     wall = time.monotonic() - started
     result = SandboxResult("exited", code, wall, mechanism, enforced=enforced, killed_processes=killed)
     result.started = status.startswith(STARTED)
     result.evidence["status_pipe"] = "started" if result.started else "silent (the sandbox never started the agent)"
+    if keyring:
+        result.evidence["session_keyring"] = keyring
+    if mechanism != "none":
+        result.evidence["seccomp"] = f"libseccomp {seccomp.version()}, program {seccomp.compiled().digest}"
+    if setup:
+        result.evidence["setup_output"] = setup[-2000:]
     oom_kills = group.events().get("oom_kill", 0) if group is not None else 0
     if not result.started:
         result.outcome = "sandbox_error"
-        result.detail = _setup_failure(spec, mechanism, code, timed_out)
+        result.detail = _setup_failure(spec, mechanism, code, timed_out, setup)
     elif timed_out:
         result.outcome, result.detail = "timeout", f"killed after {spec.limits.timeout_sec:g}s"
     elif oom_kills > 0:
@@ -623,9 +770,9 @@ def _wait(process: subprocess.Popen[bytes], timeout_sec: float, group: cgroups.G
     return code, False, killed
 
 
-def _setup_failure(spec: SandboxSpec, mechanism: Mechanism, code: int | None, timed_out: bool) -> str:
-    """Why the sandbox did not start: its own stderr (no agent ran to write there) and exit status."""
-    said = confined.tail(spec.logs_dir, "stderr.log", window=2000).strip()
+def _setup_failure(spec: SandboxSpec, mechanism: Mechanism, code: int | None, timed_out: bool, setup: str) -> str:
+    """Why the sandbox did not start: what its setup wrote (no agent ran to write there) and its exit status."""
+    said = setup[-2000:] if mechanism != "none" else confined.tail(spec.logs_dir, "stderr.log", window=2000).strip()
     how = "its setup timed out" if timed_out else f"exit status {code}"
     return f"the {mechanism} sandbox failed before starting the agent ({how})" + (f": {said}" if said else "")
 

@@ -224,7 +224,7 @@ def _attempt(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: Loc
         if missing is not None:  # the platform lacks the tool: never the model's failure
             return AttemptEnd(launcher_failure=missing)
         binds.update(agents.sandbox_binds(plan.cli))
-        env["PATH"] = f"{agents.bin_dir(plan.cli)}:{sandbox.sandbox_path()}"
+        env["PATH"] = f"{agents.bin_dir(plan.cli)}:{sandbox.sandbox_path(runtime.mechanism)}"
     token_env: dict[str, str] = {}
     socket: Path | None = None
     limits = resolve_limits(job.spec, job.task, runtime.campaign_limits)

@@ -1,7 +1,9 @@
 """In-sandbox launcher: loopback TCP → gateway unix socket forwarder, then the agent.
 
-Run by the local sandbox runner as ``python3 launcher.py PORT SOCKET -- AGENT ARGV...`` inside the
-sandbox's private network namespace. It listens on ``127.0.0.1:PORT`` (the only address an agent can
+Run by the local sandbox runner as ``python3 launcher.py PORT SOCKET STDOUT STDERR -- AGENT ARGV...``
+inside the sandbox's private network namespace. It opens STDOUT and STDERR (the agent's log files, by
+their in-sandbox paths, so that no descriptor links to a host path; ``-`` keeps the descriptors it was
+given) as its standard output and error, listens on ``127.0.0.1:PORT`` (the only address an agent can
 reach), relays every connection byte for byte to the gateway's unix socket bound into the sandbox,
 and once the listener is up reports ``started`` on its stdin — the engine's status pipe, written
 before any agent code runs, so only a launcher that could not listen leaves it silent (the platform's
@@ -72,11 +74,21 @@ def _report_started() -> None:
     os.close(null)
 
 
+def _open_logs(stdout: str, stderr: str) -> None:
+    """Make the agent's log files (by their in-sandbox paths) our standard output and error."""
+    for path, target in ((stdout, 1), (stderr, 2)):
+        if path != "-":
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.dup2(fd, target)
+            os.close(fd)
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) < 4 or argv[2] != "--":
-        sys.stderr.write("usage: launcher.py PORT SOCKET -- AGENT ARGV...\n")
+    if len(argv) < 6 or argv[4] != "--":
+        sys.stderr.write("usage: launcher.py PORT SOCKET STDOUT STDERR -- AGENT ARGV...\n")
         return 2
-    port, gateway_path, agent = int(argv[0]), argv[1], argv[3:]
+    port, gateway_path, agent = int(argv[0]), argv[1], argv[5:]
+    _open_logs(argv[2], argv[3])  # an error here ends us before the start is reported: the platform's failure
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
