@@ -83,6 +83,7 @@ def _operator(env: dict[str, str], store: Path, log: Path) -> subprocess.Popen[b
     return subprocess.Popen(
         [str(Path(sys.executable).parent / "anchorage"), "operator", "--store", f"file://{store}",
          "--task-source", str(REPO / "tasks"), "--standalone", "--log-format", "plain", "-n", "bench",
+         "--no-require-enforcement",  # the simulated node and the fake enforce no NetworkPolicy
          "--gateway-url", "http://127.0.0.1:9/v1"],
         env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
 

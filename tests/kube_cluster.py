@@ -114,8 +114,13 @@ class RealCluster:
         repositories and tag (its appVersion), as a user installs it after ``anchorage images push``."""
         from anchorage_devcluster import cluster
 
+        # platform failures decided within the tests' patience (the chart's defaults are 600 s and 120 s); the
+        # simulated node runs nothing and enforces no NetworkPolicy: nothing for the preflight to confirm there
+        trials: dict[str, Any] = {"platformFailures": {"unschedulableSeconds": 45, "containerStartSeconds": 30}}
+        if simulated:
+            trials["networkPolicies"] = {"requireEnforcement": False}
         base = cluster.merge_values(cluster.release_values(self.images, self.s3, trials_namespace),
-                                    {"operator": {"logFormat": "plain"}})
+                                    {"operator": {"logFormat": "plain"}, "trials": trials})
         if registry_only:
             base = {key: value for key, value in base.items() if key not in ("image", "tasks")}
             base["operator"] = {"logFormat": "plain"}

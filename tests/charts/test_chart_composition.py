@@ -182,7 +182,10 @@ def test_trial_scheduling_values_reach_the_operators_pods(render: Callable[..., 
             kubejobs.protocol_job(trial, step="panel", task="smoke-inventory", settings={}, artifact=None,
                                   config=config, campaign=None)["spec"]["template"]["spec"]]
     for pod in pods:
-        assert pod["nodeSelector"] == {"pool": "agents"} and pod["tolerations"] == [toleration]
+        # the user's toleration, then the lost-node taints tolerated only trials.platformFailures.nodeLostSeconds
+        lost = [{"key": k, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}
+                for k in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]
+        assert pod["nodeSelector"] == {"pool": "agents"} and pod["tolerations"] == [toleration, *lost]
         assert pod["affinity"] == affinity and pod["priorityClassName"] == "batch-low"
     assert pods[0]["runtimeClassName"] == "gvisor"
     plain = render({})

@@ -28,7 +28,7 @@ WATCHING = {"event", "index"}
 # Typed client methods → (apiGroup, plural) of the kind in their name; an unknown kind fails the test.
 TYPED_KINDS = {"job": ("batch", "jobs"), "network_policy": ("networking.k8s.io", "networkpolicies"),
                "config_map": ("", "configmaps"), "secret": ("", "secrets"), "pod": ("", "pods"),
-               "event": ("", "events"), "local_queue": ("kueue.x-k8s.io", "localqueues"),
+               "event": ("", "events"), "service": ("", "services"), "local_queue": ("kueue.x-k8s.io", "localqueues"),
                "local_queue_pending_workloads": ("visibility.kueue.x-k8s.io", "localqueues/pendingworkloads")}
 METHOD = re.compile(r"^(?P<verb>create|get|read|list|patch|replace|delete)_namespaced_(?P<kind>\w+?)(?P<status>_status)?$")
 VERB = {"read": "get", "replace": "update", "GET": "get", "POST": "create", "PATCH": "patch", "PUT": "update",
@@ -243,7 +243,7 @@ APPLICATION = ("-operator-application", f"-operator-application-{NAMESPACE}", "-
                          ids=["defaults", "standalone", "cluster-wide"])
 def test_application_rules_are_exactly_what_the_controller_uses(render: Render, values: dict[str, Any]) -> None:
     rendered = render(values)
-    granted = rendered_rules(rendered, APPLICATION, ("Role", "ClusterRole"))
+    granted = rendered_rules(rendered, (*APPLICATION, "-operator-gateway"), ("Role", "ClusterRole"))
     used = derived_application_rules()
     assert sorted(granted - used) == [], "granted but never used by the controller"
     assert sorted(used - granted) == [], "used by the controller but not granted"

@@ -75,4 +75,4 @@ def test_the_chart_installs_as_a_subchart_with_global_values(installed: Any) -> 
     assert trials["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     policies = {p["metadata"]["name"] for p in installed.get("networkpolicies", "-n",
                                                              "platform-platform-anchorage-trials")["items"]}
-    assert "anchorage-trials-default-deny" in policies
+    assert "anchorage-default-deny" in policies

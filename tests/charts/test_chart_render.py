@@ -217,10 +217,14 @@ def operator_config(rendered: Rendered, deployment: str = "anchorage-operator") 
     names = ("trials_namespace", "storage_secret", "kueue_queue", "kueue_scoring_queue", "task_source", "gateway_url",
              "gateway_admin_url", "gateway_namespace", "operator_image", "agent_image", "verifier_image",
              "runtime_class_name", "node_selector", "tolerations", "affinity", "priority_class_name", "task_image",
-             "store_service_account", "store_token_audience", "store_role_arn")
+             "store_service_account", "store_token_audience", "store_role_arn", "dns_selector", "store_egress",
+             "cluster_dns")
+    seconds = {"upload_grace_sec": "upload_grace", "unschedulable_after_sec": "unschedulable_after",
+               "start_after_sec": "start_after", "node_lost_after_sec": "node_lost_after"}
     return build(store=params["store"], gateway_selector=params["gateway_selector"],
                  image_pull_secrets=params["image_pull_secret"], store_token_seconds=str(params["store_token_seconds"]),
-                 **{n: params[n] for n in names})
+                 **{n: params[n] for n in names}, **{field: str(params[flag]) for field, flag in seconds.items()},
+                 require_enforcement="" if params["require_enforcement"] else "false")
 
 
 RELEASES = [("anchorage", NAMESPACE, {}), ("evals", "team-x", {}), ("evals", "team-x", FULL),
@@ -250,12 +254,13 @@ def test_operator_flags_point_at_this_releases_gateway(render: Render, release: 
     assert config.gateway_selector["app.kubernetes.io/instance"] == release
     assert config.gateway_namespace == namespace
     # the trials' NetworkPolicy lets trial pods reach exactly these pods, in that namespace
-    policy = rendered.one("NetworkPolicy", "anchorage-trials-dns-and-gateway")
-    peer = policy["spec"]["egress"][1]["to"][0]
+    policy = rendered.one("NetworkPolicy", "anchorage-gateway-egress")
+    (rule,) = policy["spec"]["egress"]
+    (peer,) = rule["to"]
     assert peer["podSelector"]["matchLabels"] == config.gateway_selector
     assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": namespace}
     # ... on their model API port only (never the admin listener's /metrics and /admin/v1)
-    assert policy["spec"]["egress"][1]["ports"] == [{"protocol": "TCP", "port": "http"}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": "http"}]
     # the fetch/upload containers run the chart's own image
     assert config.operator_image == container(rendered, f"{prefix}-gateway")["image"]
 
@@ -464,21 +469,62 @@ def test_trial_network_policies_are_the_operators_own(render: Render) -> None:
     chart = sorted((strip_labels(p) for p in rendered.of_kind("NetworkPolicy") if p["metadata"]["name"] in names),
                    key=lambda p: p["metadata"]["name"])
     assert chart == operator
-    # beyond the operator's own: the store's egress (chart-only, like extraEgress)
-    assert {p["metadata"]["name"] for p in rendered.of_kind("NetworkPolicy")} - names == {"anchorage-trials-store-egress"}
+    # the store's egress (P3) is the operator's too, so its fallback policies let uploads through without the chart
+    assert names == {"anchorage-default-deny", "anchorage-gateway-egress", "anchorage-store-egress"}
+    assert {p["metadata"]["name"] for p in rendered.of_kind("NetworkPolicy")} == names
 
 
-def test_by_default_trial_and_verifier_pods_reach_a_public_https_store_and_nothing_private(render: Render) -> None:
-    store = render({}).one("NetworkPolicy", "anchorage-trials-store-egress")
-    roles = next(e for e in store["spec"]["podSelector"]["matchExpressions"] if e["key"] == "anchorage.dev/role")
-    assert sorted(roles["values"]) == ["protocol", "trial", "verifier"]
-    (rule,) = store["spec"]["egress"]
+@pytest.mark.parametrize("values", [
+    {"trials": {"networkPolicies": {"storeEgress": [{"to": [{"podSelector": {"matchLabels": {"app": "minio"}}}],
+                                                     "ports": [{"protocol": "TCP", "port": 9000}]}],
+                                    "dnsPodLabels": {"k8s-app": "coredns"}}}},
+    {"trials": {"networkPolicies": {"storeEgress": []}}},
+    FULL,
+], ids=["in-cluster-store", "file-store", "full"])
+def test_the_operators_policies_follow_the_values_as_the_charts_do(render: Render, values: dict[str, Any]) -> None:
+    """Whatever the values, the operator (which restores a changed policy) builds exactly what the chart renders."""
+    rendered = render(values)
+    operator = sorted((strip_labels(p) for p in network_policies("anchorage-trials", operator_config(rendered))),
+                      key=lambda p: p["metadata"]["name"])
+    names = {p["metadata"]["name"] for p in operator}
+    chart = sorted((strip_labels(p) for p in rendered.of_kind("NetworkPolicy") if p["metadata"]["name"] in names),
+                   key=lambda p: p["metadata"]["name"])
+    assert chart == operator
+    store_egress = values["trials"]["networkPolicies"].get("storeEgress")
+    assert ("anchorage-store-egress" in names) == (store_egress != [])
+
+
+def test_only_pods_with_store_access_reach_the_store_and_dns(render: Render) -> None:
+    """P3 selects the label the operator adds once the agent ended (and verifier, protocol and replay pods carry):
+    a trial pod's agent reaches neither the store nor DNS; the default store rule is public HTTPS only."""
+    rendered = render({})
+    store = rendered.one("NetworkPolicy", "anchorage-store-egress")
+    assert store["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/managed-by": "anchorage",
+                                                            "anchorage.dev/store-access": "true"}}
+    dns, rule = store["spec"]["egress"]
+    assert dns["ports"] == [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
     assert rule["ports"] == [{"protocol": "TCP", "port": 443}]
     (peer,) = rule["to"]
     assert peer["ipBlock"]["cidr"] == "0.0.0.0/0"
     assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"} <= set(peer["ipBlock"]["except"])
+    deny = rendered.one("NetworkPolicy", "anchorage-default-deny")
+    assert deny["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/managed-by": "anchorage"}}
+    gateway = rendered.one("NetworkPolicy", "anchorage-gateway-egress")
+    roles = next(e for e in gateway["spec"]["podSelector"]["matchExpressions"] if e["key"] == "anchorage.dev/role")
+    assert roles["values"] == ["trial", "protocol"]
+    assert [p["port"] for r in gateway["spec"]["egress"] for p in r["ports"]] == ["http"]
     off = render({"trials": {"networkPolicies": {"storeEgress": []}}})
-    assert not [p for p in off.of_kind("NetworkPolicy") if p["metadata"]["name"] == "anchorage-trials-store-egress"]
+    assert not [p for p in off.of_kind("NetworkPolicy") if p["metadata"]["name"] == "anchorage-store-egress"]
+
+
+def test_enforcement_is_required_unless_the_values_opt_out(render: Render) -> None:
+    assert operator_config(render({})).require_enforcement is True
+    off = render({"trials": {"networkPolicies": {"requireEnforcement": False}}})
+    assert operator_config(off).require_enforcement is False
+    timed = operator_config(render({"trials": {"uploadGracePeriodSeconds": 90, "platformFailures": {
+        "unschedulableSeconds": 30, "containerStartSeconds": 20, "nodeLostSeconds": 5}}}))
+    assert (timed.upload_grace_sec, timed.unschedulable_after_sec, timed.start_after_sec,
+            timed.node_lost_after_sec) == (90, 30, 20, 5)
 
 
 def test_extra_egress_is_its_own_policy_for_every_pod_role(render: Render) -> None:

@@ -60,7 +60,8 @@ class Env:
         self._files.append(handle)
         self.operator = subprocess.Popen(
             [str(Path(sys.executable).parent / "anchorage"), "operator", "--store", f"file://{self.store}",
-             "--task-source", str(REPO / "tasks"), "--log-format", "plain", "--standalone", *extra],
+             "--task-source", str(REPO / "tasks"), "--log-format", "plain", "--standalone",
+             "--no-require-enforcement", *extra],  # the fake enforces no NetworkPolicy
             env=self.env, stdout=handle, stderr=subprocess.STDOUT)
 
     def stop_operator(self, kill: bool = False) -> None:

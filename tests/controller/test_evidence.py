@@ -71,7 +71,6 @@ def test_without_a_pod_a_complete_job_means_exit_0_and_a_failed_one_names_the_lo
 def test_the_sidecars_marker_still_decides_collection_and_quotas() -> None:
     assert _outcome("Complete", None, [_pod(agent={"exitCode": 0, "reason": "Completed"})])[:2] == \
         ("InfrastructureFailed", "storage_error")
-    assert _outcome("DeadlineExceeded", None, [])[:2] == ("Failed", "timeout")
     over = {**MARKER, "oversized": "artifacts: over the 10-byte quota"}
     assert _outcome("Complete", over, [_pod(agent={"exitCode": 0, "reason": "Completed"})])[:2] == \
         ("Failed", "oversized_result")
@@ -113,3 +112,32 @@ def test_fetch_task_exits_with_the_missing_replay_code(tmp_path: Path, monkeypat
     assert kubepod.main([*args, "--replay", str(present)]) == 0
     artifact = load_task(resolve_task("smoke-inventory")).artifact_name
     assert os.listdir(results) == [artifact] and (results / artifact).read_text() == "{}"
+
+
+def _ran(seconds: int, code: int = 137, reason: str = "Error") -> dict[str, Any]:
+    return {"exitCode": code, "reason": reason, "startedAt": "2026-12-01T10:00:00Z",
+            "finishedAt": f"2026-12-01T10:{seconds // 60:02d}:{seconds % 60:02d}Z"}
+
+
+def test_the_agent_killed_by_its_containers_timer_is_the_models_timeout() -> None:
+    """The agent's time is its container's (the kubelet's startedAt/finishedAt): killed after its whole 60 s, it
+    timed out; an agent that exits 137 by itself early did not (its own code is the agent's error)."""
+    assert _outcome("BackoffLimitExceeded", MARKER, [_pod(agent=_ran(60))]) == \
+        ("Failed", "timeout", "the agent ran past 60s and was killed")
+    assert _outcome("BackoffLimitExceeded", MARKER, [_pod(agent=_ran(12))])[:2] == ("Failed", "agent_error")
+    # an OOM kill at the deadline is still the OOM; a clean exit is a clean exit
+    assert _outcome("BackoffLimitExceeded", MARKER, [_pod(agent=_ran(60, 137, "OOMKilled"))])[1] == "oom"
+    assert _outcome("Complete", MARKER, [_pod(agent=_ran(60, 0, "Completed"))])[:2] == ("Succeeded", "completed")
+
+
+def test_the_jobs_deadline_is_a_backstop_the_model_pays_only_for_its_own_time() -> None:
+    """``DeadlineExceeded`` (the agent's timeout plus the platform's allowance) is the model's timeout only when the
+    kubelet says the agent container ran its whole time; a pod the platform kept from running is the platform's."""
+    running = {"metadata": {"creationTimestamp": "2026-12-01T10:00:00Z"}, "status": {"phase": "Running",
+               "containerStatuses": [{"name": "agent", "state": {"running": {"startedAt": "2026-12-01T10:00:00Z"}}}]}}
+    assert _outcome("DeadlineExceeded", None, [running])[:2] == ("Failed", "timeout")
+    assert _outcome("DeadlineExceeded", None, [_pod(agent=_ran(60))])[:2] == ("Failed", "timeout")
+    pending = {"metadata": {"creationTimestamp": "2026-12-01T10:00:00Z"}, "status": {"phase": "Pending"}}
+    for pods in ([pending], []):
+        phase, reason, message = _outcome("DeadlineExceeded", None, pods)
+        assert (phase, reason) == ("InfrastructureFailed", "sandbox_error") and "platform" in message

@@ -21,11 +21,12 @@ TASK = load_task(resolve_task("smoke-inventory"))
 DEFAULTS = {"cpus": 2, "memory_mb": 8192, "storage_mb": 20480, "gpus": 0, "agent_timeout_sec": 14400}
 
 
-def _job(agent: dict[str, Any], config: OperatorConfig | None = None, **limits: Any) -> dict[str, Any]:
+def _job(agent: dict[str, Any], config: OperatorConfig | None = None, gateway_address: str | None = None,
+         **limits: Any) -> dict[str, Any]:
     spec = TrialSpec.model_validate({"task": "smoke-inventory", "agent": agent, "seed": 2, "limits": limits})
     plan = plan_agent(spec.agent, TASK, spec.seed)
-    return kubejobs.trial_job(TRIAL, spec, plan=plan, task_defaults=DEFAULTS,
-                              config=config or OperatorConfig(), job_name="t1-a0", campaign="c1")
+    return kubejobs.trial_job(TRIAL, spec, plan=plan, task_defaults=DEFAULTS, config=config or OperatorConfig(),
+                              job_name="t1-a0", campaign="c1", gateway_address=gateway_address)
 
 
 AGENTS = [{"kind": "oracle"}, {"kind": "command", "command": ["my-agent", "{instruction}"]},
@@ -38,7 +39,11 @@ def test_trial_job_is_valid_and_restricted(agent: dict[str, Any]) -> None:
     job = _job(agent)
     kubernetes_validate.validate(job, K8S, strict=True)
     spec, pod = job["spec"], job["spec"]["template"]["spec"]
-    assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] == 14400
+    # the agent is timed from its container's start; the Job's deadline is only a backstop beyond it
+    assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] == 14400 + kubejobs.platform_allowance(
+        OperatorConfig())
+    assert job["spec"]["template"]["metadata"]["annotations"][kubejobs.ANNOTATION_TIMEOUT] == "14400"
+    assert pod["terminationGracePeriodSeconds"] == OperatorConfig().upload_grace_sec
     assert spec["ttlSecondsAfterFinished"] > 0
     assert pod["automountServiceAccountToken"] is False and pod["restartPolicy"] == "Never"
     for container in pod["containers"] + pod["initContainers"]:
@@ -113,7 +118,8 @@ def test_gpus_only_when_asked_and_limits_override_the_task() -> None:
     job = _job({"kind": "oracle"}, gpus=1, cpus=0.5, agentTimeoutSec=60)
     limits = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits["nvidia.com/gpu"] == "1" and limits["cpu"] == "500m"
-    assert job["spec"]["activeDeadlineSeconds"] == 60
+    assert job["spec"]["template"]["metadata"]["annotations"][kubejobs.ANNOTATION_TIMEOUT] == "60"
+    assert job["spec"]["activeDeadlineSeconds"] == 60 + kubejobs.platform_allowance(OperatorConfig())
 
 
 def test_storage_secret_goes_to_the_sidecar_only_and_kueue_label() -> None:
@@ -140,22 +146,74 @@ def test_verifier_job_has_no_network_and_the_short_deadline() -> None:
     kubernetes_validate.validate(job, K8S, strict=True)
     assert job["spec"]["activeDeadlineSeconds"] == 180
     assert job["spec"]["template"]["metadata"]["labels"][kubejobs.LABEL_NETWORK] == "none"
+    # no agent runs in it: it reaches DNS and the store from the start (policy P3), nothing else
+    assert job["spec"]["template"]["metadata"]["labels"][kubejobs.LABEL_STORE_ACCESS] == "true"
     scorer = job["spec"]["template"]["spec"]["containers"][0]
     assert "envFrom" not in scorer and "anchorage.runtime.kubepod" in scorer["command"]
 
 
-def test_network_policies_deny_egress_but_dns_and_gateway() -> None:
-    policies = kubejobs.network_policies("evals", OperatorConfig(gateway_namespace="anchorage"))
+STORE_RULE = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "store"}}}],
+              "ports": [{"protocol": "TCP", "port": 7070}]}
+
+
+def test_network_policies_deny_everything_but_the_gateway_and_the_store_with_its_label() -> None:
+    policies = kubejobs.network_policies("evals", OperatorConfig(gateway_namespace="anchorage",
+                                                                 store_egress=[STORE_RULE]))
     for policy in policies:
         kubernetes_validate.validate(policy, K8S, strict=True)
-    deny, allow, verifiers, protocols = policies
-    assert protocols["spec"]["egress"][1] == allow["spec"]["egress"][1], "protocol pods reach the gateway only"
-    assert deny["spec"]["egress"] == [] and "Egress" in deny["spec"]["policyTypes"]
-    ports = allow["spec"]["egress"][0]["ports"]
-    assert {p["port"] for p in ports} == {53}
-    assert allow["spec"]["egress"][1]["to"][0]["podSelector"]["matchLabels"]
-    assert verifiers["spec"]["egress"] == [] and verifiers["spec"]["podSelector"]["matchLabels"][
-        kubejobs.LABEL_ROLE] == "verifier"
+    deny, gateway, store = policies
+    # P1: every pod the operator creates, no ingress, no egress
+    assert deny["spec"]["podSelector"] == {"matchLabels": kubejobs.MANAGED_BY}
+    assert deny["spec"]["egress"] == [] and deny["spec"]["ingress"] == []
+    assert deny["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    # P2: trial and protocol pods reach the gateway pods' model port, nothing else (no DNS)
+    roles = next(e for e in gateway["spec"]["podSelector"]["matchExpressions"] if e["key"] == kubejobs.LABEL_ROLE)
+    assert roles["values"] == ["trial", "protocol"]
+    (rule,) = gateway["spec"]["egress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": "http"}] and rule["to"][0]["podSelector"]["matchLabels"]
+    # P3: only pods labelled store-access reach DNS and the store
+    assert store["spec"]["podSelector"]["matchLabels"][kubejobs.LABEL_STORE_ACCESS] == "true"
+    dns, to_store = store["spec"]["egress"]
+    assert {p["port"] for p in dns["ports"]} == {53} and to_store == STORE_RULE
+    # a file:// store: no store egress at all
+    assert [p["metadata"]["name"] for p in kubejobs.network_policies("evals", OperatorConfig())] == [
+        kubejobs.POLICY_DENY, kubejobs.POLICY_GATEWAY]
+
+
+def test_an_agents_pod_has_no_dns_its_gateway_by_host_alias_and_no_store_access() -> None:
+    config = OperatorConfig(gateway_url="http://gw.team-a.svc:8080/v1", cluster_dns=["10.96.0.10"])
+    job = _job({"kind": "command", "command": ["agent"], "model": "m"}, config, gateway_address="10.96.7.7")
+    kubernetes_validate.validate(job, K8S, strict=True)
+    template = job["spec"]["template"]
+    pod = template["spec"]
+    assert kubejobs.LABEL_STORE_ACCESS not in template["metadata"]["labels"]
+    assert pod["dnsPolicy"] == "None" and pod["dnsConfig"]["nameservers"] == [kubejobs.NO_DNS]
+    assert pod["hostAliases"] == [{"ip": "10.96.7.7", "hostnames": ["gw.team-a.svc"]}]
+    # the upload sidecar alone resolves names (the store's), through the cluster DNS
+    sidecar = next(c for c in pod["initContainers"] if c["name"] == "upload")
+    env = {e["name"]: e.get("value") for e in sidecar["env"]}
+    assert env[kubejobs.RESOLVER_ENV] == "10.96.0.10" and "svc.cluster.local" in env[kubejobs.SEARCH_ENV]
+    agent = pod["containers"][0]
+    assert kubejobs.RESOLVER_ENV not in {e["name"] for e in agent["env"]}
+    # the agent is killed by its own container's timer, so its time starts with its container
+    assert "sleep 14400" in agent["command"][2] and "kill -KILL" in agent["command"][2]
+    # a replay runs no agent code: store access and DNS from the start, no alias needed
+    replay = _job({"kind": "replay", "artifact": "file:///a.json"}, config)["spec"]["template"]
+    assert replay["metadata"]["labels"][kubejobs.LABEL_STORE_ACCESS] == "true"
+    assert "dnsPolicy" not in replay["spec"] and "hostAliases" not in replay["spec"]
+    # an IP address needs no alias; an agent without a model gets none either
+    assert kubejobs.gateway_host(OperatorConfig(gateway_url="http://10.0.0.5:8080/v1")) is None
+    assert "hostAliases" not in _job({"kind": "oracle"}, config)["spec"]["template"]["spec"]
+
+
+def test_lost_nodes_are_tolerated_only_briefly() -> None:
+    pod = _job({"kind": "oracle"}, OperatorConfig(node_lost_after_sec=30))["spec"]["template"]["spec"]
+    lost = {t["key"]: t for t in pod["tolerations"]}
+    assert {k: (t["effect"], t["tolerationSeconds"]) for k, t in lost.items()} == {
+        "node.kubernetes.io/not-ready": ("NoExecute", 30), "node.kubernetes.io/unreachable": ("NoExecute", 30)}
+    own = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}
+    pod = _job({"kind": "oracle"}, OperatorConfig(tolerations=[own]))["spec"]["template"]["spec"]
+    assert [t["key"] for t in pod["tolerations"]] == ["node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"]
 
 
 def test_children_are_owned_and_labelled() -> None:
@@ -230,8 +288,10 @@ def test_protocol_job_is_valid_holds_its_own_token_and_reaches_only_the_gateway(
     assert env["OPENAI_API_KEY"]["valueFrom"] == {"secretKeyRef": {"name": f"t1-{step}-gateway", "key": "token"}}
     assert "--step" in container["command"] and step in container["command"]
     assert all("valueFrom" not in e for c in pod["initContainers"] for e in c.get("env", [])), "only the protocol holds it"
-    policy = kubejobs.network_policies("evals", config)[-1]
-    assert policy["spec"]["podSelector"]["matchLabels"][kubejobs.LABEL_ROLE] == "protocol"
+    assert job["spec"]["template"]["metadata"]["labels"][kubejobs.LABEL_STORE_ACCESS] == "true"
+    gateway = next(p for p in kubejobs.network_policies("evals", config) if p["metadata"]["name"] == kubejobs.POLICY_GATEWAY)
+    roles = next(e for e in gateway["spec"]["podSelector"]["matchExpressions"] if e["key"] == kubejobs.LABEL_ROLE)
+    assert "protocol" in roles["values"]
 
 
 IDENTITY = OperatorConfig(store_service_account="anchorage-store-client", store_role_arn="arn:aws:iam::1:role/store",
@@ -289,4 +349,6 @@ def test_without_an_account_no_pod_names_one_nor_holds_a_token() -> None:
     for name, template in _all_pods(OperatorConfig(storage_secret="s3-creds")).items():
         pod = template["spec"]
         assert "serviceAccountName" not in pod and pod["automountServiceAccountToken"] is False, name
-        assert not [v for v in pod["volumes"] if "projected" in v] and "annotations" not in template["metadata"]
+        skipped = {"eks.amazonaws.com/skip-containers", "azure.workload.identity/skip-containers"}
+        assert not [v for v in pod["volumes"] if "projected" in v]
+        assert not skipped & set(template["metadata"].get("annotations") or {}), name

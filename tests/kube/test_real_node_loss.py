@@ -36,9 +36,13 @@ def third_node(real_cluster: RealCluster) -> Iterator[Any]:
         yield node
     finally:
         real_cluster.kubectl("uncordon", *REAL_NODES, check=False)
+        real_cluster.kubectl("delete", "vc", "-n", real_cluster.release.namespace, CAMPAIGN, "--wait=false",
+                             check=False)
+        real_cluster.kubectl("delete", "node", LOST, "--wait=false", check=False)  # its pods are then collected
+        real_cluster.kubectl("delete", "pods", "-A", f"--field-selector=spec.nodeName={LOST}", "--force",
+                             "--grace-period=0", check=False)
         real_cluster.local.real_nodes.pop(LOST, None)
         node.stop()
-        real_cluster.kubectl("delete", "node", LOST, "--wait=false", check=False)
 
 
 def _pods_on(real: RealCluster, node: str) -> list[dict[str, Any]]:
@@ -81,7 +85,9 @@ def test_a_node_lost_mid_campaign_fails_its_trials_as_the_platforms_and_they_fin
     assert len(trials) == 2
     for trial in trials:
         name = trial["metadata"]["name"]
-        assert trial["status"]["phase"] != "InfrastructureFailed", trial["status"]
+        # the retry ran the agent's 30 s and it exited 0: judged on its own (the task wants an answer it never wrote)
+        assert trial["status"]["phase"] != "InfrastructureFailed" and trial["status"]["reason"] == "no_artifact", \
+            trial["status"]
         record = json.loads((real.store / "_trials" / release.namespace / name / "trial.json").read_text())
         lost = record.get("previous_attempts") or []
         assert record["attempt"] == 2 and [a["reason"] for a in lost] == ["node_lost"], record

@@ -89,6 +89,29 @@ def run_operator(
     gateway_selector: list[str] = typer.Option([], "--gateway-selector", metavar="KEY=VALUE",
                                                help="Label of the gateway pods (repeatable; default: "
                                                     "app.kubernetes.io/name=anchorage-gateway)."),
+    dns_selector: list[str] = typer.Option([], "--dns-selector", metavar="KEY=VALUE",
+                                           help="Label of the cluster DNS pods in kube-system (repeatable; default: "
+                                                "k8s-app=kube-dns): the store's egress policy lets pods reach them."),
+    store_egress: str = typer.Option("", "--store-egress", metavar="JSON",
+                                     help="Egress rules to the artifact store (a JSON list of NetworkPolicyEgressRule) "
+                                          "for the pods labelled anchorage.dev/store-access (default: none)."),
+    cluster_dns: list[str] = typer.Option([], "--cluster-dns", metavar="IP",
+                                          help="Cluster DNS server a trial pod's upload sidecar resolves the store with "
+                                               "(repeatable; default: this pod's own nameservers, when it runs in one)."),
+    upload_grace: int = typer.Option(120, "--upload-grace", min=10, max=3600,
+                                     help="terminationGracePeriodSeconds of the pods: the upload's time after the "
+                                          "main container."),
+    unschedulable_after: int = typer.Option(600, "--unschedulable-after", min=10,
+                                            help="Seconds a trial pod may stay unschedulable (or refused by a "
+                                                 "ResourceQuota) before its attempt ends InfrastructureFailed."),
+    start_after: int = typer.Option(120, "--start-after", min=10,
+                                    help="Seconds a trial pod's container may fail to start (image pull, missing "
+                                         "Secret) before its attempt ends InfrastructureFailed."),
+    node_lost_after: int = typer.Option(60, "--node-lost-after", min=0,
+                                        help="Seconds the pods tolerate a lost node's taints before they are evicted."),
+    require_enforcement: bool = typer.Option(
+        True, "--require-enforcement/--no-require-enforcement",
+        help="Start trials only in namespaces where a probe confirmed that NetworkPolicies are enforced."),
     operator_image: str = typer.Option("", "--operator-image", help="Image of the fetch and upload containers."),
     agent_image: str = typer.Option("", "--agent-image", help="Default agent image (a Trial's agent.image wins)."),
     verifier_image: str = typer.Option("", "--verifier-image", help="Image of the verifier (scorer)."),
@@ -130,7 +153,12 @@ def run_operator(
                           gateway_selector=gateway_selector, operator_image=operator_image, agent_image=agent_image,
                           verifier_image=verifier_image, node_selector=node_selector, tolerations=tolerations,
                           affinity=affinity, priority_class_name=priority_class_name,
-                          cpu_request_ratio=str(cpu_request_ratio) if cpu_request_ratio != 1.0 else "")
+                          cpu_request_ratio=str(cpu_request_ratio) if cpu_request_ratio != 1.0 else "",
+                          dns_selector=dns_selector, store_egress=store_egress,
+                          cluster_dns=cluster_dns or pod_nameservers(),
+                          upload_grace_sec=str(upload_grace), unschedulable_after_sec=str(unschedulable_after),
+                          start_after_sec=str(start_after), node_lost_after_sec=str(node_lost_after),
+                          require_enforcement="" if require_enforcement else "false")
     os.environ["ANCHORAGE_OPERATOR_CONFIG"] = cfg.model_dump_json()
     namespaces = [] if all_namespaces else sorted({*namespace, *([trials_namespace] if trials_namespace else [])})
     os.environ["ANCHORAGE_WATCH_NAMESPACES"] = ",".join(namespaces)  # the Jobs' own watch (controller.watching)
@@ -163,9 +191,26 @@ def _json(text: str, flag: str) -> object:
         raise typer.BadParameter(f"not JSON ({exc}): {text[:80]!r}", param_hint=flag) from exc
 
 
+#: The resolver configuration of a pod (``ClusterFirst``: the cluster DNS server first).
+RESOLV_CONF = Path("/etc/resolv.conf")
+
+
+def pod_nameservers(path: Path = RESOLV_CONF) -> list[str]:
+    """The nameservers of this process's resolver when it runs in a pod (``KUBERNETES_SERVICE_HOST`` is set): the
+    cluster DNS; [] elsewhere (a laptop's resolver is nothing a pod can use: ``--cluster-dns`` then)."""
+    if not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return []
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    return [parts[1] for parts in (line.split() for line in lines) if len(parts) >= 2 and parts[0] == "nameserver"]
+
+
 def operator_config(*, store: str, gateway_selector: list[str], node_selector: list[str] | None = None,
                     tolerations: str = "", affinity: str = "", image_pull_secrets: list[str] | None = None,
-                    **flags: str) -> OperatorConfig:
+                    dns_selector: list[str] | None = None, store_egress: str = "",
+                    cluster_dns: list[str] | None = None, **flags: str) -> OperatorConfig:
     """The ``OperatorConfig`` of the flags (empty strings: the model's defaults); bad flags raise typer.BadParameter."""
     from pydantic import ValidationError
 
@@ -180,6 +225,16 @@ def operator_config(*, store: str, gateway_selector: list[str], node_selector: l
         values["node_selector"] = _pairs(node_selector, "--node-selector")
     if image_pull_secrets:
         values["image_pull_secrets"] = list(image_pull_secrets)
+    if dns_selector:
+        values["dns_selector"] = _pairs(dns_selector, "--dns-selector")
+    if cluster_dns:
+        values["cluster_dns"] = list(cluster_dns)
+    if store_egress:
+        rules = _json(store_egress, "--store-egress")
+        if not isinstance(rules, list) or not all(isinstance(rule, dict) for rule in rules):
+            raise typer.BadParameter("not a JSON list of NetworkPolicyEgressRule objects (e.g. "
+                                     '\'[{"ports": [{"protocol": "TCP", "port": 443}]}]\')', param_hint="--store-egress")
+        values["store_egress"] = rules
     if tolerations:
         values["tolerations"] = _json(tolerations, "--tolerations")
     if affinity:

@@ -3,7 +3,11 @@
 Called by :mod:`anchorage.controller.trials` when an attempt's Job has ended (its event, or the repair path).
 The evidence, all of it the platform's — nothing the agent can write decides a phase:
 
-* the Job's condition (``Complete``, ``DeadlineExceeded``, ``BackoffLimitExceeded``, ...);
+* the Job's condition (``Complete``, ``DeadlineExceeded``, ``BackoffLimitExceeded``, ...); ``DeadlineExceeded`` is the
+  Job's backstop (the agent's timeout plus the platform's allowance): the model's ``timeout`` only when the kubelet's
+  times say the agent container ran its whole time, else the platform's failure;
+* the agent container's own times (``startedAt``/``finishedAt``): killed by its container's timer
+  (``kubejobs.timed``) after running its whole timeout, it is the model's ``timeout``, whatever its exit code;
 * the Pod's ``containerStatuses`` / ``initContainerStatuses`` as the kubelet reports them: the ``agent``
   container's exit code and reason (``OOMKilled`` is the kernel's kill, ``StartError`` /
   ``ContainerCannotRun`` / ``ContainerStatusUnknown`` the node's failure), and the ``fetch-task`` init
@@ -26,9 +30,11 @@ The local engine's counterpart is ``runtime/local/trials._evidence`` (the sandbo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from anchorage.controller.podevidence import agent_times, parse_time
 from anchorage.runtime.kubepod import REPLAY_MISSING_EXIT
 from anchorage.trials import AgentPlan, AttemptEnd
 from anchorage.trials.agents.plans import missing_replay_message
@@ -61,6 +67,26 @@ def terminated(pods: Iterable[Mapping[str, Any]], container: str, *, init: bool 
     return None
 
 
+def _ran(state: Mapping[str, Any]) -> float | None:
+    """Seconds between a container state's ``startedAt`` and ``finishedAt`` (the kubelet's, in whole seconds)."""
+    started, finished = parse_time(state.get("startedAt")), parse_time(state.get("finishedAt"))
+    return finished - started if started is not None and finished is not None else None
+
+
+def _backstop(pods: list[Mapping[str, Any]], timeout_sec: float | None) -> AttemptEnd:
+    """The Job's own deadline passed (the agent's timeout plus the platform's allowance: ``kubejobs.trial_job``). The
+    agent is timed from its container's start, so this is the model's timeout only when the kubelet says the agent
+    container ran its whole time; otherwise the platform kept it from running that long."""
+    newest = sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""), reverse=True)
+    for pod in newest[:1]:
+        started, finished = agent_times(pod)
+        if started is not None and timeout_sec and (finished or time.time()) - started >= timeout_sec - 1:
+            return AttemptEnd(timed_out=True, timeout_sec=timeout_sec)
+    return AttemptEnd(launcher_failure="the attempt's Job reached its deadline (the agent's timeout plus the "
+                                       "platform's allowance) before its agent had run its time: the platform kept "
+                                       "the pod from running")
+
+
 def attempt_end(result: str, upload: Mapping[str, Any] | None, timeout_sec: float | None,
                 cli: str | None = None, *, pods: Iterable[Mapping[str, Any]] = (),
                 plan: AgentPlan | None = None) -> AttemptEnd:
@@ -70,7 +96,7 @@ def attempt_end(result: str, upload: Mapping[str, Any] | None, timeout_sec: floa
     whose message names the lost evidence (the marker's exit code is the agent's own writing: never used)."""
     pods = list(pods)
     if result == "DeadlineExceeded":
-        return AttemptEnd(timed_out=True, timeout_sec=timeout_sec)
+        return _backstop(pods, timeout_sec)
     fetch = terminated(pods, FETCH_CONTAINER, init=True)
     if fetch is not None and fetch.get("exitCode") == REPLAY_MISSING_EXIT:
         return AttemptEnd(agent_problem=missing_replay_message(plan) if plan is not None and plan.replay is not None
@@ -99,6 +125,10 @@ def attempt_end(result: str, upload: Mapping[str, Any] | None, timeout_sec: floa
     if reason in NODE_REASONS:
         detail = f": {agent['message']}" if agent.get("message") else ""
         return AttemptEnd(launcher_failure=f"the node ended the agent's container ({reason}){detail}")
+    ran = _ran(agent)
+    if reason != "OOMKilled" and code != 0 and timeout_sec and ran is not None and ran >= timeout_sec - 1:
+        # killed by its container's timer (kubejobs.timed): the kubelet's own times say it ran its whole time
+        return AttemptEnd(exit_code=code if isinstance(code, int) else None, timed_out=True, timeout_sec=timeout_sec)
     return AttemptEnd(exit_code=code if isinstance(code, int) else None, oom_killed=reason == "OOMKilled",
                       oom_detail="the kernel killed the agent's container (OOMKilled)" if reason == "OOMKilled" else "",
                       oversized=bool(oversized), oversized_detail=str(oversized or ""))

@@ -34,7 +34,6 @@ import logging
 import os
 import re
 import ssl
-import threading
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -309,6 +308,38 @@ class Client:
         return self.request("POST", f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies", body,
                             answer=False)
 
+    def read_namespaced_network_policy(self, name: str, namespace: str) -> Obj:
+        return self.request("GET", f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies/{name}")
+
+    def replace_namespaced_network_policy(self, name: str, namespace: str, body: Obj) -> Obj:
+        return self.request("PUT", f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies/{name}", body,
+                            answer=False)
+
+    def list_namespaced_network_policy(self, namespace: str, label_selector: str) -> Obj:
+        query = urllib.parse.urlencode({"labelSelector": label_selector})
+        return self.request("GET", f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies?{query}")
+
+    def delete_namespaced_network_policy(self, name: str, namespace: str) -> Obj:
+        return self.request("DELETE", f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies/{name}",
+                            answer=False)
+
+    def read_namespaced_service(self, name: str, namespace: str) -> Obj:
+        return self.request("GET", f"/api/v1/namespaces/{namespace}/services/{name}")
+
+    def patch_namespaced_pod(self, name: str, namespace: str, body: Obj) -> Obj:
+        return self.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}", body,
+                            "application/merge-patch+json", answer=False)
+
+    def create_namespaced_pod(self, namespace: str, body: Obj) -> Obj:
+        return self.request("POST", f"/api/v1/namespaces/{namespace}/pods", body, answer=False)
+
+    def read_namespaced_pod(self, name: str, namespace: str) -> Obj:
+        return self.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
+
+    def list_namespaced_event(self, namespace: str, field_selector: str) -> Obj:
+        query = urllib.parse.urlencode({"fieldSelector": field_selector})
+        return self.request("GET", f"/api/v1/namespaces/{namespace}/events?{query}")
+
     def create_namespaced_secret(self, namespace: str, body: Obj) -> Obj:
         return self.request("POST", f"/api/v1/namespaces/{namespace}/secrets", body, answer=False)
 
@@ -503,20 +534,77 @@ def ensure_network_policies(policies: list[Obj]) -> None:
                what=f"create networkpolicy/{policy['metadata']['name']}")
 
 
-_POLICIES_DONE: set[str] = set()
-_POLICIES_LOCK = threading.Lock()
+def _missing_ok(fn: Callable[[], T], *, what: str) -> T | None:
+    """``call(fn)``; None when the object is not there (404)."""
+    try:
+        return call(fn, what=what)
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
 
 
-def ensure_policies_once(namespace: str, cfg: Any) -> None:
-    """Create the trial NetworkPolicies of ``namespace`` the first time a Job goes there."""
-    from anchorage.runtime.kubejobs import network_policies
+def get_network_policy(namespace: str, name: str) -> Obj | None:
+    """A NetworkPolicy, or None when it does not exist."""
+    return _missing_ok(lambda: client().read_namespaced_network_policy(name, namespace),
+                       what=f"get networkpolicy/{name}")
 
-    if namespace in _POLICIES_DONE:
-        return
-    with _POLICIES_LOCK:
-        if namespace not in _POLICIES_DONE:
-            ensure_network_policies(network_policies(namespace, cfg))
-            _POLICIES_DONE.add(namespace)
+
+def replace_network_policy(policy: Obj) -> bool:
+    """Replace a NetworkPolicy (``metadata.resourceVersion`` as read: optimistic); False when it changed or went
+    since it was read (its next event brings it back here)."""
+    meta = policy["metadata"]
+    try:
+        call(lambda: client().replace_namespaced_network_policy(meta["name"], meta["namespace"], policy),
+             what=f"replace networkpolicy/{meta['name']}")
+    except ApiError as exc:
+        if exc.status in (404, 409):
+            return False
+        raise
+    return True
+
+
+def list_network_policies(namespace: str, selector: str) -> list[Obj]:
+    """The NetworkPolicies of ``namespace`` matching the label ``selector``."""
+    answer = call(lambda: client().list_namespaced_network_policy(namespace, selector),
+                  what=f"list networkpolicies in {namespace}")
+    return [p for p in answer.get("items") or [] if isinstance(p, dict)]
+
+
+def delete_network_policy(namespace: str, name: str) -> None:
+    """Delete a NetworkPolicy (gone already: nothing to do)."""
+    _missing_ok(lambda: client().delete_namespaced_network_policy(name, namespace), what=f"delete networkpolicy/{name}")
+
+
+def get_service(namespace: str, name: str) -> Obj | None:
+    """A Service, or None when it does not exist."""
+    return _missing_ok(lambda: client().read_namespaced_service(name, namespace), what=f"get service/{name}")
+
+
+def label_pod(namespace: str, name: str, labels: dict[str, str]) -> bool:
+    """Merge ``labels`` into a pod's; False when the pod is gone."""
+    return _missing_ok(lambda: client().patch_namespaced_pod(name, namespace, {"metadata": {"labels": labels}}),
+                       what=f"label pod/{name}") is not None
+
+
+def create_pod(body: Obj) -> bool:
+    """Create a pod; False when it already exists."""
+    ns = body["metadata"]["namespace"]
+    return create(lambda: client().create_namespaced_pod(ns, body), what=f"create pod/{body['metadata']['name']}")
+
+
+def get_pod(namespace: str, name: str) -> Obj | None:
+    """A pod, or None when it does not exist."""
+    return _missing_ok(lambda: client().read_namespaced_pod(name, namespace), what=f"get pod/{name}")
+
+
+def events_of(namespace: str, kind: str, uid: str) -> list[Obj]:
+    """The Events about one object (``involvedObject``), oldest first."""
+    answer = call(lambda: client().list_namespaced_event(namespace, f"involvedObject.kind={kind},"
+                                                                    f"involvedObject.uid={uid}"),
+                  what=f"list the events of {kind.lower()} {uid}")
+    items = [e for e in answer.get("items") or [] if isinstance(e, dict)]
+    return sorted(items, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
 
 
 def api_resources(group: str, version: str) -> set[str] | None:
@@ -584,8 +672,9 @@ def delete_job(namespace: str, name: str, uid: str | None = None) -> bool:
     return True
 
 
-def delete_pod(namespace: str, name: str, grace_seconds: int) -> bool:
-    """Delete a pod with a grace period of ``grace_seconds`` (SIGTERM, then SIGKILL that much later); False when gone."""
+def delete_pod(namespace: str, name: str, grace_seconds: int = 0) -> bool:
+    """Delete a pod with a grace period of ``grace_seconds`` (SIGTERM, then SIGKILL that much later; 0: at once);
+    False when it is gone already."""
     body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": grace_seconds}
     try:
         call(lambda: client().delete_namespaced_pod(name, namespace, body), what=f"delete pod/{name}")

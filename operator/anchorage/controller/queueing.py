@@ -42,6 +42,7 @@ import kopf
 
 from anchorage import metrics
 from anchorage.controller import kube, kueue, trials, watching
+from anchorage.controller.peering import PEERING, Peering
 from anchorage.controller.settings import config
 from anchorage.runtime import kubejobs
 from anchorage.runtime.kubeconditions import carry, lifecycle
@@ -146,7 +147,7 @@ class WorkloadEvents:
     """The Workloads' events → :func:`admitted` / :func:`evicted` (once per Workload and transition, in a worker
     thread), and the per-queue counts of :data:`anchorage.metrics.QUEUE_WORKLOADS`."""
 
-    def __init__(self, peering: watching.Peering = watching.PEERING) -> None:
+    def __init__(self, peering: Peering = PEERING) -> None:
         self.peering = peering
         self.once = trials.Once()
         self.states: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, workload) → (queue, state) of our Jobs'

@@ -38,7 +38,8 @@ from pydantic import ValidationError
 from anchorage import agents, metrics
 from anchorage import trials as trials_core
 from anchorage.campaigns.names import child_name, scoring_run_name
-from anchorage.controller import finalizers, gatewaying, kube, kueue
+from anchorage.controller import enforcement, finalizers, gatewaying, kube, kueue, podevidence, policies
+from anchorage.controller.addressing import GatewayAddressError, gateway_address
 from anchorage.controller.evidence import attempt_end
 from anchorage.controller.settings import config, store
 from anchorage.errors import AnchorageError
@@ -126,8 +127,12 @@ def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
     meta = body["metadata"]
     plan, defaults = _task_inputs(spec)
     cfg = config()
+    ns = cfg.trials_namespace or meta["namespace"]
+    if attempt == 0:  # a trial starts only where its NetworkPolicies are confirmed enforced (else it waits, saying why)
+        enforcement.admit(body, ns, cfg)
     job = kubejobs.trial_job(dict(body), spec, plan=plan, task_defaults=defaults, config=cfg,
-                             job_name=job_name(meta["name"], attempt), campaign=campaign)
+                             job_name=job_name(meta["name"], attempt), campaign=campaign,
+                             gateway_address=_gateway_alias(cfg, plan))
     queue = kubejobs.trial_queue(spec, cfg)
     if queue:  # refused before anything is written when Kueue or the LocalQueue is missing
         kueue.require(queue, job["metadata"]["namespace"])
@@ -151,8 +156,21 @@ def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
             kube.post_event(dict(body), "Normal", "Queued" if queue else "Started",
                             f"attempt {attempt} {'queued in ' + queue if queue else 'running'} as Job "
                             f"{job['metadata']['name']}")
-    kube.ensure_policies_once(job["metadata"]["namespace"], cfg)
+    policies.ensure(job["metadata"]["namespace"], cfg)
     gatewaying.create_job(job, body, spec)  # the Job, then a model-calling agent's token Secret
+
+
+def _gateway_alias(cfg: kubejobs.OperatorConfig, plan: AgentPlan) -> str | None:
+    """The gateway's address for a trial pod's ``hostAliases`` (its agent has no DNS): required by a model-calling
+    agent (no address: the platform's failure before anything runs), given to any other agent when there is one."""
+    if plan.replay is not None:
+        return None
+    try:
+        return gateway_address(cfg)
+    except GatewayAddressError:
+        if plan.needs_gateway:
+            raise
+        return None
 
 
 def launch(trial: Mapping[str, Any]) -> None:
@@ -162,13 +180,14 @@ def launch(trial: Mapping[str, Any]) -> None:
         _launch(trial, trial_spec(trial), int(status.get("attempt") or 0))
     except (ValidationError, AnchorageError) as exc:
         generation = meta.get("generation")
-        failed = TrialStatus(phase=Phase.INFRASTRUCTURE_FAILED, reason=Reason.SANDBOX_ERROR, message=str(exc),
+        reason = Reason.GATEWAY_ERROR if isinstance(exc, GatewayAddressError) else Reason.SANDBOX_ERROR
+        failed = TrialStatus(phase=Phase.INFRASTRUCTURE_FAILED, reason=reason, message=str(exc),
                              observed_generation=generation,
                              conditions=typed([condition("Ready", "False", "InvalidInput", str(exc)[:1000], generation),
                                                *lifecycle("failed", "InvalidInput", str(exc)[:1000], generation)]))
         kube.patch_status("trials", meta["namespace"], meta["name"], failed.patch())
         kube.post_event(dict(trial), "Warning", "InvalidInput", str(exc))
-        metrics.operator_trial_finished(trial, Phase.INFRASTRUCTURE_FAILED, Reason.SANDBOX_ERROR)
+        metrics.operator_trial_finished(trial, Phase.INFRASTRUCTURE_FAILED, reason)
         raise kopf.PermanentError(f"cannot launch: {exc}") from exc
 
 
@@ -179,7 +198,7 @@ def repair(trial: Mapping[str, Any]) -> dict[str, Any] | None:
     Returns the trial's ScoringRun when the trial waits for it (the caller may check that one).
     """
     phase = (trial.get("status") or {}).get("phase")
-    if not phase:
+    if not phase or phase == enforcement.WAITING:
         launch(trial)
         return None
     if phase == Phase.QUEUED and CHECK_QUEUED:
@@ -298,6 +317,8 @@ class Watchdog:
                 self._due[key] = loop.time() + self.interval
                 try:
                     unfinished = await kube.in_thread(self._check, *key)
+                except enforcement.Waiting:
+                    continue  # said once, in the trial's status and an Event
                 except (kopf.PermanentError, kopf.TemporaryError, AnchorageError, ValidationError) as exc:
                     logging.getLogger(__name__).warning(f"checking {self.what} {key[0]}/{key[1]}: {exc}")
                     continue
@@ -484,24 +505,29 @@ def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
     spec = trial_spec(trial)
     _, defaults = _task_cached(spec.task)
     cli = spec.agent.kind if agents.pin(spec.agent.kind) is not None else None
-    # A Complete Job's pod succeeded, i.e. every container of it exited 0 (the kubelet's report, the Job
-    # controller's condition): its statuses would say nothing more (evidence.attempt_end), so no pods are read.
+    prefix = _prefix(status)
+    # The operator's own verdict (controller.pods: a platform failure, the agent past its time) decides when one was
+    # recorded; else a Complete Job's pod succeeded, i.e. every container of it exited 0 (the kubelet's report, the
+    # Job controller's condition): its statuses would say nothing more (evidence.attempt_end), so no pods are read.
+    verdict = podevidence.recorded(store(), prefix, status.get("jobName") or "")
     pods = kube.job_pods(job["metadata"]["namespace"], job["metadata"]["name"]) \
-        if job.get("metadata") and result != "Complete" else []
-    end = attempt_end(result, _read_upload(status.get("recordUri", "")), kubejobs.deadline(spec, defaults), cli,
-                      pods=pods, plan=_task_inputs(spec)[0])
+        if job.get("metadata") and result != "Complete" and verdict is None else []
+    end = verdict.attempt_end(kubejobs.deadline(spec, defaults)) if verdict is not None else \
+        attempt_end(result, _read_upload(status.get("recordUri", "")), kubejobs.deadline(spec, defaults), cli,
+                    pods=pods, plan=_task_inputs(spec)[0])
     conclude(trial, end)
 
 
 def conclude(trial: dict[str, Any], end: AttemptEnd) -> None:
-    """The attempt ended as ``end`` says (its Job's end, or Kueue's preemption): retry an infrastructure failure,
-    end the trial, or create its ScoringRun. Nothing when the trial is being deleted (its finalizer stops it)."""
+    """The attempt ended as ``end`` says (its Job's end, the operator's verdict, or Kueue's preemption): retry an
+    infrastructure failure, end the trial, or create its ScoringRun. Nothing when the trial is being deleted (its
+    finalizer stops it)."""
     if finalizers.leaving(trial):
         return
     meta, status = trial["metadata"], trial.get("status") or {}
     spec = trial_spec(trial)
-    record = _attempt_record(trial, spec, end)
     prefix = _prefix(status)
+    record = _attempt_record(trial, spec, end)
     if should_retry(record.outcome(), record.attempt, spec.retries):
         store().put_bytes(f"{prefix}/attempts/{record.attempt}.json", json.dumps(record.to_json()).encode())
         kube.post_event(trial, "Warning", "Retrying", f"attempt {record.attempt - 1} ended {record.reason}: "
@@ -521,6 +547,28 @@ def conclude(trial: dict[str, Any], end: AttemptEnd) -> None:
     created = kube.create_custom_answer("scoringruns", run)
     if created is not None and START_VERIFIER:  # its verifier right away, in this worker call (one call less)
         START_VERIFIER[0](created)
+
+
+def end_attempt(job: Mapping[str, Any], verdict: podevidence.Verdict) -> None:
+    """The operator decided how an attempt ended (:mod:`anchorage.controller.pods`: a platform failure, or the agent
+    past its time): the verdict is recorded in the trial's folder, the Job deleted (its pod with it), then the trial
+    finished by the verdict (:func:`finish`: retried, ended, or scored). A crash in between is finished from the
+    record (:func:`check_running`)."""
+    meta = job["metadata"]
+    annotations = meta.get("annotations") or {}
+    ns = annotations.get("anchorage.dev/trial-namespace", meta["namespace"])
+    trial = TRIALS.current(ns, kubejobs.named(meta, kubejobs.LABEL_TRIAL) or "", functools.partial(_runs_job, meta["name"]))
+    if trial is None or not _runs_job(meta["name"], trial):
+        kube.delete_job(meta["namespace"], meta["name"])  # an attempt its trial no longer runs: only stopped
+        return
+    podevidence.record(store(), _prefix(trial.get("status") or {}), verdict)
+    kube.delete_job(meta["namespace"], meta["name"])
+    if _ENDED.first(str(meta.get("uid"))):
+        try:
+            finish(dict(trial), {}, "Verdict")
+        except kopf.TemporaryError:
+            _ENDED.forget(str(meta.get("uid")))
+            raise
 
 
 def _previous_attempts(prefix: str, attempt: int) -> list[AttemptInfo]:
@@ -606,7 +654,7 @@ def _launch_protocol(trial: Mapping[str, Any], spec: TrialSpec, step: str, recor
     artifact = (record.artifact.path if record.artifact else None) or ""
     job = kubejobs.protocol_job(dict(trial), step=step, task=spec.task, settings=settings,
                                 artifact=artifact.removeprefix("artifacts/") or None, config=config(), campaign=campaign)
-    kube.ensure_policies_once(job["metadata"]["namespace"], config())
+    policies.ensure(job["metadata"]["namespace"], config())
     return gatewaying.create_protocol_job(job, trial, spec, step)
 
 
@@ -822,6 +870,13 @@ def check_running(trial: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     ns = config().trials_namespace or trial["metadata"]["namespace"]
     job = kube.get_job(ns, status.get("jobName") or "")
+    verdict = podevidence.recorded(store(), _prefix(status), status.get("jobName") or "")
+    if verdict is not None and (job is None or _finished(job) is None):
+        # the operator ended this attempt (controller.pods) and was stopped before it finished the trial
+        if job is not None:
+            kube.delete_job(ns, job["metadata"]["name"])
+        finish(dict(trial), job or {}, "Verdict")
+        return None
     if job is None and _read_upload(status.get("recordUri", "")) is None:
         # Never created (a crash between recording Running and creating it) or deleted before it ran
         # to its end: create it (same deterministic name, so at most one Job per attempt exists).

@@ -35,6 +35,7 @@ import aiohttp
 import kopf
 
 from anchorage.controller import kube, watching
+from anchorage.controller.peering import PEERING, Peering
 from anchorage.controller.trials import Once
 from anchorage.manifests import API_GROUP, API_VERSION
 from anchorage.runtime import kubejobs
@@ -79,7 +80,7 @@ class Unserved:
     """The watches' callback (in the event loop) and the timer that reports what stayed unserved."""
 
     def __init__(self, served: Iterable[str], grace: float = GRACE_SECONDS,
-                 peering: watching.Peering = watching.PEERING) -> None:
+                 peering: Peering = PEERING) -> None:
         self.served = frozenset(served)
         self.grace, self.peering = grace, peering
         self.operator_namespace = os.environ.get("POD_NAMESPACE") or "?"

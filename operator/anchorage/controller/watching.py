@@ -51,7 +51,8 @@ import kopf
 import orjson
 
 from anchorage import metrics
-from anchorage.controller import kube, scoring, trials
+from anchorage.controller import kube, pods, policies, scoring, trials
+from anchorage.controller.peering import PEERING, Peering
 from anchorage.controller.settings import config
 from anchorage.manifests import API_GROUP, API_VERSION
 from anchorage.runtime import kubejobs
@@ -67,6 +68,9 @@ SILENCE_SECONDS = 60.0
 #: Namespaces the operator serves (comma-separated; empty or unset: cluster-wide).
 NAMESPACES_ENV = "ANCHORAGE_WATCH_NAMESPACES"
 JOBS_SELECTOR = f"{next(iter(kubejobs.MANAGED_BY))}={next(iter(kubejobs.MANAGED_BY.values()))},{kubejobs.LABEL_ROLE}"
+#: The trial pods (``anchorage.controller.pods``): verifier and protocol pods are bounded by their Jobs' deadlines,
+#: and every failure of theirs is the platform's already.
+PODS_SELECTOR = f"{next(iter(kubejobs.MANAGED_BY))}={next(iter(kubejobs.MANAGED_BY.values()))},{kubejobs.LABEL_ROLE}=trial"
 #: ``on_event`` types of listed objects: the first listing, and a later one (after 410 Gone or a pause).
 LISTED, RELISTED = "LISTED", "RELISTED"
 
@@ -75,40 +79,6 @@ EventFn = Callable[[str, Obj], None]
 
 class Gone(Exception):
     """The watch's resourceVersion is too old (410): list again."""
-
-
-class Peering:
-    """Whether kopf's peering has paused this operator (a peer of higher priority is active).
-
-    kopf keeps its pause to itself and logs it (``Pausing operations in favour of …`` / ``Pausing all operators …``,
-    then ``Resuming operations …``) on its peering logger; :meth:`filter` is attached there and follows those lines.
-    Without peering (``--standalone``) nothing is logged and the operator stays active.
-    """
-
-    def __init__(self) -> None:
-        self.paused = False
-        self.resumed: list[Callable[[], None]] = []
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """Follow kopf's pause and resume lines; pass on what the root logger's level would have let through."""
-        msg = record.msg if isinstance(record.msg, str) else ""
-        if msg.startswith("Pausing "):
-            self.paused = True
-        elif msg.startswith("Resuming ") and self.paused:
-            self.paused = False
-            for fn in self.resumed:
-                fn()
-        return record.levelno >= logging.getLogger().getEffectiveLevel()
-
-    def follow(self, logger: logging.Logger) -> None:
-        """Read ``logger``'s lines (at INFO at least, whatever the operator's log level: the pause is INFO)."""
-        logger.addFilter(self.filter)
-        if logger.getEffectiveLevel() > logging.INFO:
-            logger.setLevel(logging.INFO)
-
-
-PEERING = Peering()
-PEERING.follow(logging.getLogger("kopf._core.engines.peering"))
 
 
 class Watch:
@@ -286,11 +256,14 @@ class JobEvents:
         self.dispatched = 0
 
     def __call__(self, type_: str, job: Obj) -> None:
-        if type_ in (LISTED, "DELETED") or self.peering.paused:
-            return
-        if not trials._has_ended((job.get("status") or {}).get("conditions")):
+        if self.peering.paused:
             return
         role = (job["metadata"].get("labels") or {}).get(kubejobs.LABEL_ROLE, "")
+        ended = trials._has_ended((job.get("status") or {}).get("conditions"))
+        if role == "trial":  # a trial Job without a pod is the pod watch's to explain (controller.pods)
+            pods.PODS.job_event(type_, job, ended)
+        if type_ in (LISTED, "DELETED") or not ended:
+            return
         handler = HANDLERS.get(role)
         if handler is None or (type_ == RELISTED and not _waited_for(role, job)):
             return
@@ -353,13 +326,14 @@ class RunEvents:
 
 #: What this module lists and watches (group, version, plural): the chart's RBAC grants list and watch on them
 #: (``tests/charts/test_chart_rbac.py`` derives the rules from this and kopf's decorators).
-WATCHED = {"jobs": ("batch", "v1", "jobs"), "scoringruns": (API_GROUP, API_VERSION, "scoringruns")}
+WATCHED = {"jobs": ("batch", "v1", "jobs"), "scoringruns": (API_GROUP, API_VERSION, "scoringruns"),
+           "pods": ("", "v1", "pods"), "networkpolicies": ("networking.k8s.io", "v1", "networkpolicies")}
 
 
 def paths(kind: str, namespaces: list[str]) -> list[str]:
     """The collection paths of a :data:`WATCHED` kind: one per namespace, or the cluster-wide one."""
     group, version, plural = WATCHED[kind]
-    base = f"/apis/{group}/{version}"
+    base = f"/apis/{group}/{version}" if group else f"/api/{version}"
     if not namespaces:
         return [f"{base}/{plural}"]
     return [f"{base}/namespaces/{ns}/{plural}" for ns in namespaces]
@@ -379,6 +353,7 @@ class Watcher:
         self.tasks: list[asyncio.Task[None]] = []
         self.events = JobEvents()
         self.runs = RunEvents()
+        self.policies = policies.PolicyEvents()
 
     async def start(self, namespaces: list[str], timeout: int, jobs_namespace: str | None = None) -> None:
         """Watch the Jobs in ``jobs_namespace`` (the trials namespace: the only one they are created in) when given,
@@ -392,6 +367,13 @@ class Watcher:
                         for path in job_paths([jobs_namespace] if jobs_namespace else namespaces)]
         self.watches += [Watch(client, self.session, path, "", self.runs, timeout=timeout)
                          for path in paths("scoringruns", namespaces)]
+        # the trial pods and the NetworkPolicies where the pods run: the trials namespace (else every served one)
+        trials_namespace = config().trials_namespace
+        where = [trials_namespace] if trials_namespace else namespaces
+        self.watches += [Watch(client, self.session, path, PODS_SELECTOR, pods.PODS, timeout=timeout)
+                         for path in paths("pods", where)]
+        self.watches += [Watch(client, self.session, path, "", self.policies, timeout=timeout)
+                         for path in paths("networkpolicies", where)]
         loop = asyncio.get_running_loop()
         self.tasks = [loop.create_task(w.run(), name=f"watch {w.path}") for w in self.watches]
         PEERING.resumed[:] = [self._relist]
@@ -401,6 +383,7 @@ class Watcher:
             watch.relist = True
 
     async def stop(self) -> None:
+        pods.PODS.stop()
         for task in self.tasks:
             task.cancel()
         for task in self.tasks:

@@ -4,13 +4,16 @@ NetworkPolicies and child custom resources.
 Called by ``anchorage.controller`` (which only sends what these return) and by the tests, which
 validate every built manifest with ``kubernetes-validate``. No client calls here.
 
-A trial pod (one per Job, no retries, ``activeDeadlineSeconds`` = the agent timeout):
+A trial pod (one per Job, no retries; ``activeDeadlineSeconds`` = the agent timeout plus the platform's allowance,
+a backstop: the agent is timed from its own container's start, :func:`timed`; its network and name resolution:
+:func:`agent_network` and :func:`network_policies`):
 
 * init container ``fetch-task`` (operator image) copies the task's ``environment/data`` (and, for
   the oracle, ``solution/``) into the ``task`` volume, which the agent mounts read-only;
 * native sidecar ``upload`` (operator image) is the only container with the storage credentials: it
-  waits for the agent to finish, then uploads ``/root/results`` and ``/logs/agent`` to the trial's
-  folder in the artifact store;
+  waits for the agent to finish, then for the store (reachable once the operator labelled the pod
+  :data:`LABEL_STORE_ACCESS` after the agent's end), then uploads ``/root/results`` and ``/logs/agent`` to the
+  trial's folder in the artifact store;
 * container ``agent`` (the agent image) runs the agent command and writes its exit code where the
   sidecar sees it. Memory requested as limited, CPU as limited times ``cpu_request_ratio`` (1 by default),
   ephemeral storage up to :data:`STORAGE_REQUEST_MIB` (limited as the task says); restricted pod security; no
@@ -31,6 +34,7 @@ by it; the kubelet holds the agent container until the Secret exists.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 import math
 import urllib.parse
@@ -42,6 +46,7 @@ from anchorage import agents
 from anchorage.campaigns.names import child_name, label_value
 from anchorage.errors import InputError
 from anchorage.manifests import API, AgentSpec, TrialSpec
+from anchorage.runtime.podresolver import RESOLVER_ENV, SEARCH_ENV
 from anchorage.trials.agents import AgentPlan, needs_gateway
 
 Manifest = dict[str, Any]
@@ -56,6 +61,14 @@ LABEL_NETWORK = "anchorage.dev/network"
 #: ownerReference from another namespace reaches, so the operator stops them before the object goes
 #: (``anchorage.controller.finalizers``). Set in the body of the children it creates, added to the others by a patch.
 JOBS_FINALIZER = "anchorage.dev/stop-jobs"
+#: The label that opens the store's egress (policy ``anchorage-store-egress``): verifier, protocol and replay pods
+#: carry it from the start; a trial pod whose agent runs gets it from the operator once the kubelet reports the agent
+#: container terminated (``anchorage.controller.pods``).
+LABEL_STORE_ACCESS = "anchorage.dev/store-access"
+#: The agent's timeout in seconds, on a trial pod (the operator's pod watch times the agent from its container's start).
+ANNOTATION_TIMEOUT = "anchorage.dev/agent-timeout-seconds"
+#: The only nameserver of a trial pod whose agent runs: nothing answers there (a pod's own loopback).
+NO_DNS = "127.0.0.1"
 RUN_DIR = "/run/anchorage"
 #: Where the fetch and upload containers (the operator's image, user 65532) mount the agent's results and logs: folders
 #: of their own — the agent's paths (/root/results, /logs/agent) lie under folders of the agent image's layout.
@@ -158,6 +171,35 @@ class OperatorConfig(BaseModel):
         default=None, description="The task bundle image (images/tasks): the pods copy the tasks from it (an agent "
         "only its task's data, a verifier its task without the solution). Empty: the tasks are in the operator image "
         "at task_source.")
+    dns_selector: dict[str, str] = Field(default_factory=lambda: {"k8s-app": "kube-dns"},
+                                         description="Labels of the cluster DNS pods in kube-system (NetworkPolicy "
+                                         "egress of the pods that reach the store).")
+    store_egress: list[dict[str, Any]] = Field(
+        default_factory=list, description="NetworkPolicyEgressRules to the artifact store, for the pods labelled "
+        f"{LABEL_STORE_ACCESS}=true (verifier, protocol and replay pods; a trial pod once its agent has ended). Empty: "
+        "no store egress (a file:// store).")
+    cluster_dns: list[str] = Field(
+        default_factory=list, description="The cluster DNS servers (e.g. 10.96.0.10) a trial pod's upload sidecar "
+        "resolves the store's name with: the pod's own resolv.conf answers nothing during the agent phase.")
+    cluster_dns_search: list[str] = Field(
+        default_factory=lambda: ["svc.cluster.local", "cluster.local"],
+        description="The search domains of those lookups (a store named <svc>.<namespace>.svc resolves).")
+    upload_grace_sec: int = Field(default=120, ge=10, le=3600, description="terminationGracePeriodSeconds of the "
+                                  "pods the operator creates: the upload sidecar's time to reach the store and upload "
+                                  "after the main container ended (a native sidecar is SIGKILLed after it).")
+    unschedulable_after_sec: int = Field(
+        default=600, ge=10, description="A trial pod no node can take (Unschedulable), or a Job whose pod a "
+        "ResourceQuota refuses, for this long ends its attempt InfrastructureFailed (unschedulable, quota_exceeded).")
+    start_after_sec: int = Field(
+        default=120, ge=10, description="A trial pod's container that cannot start for this long (an image pull "
+        "failing, CreateContainerConfigError) ends its attempt InfrastructureFailed (image_pull, container_config); "
+        "an image the registry does not have ends it at once.")
+    node_lost_after_sec: int = Field(
+        default=60, ge=0, description="tolerationSeconds of the pods the operator creates for the not-ready and "
+        "unreachable node taints: a lost node's pods are evicted this long after it was marked (node_lost).")
+    require_enforcement: bool = Field(
+        default=True, description="Refuse to start trials in a namespace until a probe confirms that its "
+        "NetworkPolicies are enforced (anchorage.controller.enforcement); false: start them unconfirmed.")
 
     @field_validator("agent_seccomp_profile")
     @classmethod
@@ -177,10 +219,19 @@ class OperatorConfig(BaseModel):
         return f"{parts.scheme}://{host}:{GATEWAY_ADMIN_PORT}"
 
 
+#: The taints a node gets when the control plane loses it (NoExecute: its pods are evicted once they stop tolerating
+#: them; Kubernetes' default toleration is 300 s, ``node_lost_after_sec`` shortens it).
+NODE_LOST_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
 def scheduling(config: OperatorConfig) -> Manifest:
     """The pod-spec fields that place the pods of the trials namespace (trial, verifier, protocol) on nodes: the
-    chart's ``trials.nodeSelector``, ``tolerations``, ``affinity`` and ``priorityClassName`` (only those set)."""
-    fields: Manifest = {"nodeSelector": dict(config.node_selector), "tolerations": list(config.tolerations),
+    chart's ``trials.nodeSelector``, ``tolerations``, ``affinity`` and ``priorityClassName`` (only those set), and
+    the lost-node taints tolerated for ``node_lost_after_sec`` (unless ``tolerations`` names them itself)."""
+    own = {t.get("key") for t in config.tolerations}
+    lost = [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": config.node_lost_after_sec}
+            for key in NODE_LOST_TAINTS if key not in own]
+    fields: Manifest = {"nodeSelector": dict(config.node_selector), "tolerations": [*config.tolerations, *lost],
                         "affinity": config.affinity, "priorityClassName": config.priority_class_name}
     return {key: value for key, value in fields.items() if value}
 
@@ -227,6 +278,22 @@ def identity_annotations(pod_spec: Manifest) -> dict[str, str]:
     others = [c["name"] for c in [*pod_spec.get("initContainers", []), *pod_spec["containers"]] if c["name"] not in mounted]
     return {"eks.amazonaws.com/skip-containers": ",".join(others),
             "azure.workload.identity/skip-containers": ";".join(others)} if others else {}
+def platform_allowance(config: OperatorConfig) -> int:
+    """Seconds a trial Job's ``activeDeadlineSeconds`` gives beyond the agent's timeout: the bounds within which the
+    operator decides a platform failure (no node, no image), the upload's grace and five minutes more. The agent's
+    own deadline is timed from its container's start (``anchorage.controller.pods``): this is only a backstop."""
+    return config.unschedulable_after_sec + config.start_after_sec + config.upload_grace_sec + 300
+
+
+def gateway_host(config: OperatorConfig) -> str | None:
+    """The host name of ``gateway_url`` when it is a name (a trial pod resolves it through ``hostAliases``), None for
+    an IP address."""
+    host = urllib.parse.urlsplit(config.gateway_url).hostname or ""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host or None
+    return None
 
 
 def uses_gateway(agent: AgentSpec) -> bool:
@@ -270,6 +337,19 @@ def signalled(name: str, argv: list[str]) -> list[str]:
     """``argv`` wrapped so that its exit code lands in ``RUN_DIR/exit-code`` when it ends: the upload sidecar's
     signal to upload (the operator reads how it ended from the Pod's container statuses, never from this file)."""
     return ["/bin/sh", "-c", f'"$@"; rc=$?; echo $rc > {RUN_DIR}/exit-code; exit $rc', name, *argv]
+
+
+def timed(name: str, argv: list[str], seconds: int) -> list[str]:
+    """:func:`signalled`, with the agent's deadline kept inside its container: ``argv`` runs as a child of the
+    container's first process (a shell, which no process of the container can signal: it has no handlers), and is
+    killed ``seconds`` after the container started; the shell then writes the exit code and exits, and with it every
+    process left in the container's pid namespace. So the agent's time starts when its container starts (scheduling
+    and image pulls never count), and its results are uploaded like any other end's. The operator decides that the
+    agent timed out from the kubelet's own timestamps of the container, and stops a pod whose agent outlived the
+    timer (``anchorage.controller.pods``)."""
+    script = (f'"$@" & pid=$!; (sleep {seconds}; kill -KILL $pid) >/dev/null 2>&1 & '
+              f'wait $pid; rc=$?; echo $rc > {RUN_DIR}/exit-code; exit $rc')
+    return ["/bin/sh", "-c", script, name, *argv]
 
 
 def agent_command(plan: AgentPlan) -> list[str]:
@@ -405,7 +485,7 @@ def _storage_env(config: OperatorConfig, dest: str) -> tuple[list[Manifest], lis
 def _sidecar(config: OperatorConfig, dest: str, paths: dict[str, str], marker: str = "upload.json",
              tmp: str = "tmp", quotas: dict[str, int] | None = None) -> Manifest:
     env, env_from = _storage_env(config, dest)
-    args = ["upload", "--wait", RUN_DIR, "--marker", marker]
+    args = ["upload", "--wait", RUN_DIR, "--marker", marker, "--reach-seconds", str(config.upload_grace_sec // 2)]
     for name, path in paths.items():
         args += ["--put", f"{name}={path}"]
     for name, size in (quotas or {}).items():
@@ -468,14 +548,41 @@ def queued(queue: bool) -> Manifest:
     return {"suspend": True} if queue else {}
 
 
+def agent_network(plan: AgentPlan, config: OperatorConfig, gateway_address: str | None) -> Manifest:
+    """The pod-spec fields of a trial pod's name resolution. A pod whose agent runs has no DNS: its only nameserver is
+    the pod's own loopback, where nothing answers, and the gateway URL's host name is in its ``/etc/hosts``
+    (``hostAliases``: ``gateway_address``, the gateway Service's ClusterIP, which the operator looks up; every agent
+    gets it, a model-calling one also its token). Its upload
+    sidecar, which reaches the store only after the agent ended, resolves the store's name itself through
+    ``cluster_dns`` (``anchorage.runtime.podresolver``). A replay (no agent code runs) resolves names as any pod.
+    Without ``cluster_dns`` the pod keeps the cluster's DNS (its policy still closes DNS during the agent phase)."""
+    fields: Manifest = {}
+    host = gateway_host(config)
+    if plan.replay is None and host is not None and gateway_address:
+        fields["hostAliases"] = [{"ip": gateway_address, "hostnames": [host]}]
+    if plan.replay is None and config.cluster_dns:
+        fields["dnsPolicy"] = "None"
+        fields["dnsConfig"] = {"nameservers": [NO_DNS], "options": [{"name": "timeout", "value": "1"},
+                                                                     {"name": "attempts", "value": "1"}]}
+    return fields
+
+
 def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_defaults: dict[str, float],
-              config: OperatorConfig, job_name: str, campaign: str | None) -> Manifest:
-    """The Job running one attempt of a Trial; ``plan`` is :func:`anchorage.trials.plan_agent`'s."""
+              config: OperatorConfig, job_name: str, campaign: str | None,
+              gateway_address: str | None = None) -> Manifest:
+    """The Job running one attempt of a Trial; ``plan`` is :func:`anchorage.trials.plan_agent`'s; ``gateway_address``
+    the IP address the gateway URL's host name stands for in the pod (:func:`agent_network`).
+
+    Its pod reaches the store only once its agent has ended (label :data:`LABEL_STORE_ACCESS`, added by the operator
+    then; a replay has it from the start), waits up to ``upload_grace_sec`` for its sidecar's upload when it ends,
+    and its Job's deadline is the agent's timeout plus :func:`platform_allowance` (the agent itself is timed from its
+    container's start: :func:`timed`)."""
     ns = config.trials_namespace or trial["metadata"]["namespace"]
     name = trial["metadata"]["name"]
     dest = trial_prefix(trial["metadata"]["namespace"], name, campaign)
     argv = agent_command(plan)
-    wrapped = signalled("agent", argv)
+    timeout = deadline(spec, task_defaults)
+    wrapped = signalled("agent", argv) if plan.replay is not None else timed("agent", argv, timeout)
     fetch_args = ["fetch-task", "--task", spec.task, "--dest", "/task"]
     for folder in sorted(set(plan.binds.values())):
         fetch_args += ["--folder", folder]
@@ -499,9 +606,19 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
     named_labels, names = name_labels(trial=name, campaign=campaign)
     labels = {**MANAGED_BY, **named_labels, LABEL_ROLE: "trial"}
     job_labels = {**labels, **queue_labels(trial_queue(spec, config), spec.workload_priority_class)}
+    network = agent_network(plan, config, gateway_address)
+    sidecar = _sidecar(config, dest, {"artifacts": HELPER_RESULTS, "agent": HELPER_LOGS}, tmp="upload-tmp",
+                       quotas={"artifacts": folder_quotas(spec, task_defaults)["results"],
+                               "agent": folder_quotas(spec, task_defaults)["logs"]})
+    if network.get("dnsPolicy") == "None":
+        sidecar["env"] += [{"name": RESOLVER_ENV, "value": ",".join(config.cluster_dns)},
+                           {"name": SEARCH_ENV, "value": " ".join(config.cluster_dns_search)}]
+    pod_labels = {**labels, **({LABEL_STORE_ACCESS: "true"} if plan.replay is not None else {})}
+    pod_annotations = {"anchorage.dev/trial-namespace": trial["metadata"]["namespace"], **names,
+                       ANNOTATION_TIMEOUT: str(timeout)}
     pod_spec = {
         "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
-        "securityContext": _pod_security(),
+        "terminationGracePeriodSeconds": config.upload_grace_sec, "securityContext": _pod_security(), **network,
         "initContainers": [
             {"name": "fetch-task", "image": config.task_image or config.operator_image,
              "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": fetch_args, "env": task_env,
@@ -511,9 +628,7 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
                               {"name": "tmp", "mountPath": "/tmp"}]},
             *_cli_check(plan, spec.agent.image or config.agent_image),
             # the sidecar holds the store's credentials: it shares nothing writable with the agent but what it uploads
-            _sidecar(config, dest, {"artifacts": HELPER_RESULTS, "agent": HELPER_LOGS}, tmp="upload-tmp",
-                     quotas={"artifacts": folder_quotas(spec, task_defaults)["results"],
-                             "agent": folder_quotas(spec, task_defaults)["logs"]}),
+            sidecar,
         ],
         "containers": [{
             "name": "agent", "image": spec.agent.image or config.agent_image, "command": wrapped, "env": env,
@@ -534,10 +649,11 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
         metadata["ownerReferences"] = [owner_ref(trial)]
     return {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
-        "spec": {"backoffLimit": 0, "activeDeadlineSeconds": deadline(spec, task_defaults),
+        "spec": {"backoffLimit": 0, "activeDeadlineSeconds": timeout + platform_allowance(config),
                  "ttlSecondsAfterFinished": config.ttl_seconds_after_finished,
                  **queued(KUEUE_QUEUE_LABEL in job_labels),
-                 "template": {"metadata": _template_metadata(labels, pod_spec), "spec": pod_spec}},
+                 "template": {"metadata": {"labels": pod_labels, "annotations": {
+                     **pod_annotations, **identity_annotations(pod_spec)}}, "spec": pod_spec}},
     }
 
 
@@ -584,10 +700,10 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
     sidecar["volumeMounts"] = [{"name": "work", "mountPath": "/scratch", "readOnly": True},
                                {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}, *token_mounts]
     named_labels, names = name_labels(scoring_run=name, campaign=named(run["metadata"], LABEL_CAMPAIGN))
-    labels = {**MANAGED_BY, **named_labels, LABEL_ROLE: "verifier", LABEL_NETWORK: "none"}
+    labels = {**MANAGED_BY, **named_labels, LABEL_ROLE: "verifier", LABEL_NETWORK: "none", LABEL_STORE_ACCESS: "true"}
     pod_spec = {
         "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
-        "securityContext": _pod_security(),
+        "terminationGracePeriodSeconds": config.upload_grace_sec, "securityContext": _pod_security(),
         "initContainers": [
             {"name": "fetch-artifacts", "image": config.operator_image,
              "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": fetch, "env": env, "envFrom": env_from,
@@ -653,12 +769,13 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
     token_mounts = store_identity(config)[1]
     sidecar["volumeMounts"] = [{"name": "work", "mountPath": "/scratch", "readOnly": True},
                                {"name": "run", "mountPath": RUN_DIR}, {"name": "tmp", "mountPath": "/tmp"}, *token_mounts]
-    labels = {**MANAGED_BY, LABEL_TRIAL: meta["name"], LABEL_ROLE: "protocol", LABEL_STEP: step}
+    labels = {**MANAGED_BY, LABEL_TRIAL: meta["name"], LABEL_ROLE: "protocol", LABEL_STEP: step,
+              LABEL_STORE_ACCESS: "true"}
     if campaign:
         labels[LABEL_CAMPAIGN] = campaign
     pod_spec = {
         "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
-        "securityContext": _pod_security(),
+        "terminationGracePeriodSeconds": config.upload_grace_sec, "securityContext": _pod_security(),
         "initContainers": [
             {"name": "fetch-artifacts", "image": config.operator_image,
              "command": ["python", "-m", "anchorage.runtime.kubepod"],
@@ -690,40 +807,53 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
                      "template": {"metadata": _template_metadata(labels, pod_spec), "spec": pod_spec}}}
 
 
-def network_policies(namespace: str, config: OperatorConfig) -> list[Manifest]:
-    """Default-deny egress for trial pods except DNS and the gateway's model API port; verifier pods get nothing.
+#: The trials namespace's NetworkPolicies by name (:func:`network_policies`): P1, P2, P3 of docs/design-notes.md.
+POLICY_DENY, POLICY_GATEWAY, POLICY_STORE = "anchorage-default-deny", "anchorage-gateway-egress", "anchorage-store-egress"
 
-    The upload sidecar shares the pod's network: in clusters whose store is in-cluster (MinIO),
-    add its pods to the allowed egress with an extra policy; S3 outside the cluster needs an
-    egress gateway or a CIDR rule, which is cluster-specific and left to the Helm values.
+
+def network_policies(namespace: str, config: OperatorConfig) -> list[Manifest]:
+    """The NetworkPolicies of a trials namespace — the one definition: the chart renders the same
+    (``templates/trials-networkpolicies.yaml``, compared in ``tests/charts``) and the operator keeps these in place
+    (``anchorage.controller.policies``: a deleted or edited one comes back).
+
+    * P1 ``anchorage-default-deny``: no ingress and no egress for every pod the operator creates
+      (``app.kubernetes.io/managed-by=anchorage``);
+    * P2 ``anchorage-gateway-egress``: trial and protocol pods reach the gateway pods' model port (named ``http``; not
+      its admin port), nothing else;
+    * P3 ``anchorage-store-egress`` (only with ``store_egress``): pods labelled ``anchorage.dev/store-access=true``
+      reach the cluster DNS (a store is reached by name) and the store (``store_egress``'s rules). A trial pod gets
+      that label only once its agent has ended; verifier, protocol and replay pods have it from the start.
+
+    Policies add up, so a trial's agent reaches the gateway's model port and nothing else, and a verifier DNS and
+    the store.
     """
     gateway_peer: Manifest = {"podSelector": {"matchLabels": dict(config.gateway_selector)}}
     if config.gateway_namespace:
         gateway_peer["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": config.gateway_namespace}}
     dns_peer = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+                "podSelector": {"matchLabels": dict(config.dns_selector)}}
     meta = {"namespace": namespace, "labels": dict(MANAGED_BY)}
-    trial = {"matchLabels": {**MANAGED_BY, LABEL_ROLE: "trial"}}
-    protocol = {"matchLabels": {**MANAGED_BY, LABEL_ROLE: "protocol"}}
-    return [
-        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-         "metadata": {"name": "anchorage-trials-default-deny", **meta},
-         "spec": {"podSelector": trial, "policyTypes": ["Ingress", "Egress"], "ingress": [], "egress": []}},
-        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-         "metadata": {"name": "anchorage-trials-dns-and-gateway", **meta},
-         "spec": {"podSelector": trial, "policyTypes": ["Egress"], "egress": [
-             {"to": [dns_peer], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
-             {"to": [gateway_peer], "ports": [{"protocol": "TCP", "port": GATEWAY_MODEL_PORT}]}]}},
-        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-         "metadata": {"name": "anchorage-verifiers-deny-all", **meta},
-         "spec": {"podSelector": {"matchLabels": {**MANAGED_BY, LABEL_ROLE: "verifier"}},
-                  "policyTypes": ["Ingress", "Egress"], "ingress": [], "egress": []}},
-        {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-         "metadata": {"name": "anchorage-protocols-gateway-only", **meta},
-         "spec": {"podSelector": protocol, "policyTypes": ["Ingress", "Egress"], "ingress": [], "egress": [
-             {"to": [dns_peer], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
-             {"to": [gateway_peer], "ports": [{"protocol": "TCP", "port": GATEWAY_MODEL_PORT}]}]}},
+    kind = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy"}
+    policies: list[Manifest] = [
+        {**kind, "metadata": {"name": POLICY_DENY, **meta},
+         "spec": {"podSelector": {"matchLabels": dict(MANAGED_BY)}, "policyTypes": ["Ingress", "Egress"],
+                  "ingress": [], "egress": []}},
+        {**kind, "metadata": {"name": POLICY_GATEWAY, **meta},
+         "spec": {"podSelector": {"matchExpressions": [
+             {"key": key, "operator": "In", "values": [value]} for key, value in MANAGED_BY.items()] + [
+             {"key": LABEL_ROLE, "operator": "In", "values": ["trial", "protocol"]}]},
+             "policyTypes": ["Egress"],
+             "egress": [{"to": [gateway_peer], "ports": [{"protocol": "TCP", "port": GATEWAY_MODEL_PORT}]}]}},
     ]
+    if config.store_egress:
+        policies.append(
+            {**kind, "metadata": {"name": POLICY_STORE, **meta},
+             "spec": {"podSelector": {"matchLabels": {**MANAGED_BY, LABEL_STORE_ACCESS: "true"}},
+                      "policyTypes": ["Egress"],
+                      "egress": [{"to": [dns_peer], "ports": [{"protocol": "UDP", "port": 53},
+                                                              {"protocol": "TCP", "port": 53}]},
+                                 *config.store_egress]}})
+    return policies
 
 
 def child_trial(campaign: Manifest, name: str, spec: TrialSpec) -> Manifest:

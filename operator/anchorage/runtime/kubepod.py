@@ -8,8 +8,9 @@ Containers built by ``anchorage.runtime.kubejobs`` call it; nothing else does.
   image ``images/tasks``): copy whole task folders — all, or those named, without the folders excluded (a
   verifier never gets a task's ``solution/``) — to a volume that ``ANCHORAGE_TASKS`` then points at;
 * ``upload``       (native sidecar, the only container with storage credentials): wait until the main
-  container wrote its exit code (or SIGTERM, which the kubelet sends once the main container ended),
-  upload the given folders, write ``upload.json`` last, exit;
+  container wrote its exit code (or SIGTERM, which the kubelet sends once the main container ended), wait until
+  the store answers (a trial pod reaches it only after its agent ended), upload the given folders, write
+  ``upload.json`` last, exit;
 * ``fetch-artifacts`` (verifier init container): copy artifacts from the store into the pod;
 * ``score``        (verifier container, no network, no credentials): the Anchorage scorer;
 * ``protocol``     (protocol container, the gateway only, its own token): a trial's panel or CBU.
@@ -24,8 +25,11 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 import threading
+import time
+import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -108,24 +112,71 @@ def copy_tasks(args: argparse.Namespace) -> None:
     print(f"copied {len(roots)} task(s) to {dest}")
 
 
-def _wait_for(run_dir: Path) -> None:
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    while not stop.is_set() and not (run_dir / "exit-code").exists():
-        stop.wait(0.2)
+def _terminated() -> threading.Event:
+    """An event set when this process gets SIGTERM (the kubelet's word that the main container has ended)."""
+    term = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: term.set())
+    return term
+
+
+def _wait_for(run_dir: Path, term: threading.Event) -> None:
+    while not term.is_set() and not (run_dir / "exit-code").exists():
+        term.wait(0.2)
+
+
+def _endpoint(store: ArtifactStore) -> tuple[str, int] | None:
+    """The (host, port) the store's client connects to; None for a store on a file system."""
+    client = getattr(store, "client", None)
+    url = getattr(getattr(client, "meta", None), "endpoint_url", None)
+    if not isinstance(url, str):
+        return None
+    parts = urllib.parse.urlsplit(url)
+    return (parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+
+
+def _reach(store: ArtifactStore, term: threading.Event, limit: float, pause: float = 1.0) -> None:
+    """Wait until the store's endpoint accepts a connection (its name resolved). A trial pod reaches the store only
+    once the operator has seen its agent container end and labelled the pod (its NetworkPolicy then opens): until
+    SIGTERM (the kubelet's word that the agent ended) this waits as long as it takes; after it, ``limit`` seconds at
+    most (the pod's grace period is the rest of the upload's time)."""
+    target = _endpoint(store)
+    if target is None:
+        return
+    deadline: float | None = None
+    while True:
+        try:
+            socket.create_connection(target, timeout=2).close()
+            return
+        except OSError as exc:
+            problem = exc
+        if term.is_set() and deadline is None:
+            deadline = time.monotonic() + limit
+        if deadline is not None and time.monotonic() >= deadline:
+            raise AnchorageError(f"the store at {target[0]}:{target[1]} did not answer within {limit:g} s of the main "
+                                 f"container's end ({problem}): is the pod's store egress open "
+                                 "(trials.networkPolicies.storeEgress)?")
+        time.sleep(pause)
 
 
 def upload(args: argparse.Namespace) -> None:
-    """Sidecar: wait for the main container, upload folders, then write ``upload.json`` last.
+    """Sidecar: wait for the main container, reach the store, upload folders, then write ``upload.json`` last.
 
     The folders are the agent's: only regular files are uploaded, each opened beneath its folder with
     no link followed (:mod:`anchorage.confined` — a symlink to this container's storage credentials
     uploads nothing), at most ``--max-files`` entries and ``--max-bytes`` bytes per folder; what was left
     out is listed in ``upload.json`` (``skipped``). A malformed exit-code file is recorded as unknown.
+    In a trial pod the store's name is resolved through the cluster DNS given in the environment
+    (:mod:`anchorage.runtime.podresolver`: the pod itself has none), and the store is reachable only after the agent
+    ended (:func:`_reach`).
     """
+    term = _terminated()  # first: the kubelet may end the main container (and send SIGTERM) at once
+    from anchorage.runtime import podresolver
+
     run_dir = Path(args.wait)
-    _wait_for(run_dir)
+    _wait_for(run_dir, term)
+    podresolver.install_from_env()
     store = open_store(os.environ["ANCHORAGE_STORE"])
+    _reach(store, term, args.reach_seconds)
     dest = os.environ["ANCHORAGE_DEST"].strip("/")
     files: dict[str, int] = {}
     skipped: list[str] = []
@@ -303,6 +354,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quota", action="append", default=[],
                    help="NAME=BYTES: the folder's quota; over it, upload.json says 'oversized' (the model's failure)")
     p.add_argument("--marker", default="upload.json", help="name of the completion marker written last")
+    p.add_argument("--reach-seconds", type=float, default=60.0,
+                   help="after SIGTERM, how long to wait for the store to accept a connection")
     p.set_defaults(fn=upload)
     p = sub.add_parser("fetch-artifacts", help="copy artifacts from the store")
     p.add_argument("--dest", required=True)

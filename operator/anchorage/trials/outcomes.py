@@ -33,11 +33,14 @@ class AttemptEnd:
     Agent evidence: ``exit_code`` (None when the agent did not exit by itself); ``agent_problem`` — the
     agent could not be started for a reason of the entry's own (its CLI missing, its task lacking a
     runnable solution). ``replayed`` — a replay copied the artifact (no process ran).
+    ``platform_reason``: which of the platform's reasons a ``launcher_failure`` is (an image that cannot be pulled, a
+    pod no node can take, a lost node...: :class:`~anchorage.trials.phases.Reason`); ``sandbox_error`` without it.
     """
 
     exit_code: int | None = None
     preempted: str | None = None
     launcher_failure: str | None = None
+    platform_reason: Reason | None = None
     gateway_failure: str | None = None
     storage_failure: str | None = None
     agent_problem: str | None = None
@@ -79,7 +82,9 @@ def classify(end: AttemptEnd) -> Outcome:
     if end.preempted is not None:
         return _infra(Reason.PREEMPTED, end.preempted or "preempted by the cluster's batch queue")
     if end.launcher_failure is not None:
-        return _infra(Reason.SANDBOX_ERROR, end.launcher_failure or "the sandbox failed to start the agent")
+        reason = end.platform_reason if end.platform_reason is not None and end.platform_reason.infrastructure \
+            else Reason.SANDBOX_ERROR
+        return _infra(reason, end.launcher_failure or "the sandbox failed to start the agent")
     if end.gateway_failure is not None:
         return _infra(Reason.GATEWAY_ERROR, end.gateway_failure)
     if end.storage_failure is not None:

@@ -44,8 +44,17 @@ class Reason(StrEnum):
     SANDBOX_ERROR = "sandbox_error"
     GATEWAY_ERROR = "gateway_error"
     STORAGE_ERROR = "storage_error"
-    PREEMPTED = "preempted"
     CANCELLED = "cancelled"
+    # The cluster's own failures, each from the platform's evidence (the operator's pod watch: docs/design-notes.md,
+    # "Operator", *Platform failures*), and the batch queue's: Kueue took the attempt's admission back.
+    PREEMPTED = "preempted"
+    IMAGE_PULL = "image_pull"
+    UNSCHEDULABLE = "unschedulable"
+    QUOTA_EXCEEDED = "quota_exceeded"
+    POD_REJECTED = "pod_rejected"
+    CONTAINER_CONFIG = "container_config"
+    EVICTED = "evicted"
+    NODE_LOST = "node_lost"
 
     @property
     def infrastructure(self) -> bool:
@@ -56,7 +65,9 @@ TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.INFRASTRUCTURE_FAILED
 #: Phases that end a trial without a score of the model's (never averaged, never a zero on a board).
 UNSCORED = frozenset({Phase.INFRASTRUCTURE_FAILED, Phase.CANCELLED})
 #: The platform's failures: they end a trial InfrastructureFailed.
-INFRASTRUCTURE_REASONS = frozenset({Reason.SANDBOX_ERROR, Reason.GATEWAY_ERROR, Reason.STORAGE_ERROR,
+INFRASTRUCTURE_REASONS = frozenset({Reason.SANDBOX_ERROR, Reason.GATEWAY_ERROR, Reason.STORAGE_ERROR, Reason.IMAGE_PULL,
+                                    Reason.UNSCHEDULABLE, Reason.QUOTA_EXCEEDED, Reason.POD_REJECTED,
+                                    Reason.CONTAINER_CONFIG, Reason.EVICTED, Reason.NODE_LOST,
                                     Reason.PREEMPTED})
 #: Every phase, in lifecycle order (metrics set each of them, 0 when empty).
 PHASES = tuple(Phase)
