@@ -37,8 +37,11 @@ def test_a_queued_trial_job_is_suspended_with_the_queue_and_priority_labels() ->
     assert job["spec"]["suspend"] is True
     assert job["metadata"]["labels"][KUEUE_QUEUE_LABEL] == "team-a"
     assert job["metadata"]["labels"][KUEUE_PRIORITY_LABEL] == "urgent"
-    # the agent's deadline stays the Job's own: Kubernetes counts it from the Job's start, which a suspended Job lacks
-    assert job["spec"]["activeDeadlineSeconds"] == 30
+    # the queue changes no deadline: the agent's is timed from its container's start, the Job's backstop from the
+    # Job's start, which Kubernetes sets when Kueue resumes it (a suspended Job has none)
+    assert job["spec"]["activeDeadlineSeconds"] == 30 + kubejobs.platform_allowance(OperatorConfig())
+    assert job["spec"]["activeDeadlineSeconds"] == _job(OperatorConfig())["spec"]["activeDeadlineSeconds"]
+    assert job["spec"]["template"]["metadata"]["annotations"][kubejobs.ANNOTATION_TIMEOUT] == "30"
 
 
 def test_the_trials_queue_wins_over_the_operators_and_none_means_not_queued() -> None:
