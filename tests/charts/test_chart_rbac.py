@@ -287,11 +287,13 @@ def test_jobs_pods_and_policies_are_touched_only_in_the_trials_namespace(render:
         writes = {r for rule in role["rules"] if {"create", "delete"} & set(rule["verbs"]) for r in rule["resources"]}
         if writes & {"jobs", "networkpolicies", "pods"}:
             assert role["metadata"]["namespace"] == "anchorage-trials", role["metadata"]["name"]
-    # delete: exactly the trials namespace's Jobs and their pods (a deleted Trial's), nothing else anywhere
+    # delete: exactly the trials namespace's Jobs and their pods (a deleted Trial's) and its NetworkPolicies (the
+    # enforcement preflight's own probe policy), nothing else anywhere
     deletes = {(g, r, role["kind"], role["metadata"].get("namespace"))
                for role in rendered.of_kind("Role") + rendered.of_kind("ClusterRole")
                for rule in role["rules"] if "delete" in rule["verbs"] for g in rule["apiGroups"] for r in rule["resources"]}
-    assert deletes == {("batch", "jobs", "Role", "anchorage-trials"), ("", "pods", "Role", "anchorage-trials")}
+    assert deletes == {("batch", "jobs", "Role", "anchorage-trials"), ("", "pods", "Role", "anchorage-trials"),
+                       ("networking.k8s.io", "networkpolicies", "Role", "anchorage-trials")}
     cluster = rendered_rules(rendered, ("-operator-framework-anchorage", "-operator-unserved-anchorage"), ("ClusterRole",))
     assert {v for _, r, v in cluster if r != "events"} <= {"list", "watch"} | ({"patch"} if "clusterWide" in
                                                                             values["operator"] else set())
@@ -324,7 +326,8 @@ def test_a_cluster_wide_operator_is_bound_cluster_wide_and_watches_every_namespa
     params = cli_params("operator", container(rendered, "anchorage-operator")["args"][1:])
     assert params["all_namespaces"] is True
     roles = {(r["metadata"].get("namespace"), r["metadata"]["name"]) for r in rendered.of_kind("Role")}
-    assert roles == {("anchorage-trials", "anchorage-operator-trials")}, "no Role per namespace: it serves them all"
+    # no Role per served namespace (it serves them all): the trials namespace's, and the gateway lookup in its own
+    assert roles == {("anchorage-trials", "anchorage-operator-trials"), (NAMESPACE, "anchorage-operator-gateway")}
     bound = {b["roleRef"]["name"] for b in rendered.of_kind("ClusterRoleBinding")}
     assert bound == {f"anchorage-operator-framework-{NAMESPACE}", f"anchorage-operator-application-{NAMESPACE}"}
 
