@@ -112,3 +112,12 @@ def test_positions_come_from_the_visibility_apis_pending_list() -> None:
 
     pending = [item("t1-a0", "trials", 0), item("t2-a1", "trials", 1), item("t3-a0", "elsewhere", 2)]
     assert positions("trials", "q", pending) == {"t1-a0": 0, "t2-a1": 1}
+
+
+def test_every_trial_phase_queued_included_has_its_lifecycle_state() -> None:
+    """Queued is at work (Reconciling, neither Complete nor Failed) by its own entry, not by a default."""
+    from anchorage.runtime.kubeconditions import _TRIAL_STATES, lifecycle, state_of
+
+    assert set(_TRIAL_STATES) == {str(p) for p in Phase}
+    flags = {c["type"]: c["status"] for c in lifecycle(state_of("Queued", trial=True), "Queued")}
+    assert flags == {"Complete": "False", "Failed": "False", "Reconciling": "True", "Stalled": "False"}
