@@ -307,7 +307,9 @@ def test_a_trial_waiting_in_the_queue_does_not_spend_its_agent_time(kueue_cluste
     waited = _seconds(status["startTime"]) - _seconds(status["queuedTime"])
     assert waited >= 60, f"the trial waited {waited:.0f} s in the queue, less than the test means to show"
     record = json.loads((real.store / "_trials" / ns / "patient" / "trial.json").read_text())
-    assert 10 <= record["durations"]["agent_sec"] < 30, record["durations"]  # its time: from admission on
+    # its time runs from admission on: the agent's 10 s plus its pod's start (image pulls on a loaded machine: 42 s
+    # once), never the queue's wait (≥ 60 s)
+    assert 10 <= record["durations"]["agent_sec"] < waited, (record["durations"], waited)
     real.kubectl("delete", "trial", "patient", "-n", ns, "--wait=false", check=False)
 
 
