@@ -223,7 +223,8 @@ def bring_up(root: Path, binaries: Binaries, *, images: dict[str, str], nodes: t
         pushed = {name: local.registry.push(tag, f"anchorage/{name}", tag.rpartition(":")[2])
                   for name, tag in images.items()}
         for name in nodes:
-            local.add_real_node(name, labels=labels)
+            node = local.add_real_node(name, labels=labels)
+            node.prune_images(f"{local.registry.address}/anchorage/", set(pushed.values()))
         store = local.start_store(s3_binary)
     except BaseException:
         local.stop()

@@ -304,6 +304,21 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             time.sleep(0.5)
         raise RuntimeError(f"node {self.name} did not become Ready within {timeout:.0f} s:\n{self.log_tails()}")
 
+    def prune_images(self, repository_prefix: str, keep: set[str]) -> list[str]:
+        """Remove from the node's runtime the images under ``repository_prefix`` (e.g. the cluster registry's
+        ``anchorage/``) that are not in ``keep``: the node's image store lives in the cache across clusters
+        (:attr:`images`) and its kubelet never collects images, so earlier builds would pile up. The removed ones."""
+        def ctr(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(["ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", *args],
+                                  capture_output=True, text=True, check=False)
+
+        listed = ctr("images", "ls", "-q")
+        stale = [ref for ref in listed.stdout.split() if ref.startswith(repository_prefix) and ref not in keep
+                 and ref.split("@", 1)[0] not in keep]
+        if stale:
+            ctr("images", "rm", *stale)  # containerd's garbage collector then drops their unshared content
+        return stale
+
     def log_tails(self, size: int = 1500) -> str:
         parts = []
         for program in ("supervisor", "containerd", "kubelet", "kube-proxy", "kube-router"):
