@@ -195,7 +195,9 @@ def set_trial_counts(campaign: str, counts: dict[tuple[str, str], int]) -> None:
 
 def profile_label(profile: str | None) -> str:
     """The scoring profile's name as a label (``paper@1`` → ``paper``; the default profile when unnamed)."""
-    return (profile or "paper").split("@", 1)[0]
+    from anchorage.scoring.profiles import DEFAULT_PROFILE  # lazily: the gateway never labels a profile
+
+    return (profile or DEFAULT_PROFILE).split("@", 1)[0]
 
 
 class SeedMeans:

@@ -461,14 +461,21 @@ def strip_labels(policy: dict[str, Any]) -> dict[str, Any]:
     return {**policy, "metadata": meta}
 
 
-def test_trial_network_policies_are_the_operators_own(render: Render) -> None:
-    rendered = render({})
+def _same_policies(rendered: Rendered) -> set[str]:
+    """The names of the operator's trial NetworkPolicies for ``rendered``'s values, asserting the chart renders
+    exactly those."""
     operator = sorted((strip_labels(p) for p in network_policies("anchorage-trials", operator_config(rendered))),
                       key=lambda p: p["metadata"]["name"])
     names = {p["metadata"]["name"] for p in operator}
     chart = sorted((strip_labels(p) for p in rendered.of_kind("NetworkPolicy") if p["metadata"]["name"] in names),
                    key=lambda p: p["metadata"]["name"])
     assert chart == operator
+    return names
+
+
+def test_trial_network_policies_are_the_operators_own(render: Render) -> None:
+    rendered = render({})
+    names = _same_policies(rendered)
     # the store's egress (P3) is the operator's too, so its fallback policies let uploads through without the chart
     assert names == {"anchorage-default-deny", "anchorage-gateway-egress", "anchorage-store-egress"}
     assert {p["metadata"]["name"] for p in rendered.of_kind("NetworkPolicy")} == names
@@ -484,12 +491,7 @@ def test_trial_network_policies_are_the_operators_own(render: Render) -> None:
 def test_the_operators_policies_follow_the_values_as_the_charts_do(render: Render, values: dict[str, Any]) -> None:
     """Whatever the values, the operator (which restores a changed policy) builds exactly what the chart renders."""
     rendered = render(values)
-    operator = sorted((strip_labels(p) for p in network_policies("anchorage-trials", operator_config(rendered))),
-                      key=lambda p: p["metadata"]["name"])
-    names = {p["metadata"]["name"] for p in operator}
-    chart = sorted((strip_labels(p) for p in rendered.of_kind("NetworkPolicy") if p["metadata"]["name"] in names),
-                   key=lambda p: p["metadata"]["name"])
-    assert chart == operator
+    names = _same_policies(rendered)
     store_egress = values["trials"]["networkPolicies"].get("storeEgress")
     assert ("anchorage-store-egress" in names) == (store_egress != [])
 

@@ -51,7 +51,10 @@ def test_campaign_completes_and_matches_the_local_engine(kube_env: Env, tmp_path
     kube_env.wait_for(lambda: _max_active(kube_env, active) or _status(kube_env, "mini").get("phase") == "Succeeded",
                       240, "the campaign to finish")
     status = _status(kube_env, "mini")
-    assert status["progress"] == "18/18" and status["infrastructureFailed"] == 0
+    failed = [(t["metadata"]["name"], t["status"].get("reason"), t["status"].get("message"))
+              for t in kube_env.objects("anchorage.dev", "trials")
+              if (t.get("status") or {}).get("phase") == "InfrastructureFailed"]
+    assert status["progress"] == "18/18" and status["infrastructureFailed"] == 0, failed
     assert max(active) <= 4, f"more than parallelism trials were active: {max(active)}"
     assert len(kube_env.objects("anchorage.dev", "trials")) == 18
     # The local engine, pointed at the same run folders, reuses every record and aggregates them.

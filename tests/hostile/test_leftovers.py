@@ -37,11 +37,19 @@ spec:
 """
 
 
+def _cgroups_named(prefix: str) -> list[str]:
+    """The cgroup folders whose name starts with ``prefix``, under every hierarchy (``os.walk`` passes over folders
+    that vanish while it walks: other tests' trials end meanwhile, a glob would raise)."""
+    found: list[str] = []
+    for folder, children, _ in os.walk(cgroups.ROOT):
+        found += [os.path.join(folder, child) for child in children if child.startswith(prefix)]
+    return found
+
+
 def _owned_by(pid: int) -> dict[str, list[str]]:
     """The cgroups, quota mounts, views and gateway folders tagged with the process ``pid``."""
     prefix = f"{pid}."
-    groups = [str(d) for d in Path(cgroups.ROOT).glob("*/**/anchorage-*") if d.name.removeprefix("anchorage-")
-              .startswith(prefix)] if os.geteuid() == 0 else []
+    groups = _cgroups_named(f"anchorage-{prefix}") if os.geteuid() == 0 else []
     quota_mounts = [target for source, target in quotas._mounts()
                     if source.startswith(quotas.SOURCE_PREFIX + prefix)]
     folders = [str(f) for f in Path(tempfile.gettempdir()).glob(f"{leftovers.GATEWAY_PREFIX}{prefix}*")]

@@ -304,6 +304,7 @@ def _all_pods(config: OperatorConfig) -> dict[str, dict[str, Any]]:
     run = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "ScoringRun",
            "metadata": {"name": "t1-score", "namespace": "evals", "uid": "u2"}}
     jobs = {f"trial-{a['kind']}": _job(a, config) for a in AGENTS}
+    jobs["trial-replay-key"] = _job({"kind": "replay", "artifact": "replayed/smoke-inventory_result.json"}, config)
     jobs["verifier"] = kubejobs.verifier_job(run, task="smoke-inventory", out="c1/t1", config=config, baseline=None,
                                              gates=True, artifacts=[{"uri": "c1/t1/artifacts", "entry": "e", "seed": 0,
                                                                      "out": ""}])
@@ -328,18 +329,20 @@ def test_only_the_store_containers_get_the_accounts_projected_token_and_the_agen
         assert volume["projected"]["sources"] == [{"serviceAccountToken": {
             "audience": "sts.amazonaws.com", "expirationSeconds": 3600, "path": "token"}}]
         containers = [*pod["initContainers"], *pod["containers"]]
+        # a replay of a store key: the platform's fetch-task reads the store (no agent code runs in that pod)
+        store = STORE_CONTAINERS | ({"fetch-task"} if name == "trial-replay-key" else set())
         for c in containers:
             mounted = any(m["name"] == kubejobs.STORE_TOKEN_VOLUME for m in c.get("volumeMounts", []))
             env = {e["name"]: e.get("value") for e in c.get("env", [])}
             aws = {k for k in env if k.startswith("AWS_")}
-            if c["name"] in STORE_CONTAINERS:
+            if c["name"] in store:
                 assert mounted and env["AWS_WEB_IDENTITY_TOKEN_FILE"] == f"{kubejobs.STORE_TOKEN_DIR}/token", (name, c)
                 assert env["AWS_ROLE_ARN"] == "arn:aws:iam::1:role/store"
                 assert env["AWS_ENDPOINT_URL_S3"] == "http://s3.store.svc:7070" and "AWS_ENDPOINT_URL" not in env
             else:  # the agent, the scorer, the protocol step, fetch-task, check-agent: no token, no key, no secret
                 assert not mounted and not aws and "envFrom" not in c, (name, c["name"])
         skipped = set(template["metadata"]["annotations"]["eks.amazonaws.com/skip-containers"].split(","))
-        assert skipped == {c["name"] for c in containers} - STORE_CONTAINERS, name
+        assert skipped == {c["name"] for c in containers} - store, name
         assert "agent" in skipped or not name.startswith("trial")
         azure = set(template["metadata"]["annotations"]["azure.workload.identity/skip-containers"].split(";"))
         assert azure == skipped
@@ -352,3 +355,23 @@ def test_without_an_account_no_pod_names_one_nor_holds_a_token() -> None:
         skipped = {"eks.amazonaws.com/skip-containers", "azure.workload.identity/skip-containers"}
         assert not [v for v in pod["volumes"] if "projected" in v]
         assert not skipped & set(template["metadata"].get("annotations") or {}), name
+
+
+def test_a_replay_of_a_store_key_is_fetched_by_the_platform_with_the_stores_credentials() -> None:
+    """The agent names a store key (the operator has no file of it): the fetch-task init container, platform code,
+    reads it from the store; no other trial's fetch-task holds the store's credentials, and the agent never does."""
+    config = OperatorConfig(store_uri="s3://runs", storage_secret="store-creds")
+
+    def containers(agent: dict[str, Any]) -> dict[str, Any]:
+        pod = _job(agent, config)["spec"]["template"]["spec"]
+        return {c["name"]: c for c in pod["initContainers"] + pod["containers"]}
+
+    replay = containers({"kind": "replay", "artifact": "replayed/smoke-inventory_result.json"})
+    fetch = replay["fetch-task"]
+    assert {e["name"]: e.get("value") for e in fetch["env"]}["ANCHORAGE_STORE"] == "s3://runs"
+    assert fetch["envFrom"] == [{"secretRef": {"name": "store-creds"}}]
+    assert "envFrom" not in replay["agent"]
+    for other in ({"kind": "oracle"}, {"kind": "command", "command": ["agent"]},
+                  {"kind": "replay", "artifact": "file:///a.json"}):  # a file of the image: no store needed
+        fetched = containers(other)["fetch-task"]
+        assert "envFrom" not in fetched and "ANCHORAGE_STORE" not in {e["name"] for e in fetched["env"]}

@@ -122,9 +122,11 @@ def test_every_agent_kind_of_the_examples_ranks_as_on_the_local_engine(
         local_gateway.stop()
     mine = {row["entry"]: row for row in status["leaderboard"]}
     assert [r["entry"] for r in status["leaderboard"]] == [r.entry for r in local.board.rows]
+    why = {t["spec"]["entry"]: {k: t["status"].get(k) for k in ("phase", "reason", "message", "oEval", "boEval")}
+           for t in trials}  # what each trial ended as on the cluster, for a disagreement's message
     for row in local.board.rows:
-        assert math.isclose(mine[row.entry].get("oEval", math.nan), row.o_eval_mean, abs_tol=1e-9), (row, mine)
-        assert math.isclose(mine[row.entry].get("boEval", math.nan), row.bo_eval_mean, abs_tol=1e-9), (row, mine)
+        assert math.isclose(mine[row.entry].get("oEval", math.nan), row.o_eval_mean, abs_tol=1e-9), (row, mine, why)
+        assert math.isclose(mine[row.entry].get("boEval", math.nan), row.bo_eval_mean, abs_tol=1e-9), (row, mine, why)
     assert "use kind 'command'" in refused["message"] and refused["conditions"][0]["reason"] == "InvalidSpec"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,12 @@ def test_tasks_readme_states_each_anchor_per_profile() -> None:
     smoke = next(line for line in table.splitlines() if line.startswith(f"| `{SMOKE}` |"))
     assert "the anchor fails `smoke_q5_one_heading`" in smoke
     assert "mean O-Eval: published 58.44 %; `paper` " in table      # the published answers under each profile
+
+
+def test_the_default_profiles_name_is_written_once_in_the_registry() -> None:
+    """``"paper"`` is spelled only where the registry defines the profiles; every other module names
+    ``PAPER`` / ``DEFAULT_PROFILE`` (a renamed or re-defaulted profile then changes in one place)."""
+    package = Path(__file__).resolve().parents[2] / "operator" / "anchorage"
+    spelled = sorted(str(path.relative_to(package)) for path in package.rglob("*.py")
+                     if re.search(r"""["']paper["']""", path.read_text(encoding="utf-8")))
+    assert spelled == ["scoring/profiles.py"], spelled

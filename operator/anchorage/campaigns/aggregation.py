@@ -58,7 +58,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from anchorage.scoring.profiles import get_profile
+from anchorage.scoring.profiles import PAPER, get_profile
 from anchorage.scoring.rewards import bo_eval
 from anchorage.trials.phases import UNSCORED, Phase
 
@@ -122,7 +122,7 @@ def _profile_ref(record: dict[str, Any]) -> str:
     ref = score.get("profile_ref")
     if isinstance(ref, str) and ref:
         return ref
-    name = record.get("scoring_profile") or score.get("profile") or "paper"
+    name = record.get("scoring_profile") or score.get("profile") or PAPER.name
     return _ref(str(name))
 
 

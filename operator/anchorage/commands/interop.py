@@ -73,7 +73,7 @@ def import_harbor(
     job: Path = typer.Argument(..., help="A Harbor job folder (jobs/<job name>: one <trial>/result.json each)."),
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="Where the run folder is written."),
     name: str | None = typer.Option(None, "--name", help="The campaign's name (default: the job folder's)."),
-    profile: str = typer.Option("paper", "--profile", help=PROFILE_HELP),
+    profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
     baseline: str | None = typer.Option(None, "--baseline", help="The entry whose scores are Robust BO-Eval's F."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Also draw the plots."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),

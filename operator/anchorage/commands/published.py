@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
 def rescore_published(
     answers: Path = typer.Argument(..., help="A published answers file: {ENTRY: {TASK: {METRIC_PATH: value}}} "
                                              "(e.g. tests/scoring/published/v4-pro-answers.json)."),
-    profile: str = typer.Option("paper", "--profile", help=PROFILE_HELP),
+    profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
     entry: list[str] = typer.Option([], "--entry", help="Only this entry of the file (repeatable; default: all)."),
     scores: Path | None = typer.Option(None, "--scores", help="The entries' published scores file, to show the "
                                                               "published cells beside (e.g. v4-pro-scores.json)."),

@@ -38,7 +38,7 @@ def score(
     no_gates: bool = typer.Option(False, "--no-gates", help="Skip the programmatic gates (no hard-gate penalty)."),
     lean: bool = typer.Option(False, "--lean", help="Also check the Lean obligation layer (verification.lean): "
                               "counts in the record's obligations{}; lake build only where lake is on PATH."),
-    profile: str = typer.Option("paper", "--profile", help=PROFILE_HELP),
+    profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
 ) -> None:
     """Score an artifact: raw panel R, O-Eval, Robust BO-Eval, per-metric rewards and gates.
 

@@ -107,6 +107,7 @@ def list_cmd(
 
 def _print_tally(found: list[Path], as_json: bool) -> None:
     from anchorage.scoring.describe import SEED_TALLY, tally
+    from anchorage.scoring.profiles import PAPER
 
     tallies = [tally(root) for root in found]
     benchmark = [t for t in tallies if t.task != "smoke-inventory"]
@@ -115,7 +116,7 @@ def _print_tally(found: list[Path], as_json: bool) -> None:
     seed_declared = SEED_TALLY["scored"] + SEED_TALLY["weight0_declared"]
     seed_panel = SEED_TALLY["scored"] - SEED_TALLY["panel_exclusions"]
     if as_json:
-        typer.echo(json.dumps({"profile": "paper", "tasks": [
+        typer.echo(json.dumps({"profile": PAPER.name, "tasks": [
             {"task": t.task, "declared": t.declared, "scored": t.scored,
              "excluded": [{"path": p, "reason": r} for p, r in t.excluded]} for t in tallies],
             "benchmark_total": {"declared": declared, "scored": scored, "excluded": len(excluded)},
@@ -140,12 +141,12 @@ def _print_tally(found: list[Path], as_json: bool) -> None:
 def show(
     task_name: str | None = task_option(required=False),
     task: str | None = legacy_task_argument(),
-    profile: str = typer.Option("paper", "--profile", help=PROFILE_HELP),
+    profile: str | None = typer.Option(None, "--profile", help=PROFILE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the differences from paper as JSON."),
 ) -> None:
     """A task's anchor and hard gates under a scoring profile, and every difference from paper."""
     from anchorage.scoring.describe import differences, tally, to_json
-    from anchorage.scoring.profiles import get_profile
+    from anchorage.scoring.profiles import PAPER, get_profile
     from anchorage.tasks import resolve_task
     from anchorage.tasks.profiles import load_profiles
 
@@ -162,7 +163,7 @@ def show(
     typer.echo(f"  metrics: {counts.declared} declared, {counts.scored} scored, {len(counts.excluded)} excluded")
     seed_gates = ", ".join(f"{g.gate} ({g.seed_class})" for g in declared.gates.paper) or "none"
     typer.echo(f"  seed-class gates (hard under every profile but compat overrides): {seed_gates}")
-    if chosen.name == "paper":
+    if chosen is PAPER:
         typer.echo("  differences from paper: none (this is paper)")
         return
     if diff.empty:
@@ -171,12 +172,12 @@ def show(
     typer.echo("  differences from paper:")
     for entry in diff.anchors:
         where = entry.get("erratum") and f"erratum {entry['erratum']} ({entry['script']} -> {entry['result']})"
-        typer.echo(f"    anchor {entry['path']}: {entry['paper']:.10g} -> {entry['profile']:.10g}  [{where or 'compat'}]")
+        typer.echo(f"    anchor {entry['path']}: {entry[PAPER.name]:.10g} -> {entry['profile']:.10g}  [{where or 'compat'}]")
         for key in ("reason", "check", "evidence"):
             if entry.get(key):
                 typer.echo(f"      {key}: {entry[key]}")
     for entry in diff.metrics:
-        changes = ", ".join(f"{k} {v['paper']} -> {v['profile']}" for k, v in entry.items()
+        changes = ", ".join(f"{k} {v[PAPER.name]} -> {v['profile']}" for k, v in entry.items()
                             if isinstance(v, dict))
         typer.echo(f"    metric {entry['path']}: {changes}")
     if diff.baseline:

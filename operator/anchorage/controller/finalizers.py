@@ -62,26 +62,25 @@ def _with_finalizer(body: Mapping[str, Any]) -> Obj:
                          "resourceVersion": meta.get("resourceVersion")}}
 
 
-def hold_trial(trial: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The Trial with :data:`FINALIZER` (added by a patch conditional on the version read when it lacks it)."""
-    if FINALIZER in (trial["metadata"].get("finalizers") or ()):
-        return trial
-    meta = trial["metadata"]
-    patched = kube.patch_custom("trials", meta["namespace"], meta["name"], _with_finalizer(trial))
+def _hold(plural: str, what: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``body`` with :data:`FINALIZER` (added by a patch conditional on the version read when it lacks it)."""
+    if FINALIZER in (body["metadata"].get("finalizers") or ()):
+        return body
+    meta = body["metadata"]
+    patched = kube.patch_custom(plural, meta["namespace"], meta["name"], _with_finalizer(body))
     if patched is None:
-        raise kopf.TemporaryError(f"trial {meta['name']} changed (or is gone) since it was read; not launched", delay=1)
+        raise kopf.TemporaryError(f"{what} {meta['name']} changed (or is gone) since it was read", delay=1)
     return patched
+
+
+def hold_trial(trial: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The Trial with :data:`FINALIZER` (before its first Job: not launched while that cannot be written)."""
+    return _hold("trials", "trial", trial)
 
 
 def hold_run(run: Mapping[str, Any]) -> Mapping[str, Any]:
     """The ScoringRun with :data:`FINALIZER` (as :func:`hold_trial`)."""
-    if FINALIZER in (run["metadata"].get("finalizers") or ()):
-        return run
-    meta = run["metadata"]
-    patched = kube.patch_custom("scoringruns", meta["namespace"], meta["name"], _with_finalizer(run))
-    if patched is None:
-        raise kopf.TemporaryError(f"scoring run {meta['name']} changed (or is gone) since it was read", delay=1)
-    return patched
+    return _hold("scoringruns", "scoring run", run)
 
 
 def _unhooked(body: Mapping[str, Any]) -> list[Obj] | None:

@@ -192,7 +192,9 @@ def build_trust() -> Iterator[list[str]]:
         return
     with tempfile.TemporaryDirectory(prefix="anchorage-build-") as folder:
         pip_conf = Path(folder) / "pip.conf"
-        pip_conf.write_text("[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n", encoding="utf-8")
+        # a slow or dropped download is retried (pip: 5 retries of 15 s by default; a read timeout cost a CI run)
+        pip_conf.write_text("[global]\ncert = /etc/ssl/certs/ca-certificates.crt\ntimeout = 60\nretries = 10\n",
+                            encoding="utf-8")
         yield ["-v", f"{bundle}:/etc/ssl/certs/ca-certificates.crt:ro", "-v", f"{pip_conf}:/etc/pip.conf:ro"]
 
 

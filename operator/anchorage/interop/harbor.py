@@ -240,7 +240,7 @@ def _write(path: Path, value: Any) -> None:
 # ---------------------------------------------------------------------------------------------- import
 
 
-def import_harbor(job_dir: Path, runs_dir: Path, *, name: str | None = None, profile: str = "paper",
+def import_harbor(job_dir: Path, runs_dir: Path, *, name: str | None = None, profile: str | None = None,
                   baseline: str | None = None, with_plots: bool = True) -> tuple[Path, Leaderboard, dict[str, Path]]:
     """Score a Harbor job's trials here; returns the run folder written, its board and the files written."""
     from anchorage.report.writing import write_outputs

@@ -591,6 +591,12 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
                        "--results", HELPER_RESULTS]
     task_env = [{"name": "ANCHORAGE_TASKS", "value": config.task_source}] if config.task_source and \
         config.task_image is None else []
+    fetch_env_from: list[Manifest] = []
+    fetch_mounts: list[Manifest] = []
+    if plan.replay is not None and not plan.replay.in_task and not plan.replay.source.startswith(("file://", "/")):
+        # a store key (no file of the image): the platform's fetch-task reads it with the store's credentials
+        store_env, fetch_env_from = _storage_env(config, dest)
+        task_env, fetch_mounts = [*task_env, *store_env], store_identity(config)[1]
     agent_mounts = [{"name": "home", "mountPath": AGENT_HOME},
                     {"name": "task", "mountPath": "/root/data", "subPath": "data", "readOnly": True},
                     {"name": "results", "mountPath": "/root/results"}, {"name": "logs", "mountPath": "/logs/agent"},
@@ -622,10 +628,10 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
         "initContainers": [
             {"name": "fetch-task", "image": config.task_image or config.operator_image,
              "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": fetch_args, "env": task_env,
-             "securityContext": _restricted(),
+             **({"envFrom": fetch_env_from} if fetch_env_from else {}), "securityContext": _restricted(),
              "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "100m", "memory": "256Mi"}},
              "volumeMounts": [{"name": "task", "mountPath": "/task"}, {"name": "results", "mountPath": HELPER_RESULTS},
-                              {"name": "tmp", "mountPath": "/tmp"}]},
+                              {"name": "tmp", "mountPath": "/tmp"}, *fetch_mounts]},
             *_cli_check(plan, spec.agent.image or config.agent_image),
             # the sidecar holds the store's credentials: it shares nothing writable with the agent but what it uploads
             sidecar,
@@ -671,7 +677,7 @@ def _template_metadata(labels: dict[str, str], pod_spec: Manifest) -> Manifest:
 
 def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], out: str,
                  config: OperatorConfig, baseline: str | None, gates: bool, lean: bool = False,
-                 profile: str = "paper") -> Manifest:
+                 profile: str | None = None) -> Manifest:
     """The Job scoring a ScoringRun's artifacts with the Anchorage scorer: no network, 180 s deadline.
 
     ``artifacts`` are ``{"uri", "entry", "seed", "out"}``: read from the store by an init container,
@@ -690,7 +696,7 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
         score.append("--no-gates")
     if lean:
         score.append("--lean")
-    score += ["--profile", profile]
+    score += ["--profile", profile] if profile else []  # none: the default profile
     env, env_from = _storage_env(config, out)
     copy_task, task_env = _task_source(config, task)
     mounts = [{"name": "work", "mountPath": "/scratch"}, {"name": "tmp", "mountPath": "/tmp"}]

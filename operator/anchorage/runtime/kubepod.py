@@ -369,7 +369,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline")
     p.add_argument("--no-gates", dest="gates", action="store_false")
     p.add_argument("--lean", action="store_true", help="fill obligations{} with the Lean layer (verification.lean)")
-    p.add_argument("--profile", default="paper", help="the scoring profile (spec.scoring.profile)")
+    p.add_argument("--profile", help="the scoring profile (spec.scoring.profile; default: the default profile)")
     p.set_defaults(fn=score)
     p = sub.add_parser("protocol", help="a trial's verification panel or consequence-based utility")
     p.add_argument("--step", required=True, choices=["panel", "cbu"])

@@ -98,7 +98,7 @@ def _anchor_differences(root: Path, profile: Profile, declared: TaskProfiles, ou
         before = paper[path]
         if metric.anchor != before.anchor:
             erratum = declared.erratum_of(path) if profile.anchors == "errata" else None
-            entry: dict[str, Any] = {"path": path, "paper": before.anchor, "profile": metric.anchor}
+            entry: dict[str, Any] = {"path": path, PAPER.name: before.anchor, "profile": metric.anchor}
             if erratum is not None:
                 entry.update(erratum=erratum.id, script=erratum.script, result=erratum.result,
                              reason=" ".join(erratum.reason.split()), check=" ".join(erratum.check.split()))
@@ -109,7 +109,7 @@ def _anchor_differences(root: Path, profile: Profile, declared: TaskProfiles, ou
         changes = {key: (getattr(before, key), getattr(metric, key))
                    for key in ("direction", "weight") if getattr(before, key) != getattr(metric, key)}
         if changes:
-            out.metrics.append({"path": path, **{k: {"paper": a, "profile": b} for k, (a, b) in changes.items()},
+            out.metrics.append({"path": path, **{k: {PAPER.name: a, "profile": b} for k, (a, b) in changes.items()},
                                 "excluded_reason": metric.excluded_reason})
     compat = declared.anchors.compat.get(profile.name) if profile.anchors == "compat" else None
     if compat is not None and compat.baseline is not None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anchorage.invariants.results import GateResult
+from anchorage.scoring.profiles import PAPER
 
 SCORER_VERSION = "anchorage-scorer/1"
 
@@ -75,8 +76,8 @@ class ScoreRecord:
     o_eval: float
     bo_eval: float
     scoring_version: str
-    profile: str = "paper"          # the scoring profile that made this record (anchorage.scoring.profiles)
-    profile_ref: str = "paper@1"    # name@version
+    profile: str = PAPER.name       # the scoring profile that made this record (records from before profiles: paper)
+    profile_ref: str = PAPER.ref    # name@version
     anchor_source: str = ""         # which anchors the profile scored against (paper / errata ids / compat)
     scorer_version: str = SCORER_VERSION
     recovered_from: str | None = None

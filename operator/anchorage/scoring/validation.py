@@ -14,7 +14,7 @@ from pathlib import Path
 
 from anchorage.errors import AnchorageError
 from anchorage.scoring.config import ScoreConfig, parse_score_config
-from anchorage.scoring.profiles import PROFILES, get_profile
+from anchorage.scoring.profiles import PAPER, PROFILES, get_profile
 from anchorage.scoring.schema import problems as schema_problems
 from anchorage.scoring.scorer import ArtifactError, read_json_file, score_artifact, score_metric
 from anchorage.tasks.loading import Task, read_task_config
@@ -146,10 +146,10 @@ def _check_profiles(root: Path, config: ScoreConfig, problems: list[Problem]) ->
         except AnchorageError as exc:
             problems.append(Problem(where, exc.message, exc.hint or "fix tests/profiles.yaml"))
             continue
-        if record.gradable and record.o_eval != 1.0 and profile.anchors == "paper" and profile.gates == "seed_classes":
+        if record.gradable and record.o_eval != 1.0 and profile.anchors == PAPER.anchors and profile.gates == PAPER.gates:
             problems.append(Problem(f"{root / 'tests' / 'expected_result.json'}", f"the anchor scores O-Eval "
                                     f"{record.o_eval:.6g} under {profile.name}", "fix the anchor or the configuration"))
-        if profile.anchors != "paper":
+        if profile.anchors != PAPER.anchors:
             continue
         declared_checks = " ".join(e.check for e in declared.anchors.errata)
         for gate in record.gates:

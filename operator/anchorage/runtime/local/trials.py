@@ -71,10 +71,11 @@ class GatewayLike(Protocol):
     def transcript(self, trial_id: str) -> list[dict[str, Any]]: ...
 
 
-Scorer = Callable[[Task, Path, bool, bool, str], dict[str, Any]]  # (task, results, gates, lean, profile) -> record
+Scorer = Callable[[Task, Path, bool, bool, str | None], dict[str, Any]]  # (task, results, gates, lean, profile) -> record
 
 
-def default_scorer(task: Task, results_dir: Path, gates: bool, lean: bool = False, profile: str = "paper") -> dict[str, Any]:
+def default_scorer(task: Task, results_dir: Path, gates: bool, lean: bool = False,
+                   profile: str | None = None) -> dict[str, Any]:
     """Score the results folder in-process with the shared scorer (F from the task's configuration);
     ``gates``/``lean`` are the trial's ``verification.gates``/``verification.lean``, ``profile`` its
     ``scoring.profile``."""
