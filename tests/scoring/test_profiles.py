@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
