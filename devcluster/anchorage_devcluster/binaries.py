@@ -8,6 +8,7 @@ here must equal the ``require`` lines of ``tools/kube/*/go.mod`` (``tests/kube/t
 their build folder (:func:`source_key`, the same as build.sh's ``sources``), ``<cache>/coredns/``,
 ``<cache>/kube-router/``, ``<cache>/pause/`` and ``<cache>/kueue/`` (Kueue's manager and the manifests of its module's
 ``config/default``, rendered by ``kubectl kustomize`` at build time: :func:`kueue_paths`).
+``<cache>/kube-router/``, ``<cache>/pause/`` and the tests' ``<cache>/kstatus/`` (:func:`kstatus`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ COREDNS_VERSION = "v1.14.2"
 KUBE_ROUTER_VERSION = "v2.1.0"
 REGISTRY_VERSION = "v3.1.2"
 KUEUE_VERSION = "v0.17.0"
+KSTATUS_VERSION = "v0.37.2"  # sigs.k8s.io/cli-utils: kstatus, which the tests hold the operator's statuses to
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kube-proxy")
 GO_FALLBACK = Path("/usr/local/go/bin/go")
 TOOLS = Path(__file__).resolve().parents[1].parent / "tools" / "kube"
@@ -101,6 +103,15 @@ def find_kueue() -> dict[str, Path] | str:
         return paths
     return (f"Kueue {KUEUE_VERSION} is not built ({', '.join(missing)} missing): run `make kube` "
             "(tools/kube/build.sh builds it from its Go module, once)")
+
+
+def kstatus() -> Path | str:
+    """The tests' kstatus program (``tools/kube/kstatus``: cli-utils' status of each object of a list on stdin), or a
+    sentence saying how to build it."""
+    path = cache_root() / "kstatus" / f"{KSTATUS_VERSION}-{source_key('kstatus')}" / "kstatus"
+    if os.access(path, os.X_OK):
+        return path
+    return f"the kstatus program is not built ({path} missing): run `make kube` (tools/kube/build.sh builds it)"
 
 
 def find() -> Binaries | str:

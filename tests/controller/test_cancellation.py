@@ -78,7 +78,11 @@ def test_a_campaigns_cancelled_trials_are_never_run_again_nor_scored(kube_env: E
         env.wait_for(lambda gone=gone: gone not in _names(env, "anchorage.dev", "trials")
                      and not _names(env, "batch", "jobs", **{LABEL_TRIAL: gone}), 30, "the trial to go")
     # (the campaign notices on its next sweep; a loaded machine stretches that, the cancellation itself took < 30 s)
-    env.wait_for(lambda: (env.get("vc", "halt").get("status") or {}).get("phase") == "Succeeded", 120, "the campaign")
+    try:
+        env.wait_for(lambda: (env.get("vc", "halt").get("status") or {}).get("phase") == "Succeeded", 120,
+                     "the campaign")
+    except AssertionError as exc:  # the operator's log tail is its timers' lines: the campaign's status says more
+        raise AssertionError(f"{exc}\nthe campaign's status: {env.get('vc', 'halt').get('status')}") from None
     status = env.get("vc", "halt")["status"]
     assert (status["finished"], status["scored"], status["cancelled"], status["infrastructureFailed"]) == (2, 0, 2, 0)
     assert "2 cancelled (deleted before their end" in status["message"]

@@ -141,3 +141,51 @@ def test_the_jobs_deadline_is_a_backstop_the_model_pays_only_for_its_own_time() 
     for pods in ([pending], []):
         phase, reason, message = _outcome("DeadlineExceeded", None, pods)
         assert (phase, reason) == ("InfrastructureFailed", "sandbox_error") and "platform" in message
+
+
+def test_a_pod_whose_policies_never_took_hold_is_the_platforms_failure_and_retried() -> None:
+    """``await-policy`` exited POLICY_OPEN_EXIT: the agent never started; the platform's failure, retried."""
+    pod = {"metadata": {"creationTimestamp": "2026-12-01T10:00:00Z"}, "status": {"phase": "Failed", "initContainerStatuses": [
+        {"name": "await-policy", "state": {"terminated": {"exitCode": kubepod.POLICY_OPEN_EXIT, "reason": "Error"}}}]}}
+    outcome = classify(attempt_end("BackoffLimitExceeded", None, 60.0, pods=[pod]))
+    assert outcome.phase == Phase.INFRASTRUCTURE_FAILED and "NetworkPolicies were not enforced" in outcome.message
+    assert should_retry(outcome, 1, 3)
+
+
+def test_await_policy_waits_while_the_api_answers_and_goes_on_once_it_is_blocked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A listener on loopback stands for the Kubernetes API: while it accepts, ``await-policy`` waits and, past its
+    time, exits POLICY_OPEN_EXIT; once nothing accepts there (the policy blocks it), it exits 0."""
+    import socket
+    import threading
+    import time
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    port = listener.getsockname()[1]
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(port))
+    args = ["await-policy", "--seconds", "0.5", "--interval", "0.05", "--probe-timeout", "0.5"]
+    accepting = threading.Event()
+    accepting.set()
+
+    def serve() -> None:
+        while accepting.is_set():
+            listener.settimeout(0.1)
+            try:
+                listener.accept()[0].close()
+            except OSError:
+                continue
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    started = time.monotonic()
+    assert kubepod.main(args) == kubepod.POLICY_OPEN_EXIT
+    assert time.monotonic() - started >= 0.5
+    accepting.clear()
+    server.join()
+    listener.close()  # the port now refuses, as a policy's REJECT does
+    assert kubepod.main(args) == 0
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    assert kubepod.main(args) == kubepod.POLICY_OPEN_EXIT  # nothing to check against: the agent does not start

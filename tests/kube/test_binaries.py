@@ -23,6 +23,7 @@ def test_the_versions_are_the_ones_the_build_modules_pin() -> None:
     assert _required("kubernetes", "k8s.io/kubernetes") == binaries.KUBE_VERSION
     assert _required("etcd", "go.etcd.io/etcd/server/v3") == binaries.ETCD_VERSION
     assert _required("kueue", "sigs.k8s.io/kueue") == binaries.KUEUE_VERSION
+    assert _required("kstatus", "sigs.k8s.io/cli-utils") == binaries.KSTATUS_VERSION
     staging = re.findall(r"^\s*(k8s\.io/\S+) => \1 (v\S+)$", (TOOLS / "kubernetes" / "go.mod").read_text(), re.M)
     assert staging and {v for _, v in staging} == {"v0." + binaries.KUBE_VERSION.removeprefix("v1.")}
 

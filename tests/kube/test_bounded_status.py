@@ -67,3 +67,34 @@ def test_lifecycle_conditions_by_state_and_their_transition_times() -> None:
     after = {c["type"]: c["lastTransitionTime"] for c in carry(before, lifecycle("succeeded", "Succeeded"))}
     assert after["Failed"] == after["Stalled"] == "2026-01-01T00:00:00Z"  # unchanged: False before and after
     assert after["Complete"] != "2026-01-01T00:00:00Z" and after["Reconciling"] != "2026-01-01T00:00:00Z"
+
+
+def test_kstatus_the_library_reads_every_phase_as_the_docstring_says() -> None:
+    """cli-utils' kstatus itself (``tools/kube/kstatus``) over a Trial in each phase and a campaign in each of its
+    own: at work is InProgress, ended well or cancelled or suspended is Current, ended badly is Failed, and a status
+    written for an older generation is InProgress whatever it says."""
+    import subprocess
+
+    import pytest
+
+    from anchorage_devcluster import binaries
+
+    program = binaries.kstatus()
+    if isinstance(program, str):
+        pytest.skip(program)
+    cases = {("Trial", p): s for p, s in [("Pending", "InProgress"), ("Running", "InProgress"), ("Succeeded", "Current"),
+                                          ("Failed", "Failed"), ("InfrastructureFailed", "Failed"),
+                                          ("Cancelled", "Current")]}
+    cases |= {("VerificationCampaign", p): s for p, s in [("Running", "InProgress"), ("Succeeded", "Current"),
+                                                          ("Failed", "Failed"), ("Suspended", "Current")]}
+    items = [{"apiVersion": "anchorage.dev/v1alpha1", "kind": kind, "metadata": {"name": f"{kind}-{phase}".lower(),
+                                                                                 "generation": 2},
+              "status": {"phase": phase, "observedGeneration": 2,
+                         "conditions": lifecycle(state_of(phase, trial=kind == "Trial"), phase, "", 2)}}
+             for kind, phase in cases]
+    stale = {**items[2], "metadata": {"name": "stale", "generation": 3}}  # Succeeded, but for generation 2
+    listed = {"apiVersion": "v1", "kind": "List", "items": [*items, stale]}
+    out = subprocess.run([str(program)], input=json.dumps(listed), capture_output=True, text=True, check=True,
+                         timeout=60)
+    read = {v["name"]: v["status"] for v in map(json.loads, out.stdout.splitlines())}
+    assert read == {**{f"{k}-{p}".lower(): s for (k, p), s in cases.items()}, "stale": "InProgress"}

@@ -375,3 +375,19 @@ def test_a_replay_of_a_store_key_is_fetched_by_the_platform_with_the_stores_cred
                   {"kind": "replay", "artifact": "file:///a.json"}):  # a file of the image: no store needed
         fetched = containers(other)["fetch-task"]
         assert "envFrom" not in fetched and "ANCHORAGE_STORE" not in {e["name"] for e in fetched["env"]}
+
+
+def test_an_agent_starts_only_after_its_pods_policies_block_its_egress() -> None:
+    """With ``require_enforcement`` the last init container (after the upload sidecar, before the agent) is
+    ``await-policy`` in the operator's image; a replay (no agent code) and an operator that does not require
+    enforcement have none."""
+    for agent in AGENTS[:3]:
+        pod = _job(agent)["spec"]["template"]["spec"]
+        last = pod["initContainers"][-1]
+        assert last["name"] == kubejobs.POLICY_CONTAINER and last["args"][0] == "await-policy", agent
+        assert last["image"] == OperatorConfig().operator_image and "env" not in last and "envFrom" not in last
+        assert [c["name"] for c in pod["initContainers"]].index("upload") < len(pod["initContainers"]) - 1
+    names = [c["name"] for c in _job(AGENTS[3])["spec"]["template"]["spec"]["initContainers"]]
+    assert kubejobs.POLICY_CONTAINER not in names  # a replay
+    unrequired = _job(AGENTS[0], OperatorConfig(require_enforcement=False))["spec"]["template"]["spec"]
+    assert kubejobs.POLICY_CONTAINER not in [c["name"] for c in unrequired["initContainers"]]

@@ -146,12 +146,18 @@ def _wait_pod(real: RealCluster, namespace: str, name: str, phases: tuple[str, .
 
 
 def _probe_pod(real: RealCluster, namespace: str, name: str, targets: list[dict[str, Any]],
-               labels: dict[str, str], **spec: Any) -> None:
+               labels: dict[str, str], *, policed: bool = True, **spec: Any) -> None:
+    """A bare pod running the probe. ``policed``: first the operator's ``await-policy`` init container, as a trial's
+    agent waits for it (the policy engine applies a new pod's policies about a second after its start; a bare pod
+    probing at once would race it — the trial's own probe shows the operator's pods do not)."""
     restricted = {"runAsNonRoot": True, "runAsUser": 65532, "allowPrivilegeEscalation": False,
                   "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+    wait = [{"name": "await-policy", "image": real.images["operator"], "securityContext": restricted,
+             "command": ["python", "-m", "anchorage.runtime.kubepod", "await-policy", "--seconds", "60"],
+             "resources": {"limits": {"cpu": "100m", "memory": "96Mi"}}}] if policed else []
     _apply(real, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace,
                                                                   "labels": labels},
-                  "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False,
+                  "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False, "initContainers": wait,
                            "containers": [{"name": "probe", "image": real.images["agent-base"],
                                            "command": ["python3", "-c", PROBE, json.dumps(targets)],
                                            "securityContext": restricted,
@@ -238,7 +244,7 @@ def test_an_agent_reaches_the_gateways_model_port_and_nothing_else(real_cluster:
                limits={"agentTimeoutSec": 120, "cpus": 0.5, "memoryMB": 512})
         # the same probe without the policies; as a verifier; under the chart's default policies
         open_ns = _namespace(real, "podlife-open")
-        _probe_pod(real, open_ns, "probe", targets, {"app": "probe"})
+        _probe_pod(real, open_ns, "probe", targets, {"app": "probe"}, policed=False)
         _probe_pod(real, release.trials_namespace, "podlife-verifier-probe", targets,
                    {"app.kubernetes.io/managed-by": "anchorage", "anchorage.dev/role": "verifier",
                     "anchorage.dev/store-access": "true"})

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from anchorage.runtime.kubejobs import trial_prefix
 from kube_cluster import REAL_NODE_LABEL, REAL_NODES, RealCluster
 
 LOST = "node-3"
@@ -88,7 +89,7 @@ def test_a_node_lost_mid_campaign_fails_its_trials_as_the_platforms_and_they_fin
         # the retry ran the agent's 30 s and it exited 0: judged on its own (the task wants an answer it never wrote)
         assert trial["status"]["phase"] != "InfrastructureFailed" and trial["status"]["reason"] == "no_artifact", \
             trial["status"]
-        record = json.loads((real.store / "_trials" / release.namespace / name / "trial.json").read_text())
+        record = json.loads((real.store / trial_prefix(release.namespace, name, CAMPAIGN) / "trial.json").read_text())
         lost = record.get("previous_attempts") or []
         assert record["attempt"] == 2 and [a["reason"] for a in lost] == ["node_lost"], record
         assert LOST in lost[0]["message"], lost[0]  # the node named, from the platform's evidence

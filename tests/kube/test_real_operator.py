@@ -70,7 +70,13 @@ def test_the_chart_is_installed_and_its_operator_account_is_least_privileged(rea
     assert can("create", "events", "-n", release.namespace)
     assert not can("create", "clusterrolebindings")
     assert not can("get", "secrets", "-n", "kube-system")
-    assert not can("create", "pods", "-n", release.trials_namespace)
+    # pods only where trials run (the NetworkPolicy preflight's probe pods, controller.enforcement), never elsewhere,
+    # and never a way into one
+    assert can("create", "pods", "-n", release.trials_namespace)
+    for namespace in (release.namespace, "kube-system", "default"):
+        assert not can("create", "pods", "-n", namespace), namespace
+    assert not can("create", "pods/exec", "-n", release.trials_namespace)
+    assert not can("create", "pods/attach", "-n", release.trials_namespace)
 
 
 def _campaign(name: str, seeds: int) -> dict[str, Any]:

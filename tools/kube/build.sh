@@ -121,3 +121,7 @@ if [ ! -s "$kueue_out/manifests.yaml" ]; then
   mv "$kueue_out/.manifests.yaml" "$kueue_out/manifests.yaml"
   echo "kube: rendered Kueue's manifests into $kueue_out/manifests.yaml"
 fi
+# The tests' kstatus program: sigs.k8s.io/cli-utils' status computation (what Flux, Argo CD and kpt read) over a list
+# on stdin, so the operator's conditions are held to the library itself (tests/kube/test_real_kstatus.py).
+kstatus_version=$(pinned kstatus sigs.k8s.io/cli-utils)
+build kstatus "$cache/kstatus/$kstatus_version-$(sources kstatus)" "" kstatus=anchorage.dev/tools/kube/kstatus

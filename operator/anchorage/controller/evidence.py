@@ -12,7 +12,9 @@ The evidence, all of it the platform's — nothing the agent can write decides a
   container's exit code and reason (``OOMKilled`` is the kernel's kill, ``StartError`` /
   ``ContainerCannotRun`` / ``ContainerStatusUnknown`` the node's failure), and the ``fetch-task`` init
   container's exit code (:data:`anchorage.runtime.kubepod.REPLAY_MISSING_EXIT`: a replay whose artifact does
-  not exist — no agent code has run yet);
+  not exist — no agent code has run yet) and the ``await-policy`` one's
+  (:data:`anchorage.runtime.kubepod.POLICY_OPEN_EXIT`: the pod's NetworkPolicies never took hold, the agent never
+  started — the platform's failure);
 * the Pod's own ``status.reason`` ``Evicted`` (the kubelet killed every container at once, e.g. the agent's
   HOME or ``/tmp`` emptyDir over its ``sizeLimit``; the Job only says ``BackoffLimitExceeded``): without the
   upload marker, the platform's failure quoting the kubelet's message;
@@ -35,7 +37,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from anchorage.controller.podevidence import agent_times, parse_time
-from anchorage.runtime.kubepod import REPLAY_MISSING_EXIT
+from anchorage.runtime.kubejobs import POLICY_CONTAINER
+from anchorage.runtime.kubepod import POLICY_OPEN_EXIT, REPLAY_MISSING_EXIT
 from anchorage.trials import AgentPlan, AttemptEnd
 from anchorage.trials.agents.plans import missing_replay_message
 
@@ -101,6 +104,10 @@ def attempt_end(result: str, upload: Mapping[str, Any] | None, timeout_sec: floa
     if fetch is not None and fetch.get("exitCode") == REPLAY_MISSING_EXIT:
         return AttemptEnd(agent_problem=missing_replay_message(plan) if plan is not None and plan.replay is not None
                           else "the replay artifact does not exist")
+    policy = terminated(pods, POLICY_CONTAINER, init=True)
+    if policy is not None and policy.get("exitCode") == POLICY_OPEN_EXIT:
+        return AttemptEnd(launcher_failure="the pod still reached the Kubernetes API a minute after it started (its "
+                                           "NetworkPolicies were not enforced for it), so its agent was not started")
     if upload is None:
         evicted = eviction(pods)
         if evicted is not None:

@@ -70,6 +70,7 @@ ANNOTATION_TIMEOUT = "anchorage.dev/agent-timeout-seconds"
 #: The only nameserver of a trial pod whose agent runs: nothing answers there (a pod's own loopback).
 NO_DNS = "127.0.0.1"
 RUN_DIR = "/run/anchorage"
+POLICY_CONTAINER = "await-policy"  # the trial pod's last init container: the agent starts once its policies hold
 #: Where the fetch and upload containers (the operator's image, user 65532) mount the agent's results and logs: folders
 #: of their own — the agent's paths (/root/results, /logs/agent) lie under folders of the agent image's layout.
 HELPER_RESULTS, HELPER_LOGS = "/scratch/results", "/scratch/logs"
@@ -548,6 +549,18 @@ def queued(queue: bool) -> Manifest:
     return {"suspend": True} if queue else {}
 
 
+def _await_policy(plan: AgentPlan, config: OperatorConfig) -> list[Manifest]:
+    """With ``require_enforcement``, the init container that starts last before an agent (never before a replay: no
+    agent code runs): it waits until the pod's NetworkPolicies block its egress (``kubepod await-policy``), so no agent
+    runs in the moment after the pod's start before the policy engine has applied them to it."""
+    if not config.require_enforcement or plan.replay is not None:
+        return []
+    return [{"name": POLICY_CONTAINER, "image": config.operator_image,
+             "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": ["await-policy", "--seconds", "60"],
+             "securityContext": _restricted(),
+             "resources": {"requests": {"cpu": "100m", "memory": "96Mi"}, "limits": {"cpu": "100m", "memory": "96Mi"}}}]
+
+
 def agent_network(plan: AgentPlan, config: OperatorConfig, gateway_address: str | None) -> Manifest:
     """The pod-spec fields of a trial pod's name resolution. A pod whose agent runs has no DNS: its only nameserver is
     the pod's own loopback, where nothing answers, and the gateway URL's host name is in its ``/etc/hosts``
@@ -635,6 +648,7 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
             *_cli_check(plan, spec.agent.image or config.agent_image),
             # the sidecar holds the store's credentials: it shares nothing writable with the agent but what it uploads
             sidecar,
+            *_await_policy(plan, config),
         ],
         "containers": [{
             "name": "agent", "image": spec.agent.image or config.agent_image, "command": wrapped, "env": env,

@@ -7,6 +7,10 @@ Containers built by ``anchorage.runtime.kubejobs`` call it; nothing else does.
 * ``copy-tasks``   (init container of the operator's own pod, and of verifier and protocol pods, in the task bundle
   image ``images/tasks``): copy whole task folders — all, or those named, without the folders excluded (a
   verifier never gets a task's ``solution/``) — to a volume that ``ANCHORAGE_TASKS`` then points at;
+* ``await-policy`` (trial init container, the last before the agent): wait until this pod's egress to the
+  Kubernetes API — which no trial pod's NetworkPolicy allows — is blocked, so the agent never starts in the moment
+  after a pod's start when a policy engine has not yet applied its policies to the pod (kube-router takes about a
+  second); exit :data:`POLICY_OPEN_EXIT` when it stays open;
 * ``upload``       (native sidecar, the only container with storage credentials): wait until the main
   container wrote its exit code (or SIGTERM, which the kubelet sends once the main container ended), wait until
   the store answers (a trial pod reaches it only after its agent ended), upload the given folders, write
@@ -43,6 +47,11 @@ if TYPE_CHECKING:
 #: from the Pod's init-container status (platform evidence: no agent code has run yet) and ends the trial by the
 #: local engine's rule (``anchorage.trials.agents.plans.missing_replay_message``): Failed, never retried.
 REPLAY_MISSING_EXIT = 66
+
+
+#: ``await-policy``'s exit code when the pod's egress stayed open: the operator ends the attempt as the platform's
+#: failure (``anchorage.controller.evidence``) and the agent never ran.
+POLICY_OPEN_EXIT = 67
 
 
 class ReplayMissing(AnchorageError):
@@ -91,6 +100,32 @@ def fetch_task(args: argparse.Namespace) -> None:
             Path(args.results, task.artifact_name).write_bytes(data)
     except FileNotFoundError as exc:  # neither a file nor a store key: the entry's problem, not the platform's
         raise ReplayMissing(str(exc)) from exc
+
+
+class PolicyOpen(AnchorageError):
+    """``await-policy``: the pod still reaches the Kubernetes API after the allowed wait."""
+
+
+def await_policy(args: argparse.Namespace) -> None:
+    """Return once two connections in a row to the Kubernetes API's Service (``KUBERNETES_SERVICE_HOST``, which the
+    kubelet gives every container) fail — refused or dropped, the policies now cover this pod; raise
+    :class:`PolicyOpen` when one still connects after ``--seconds``."""
+    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT")
+    if not host or not port:
+        raise PolicyOpen("no KUBERNETES_SERVICE_HOST/KUBERNETES_SERVICE_PORT in the environment: nothing to check the "
+                         "pod's NetworkPolicies against, so the agent is not started")
+    deadline, blocked = time.monotonic() + args.seconds, 0
+    while blocked < 2:
+        try:
+            socket.create_connection((host, int(port)), timeout=args.probe_timeout).close()
+        except OSError:
+            blocked += 1
+        else:
+            blocked = 0
+            if time.monotonic() >= deadline:
+                raise PolicyOpen(f"the pod still reaches the Kubernetes API ({host}:{port}) {args.seconds:g} s after "
+                                 "it started: its NetworkPolicies are not enforced for it, so the agent is not started")
+        time.sleep(args.interval)
 
 
 def copy_tasks(args: argparse.Namespace) -> None:
@@ -346,6 +381,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--task", action="append", default=[], help="a task to copy (repeatable; default: every task)")
     p.add_argument("--exclude", action="append", default=[], help="a subfolder left out (e.g. solution)")
     p.set_defaults(fn=copy_tasks)
+    p = sub.add_parser("await-policy", help="wait until the pod's NetworkPolicies block its egress to the API")
+    p.add_argument("--seconds", type=float, default=60.0, help="how long the egress may stay open")
+    p.add_argument("--interval", type=float, default=0.25, help="seconds between two connection attempts")
+    p.add_argument("--probe-timeout", type=float, default=2.0, help="seconds one connection attempt may take")
+    p.set_defaults(fn=await_policy)
     p = sub.add_parser("upload", help="sidecar: upload folders after the main container")
     p.add_argument("--wait", required=True)
     p.add_argument("--put", action="append", default=[])
@@ -390,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     except ReplayMissing as exc:
         print(f"error: the replay artifact does not exist: {exc}", file=sys.stderr)
         return REPLAY_MISSING_EXIT
+    except PolicyOpen as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return POLICY_OPEN_EXIT
     except AnchorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
