@@ -108,7 +108,8 @@ def test_operator_converges_through_injected_faults(kube_env: Env) -> None:
     # A previous operator created the Job and died before recording it: creating it again is a 409.
     kube_env.kubectl("apply", "-f", str(REPO / "examples" / "trial.yaml"))
     trial = kube_env.get("tr", "smoke-oracle-s0")
-    config = OperatorConfig(store_uri=f"file://{kube_env.store}", task_source=str(REPO / "tasks"))
+    config = OperatorConfig(store_uri=f"file://{kube_env.store}", task_source=str(REPO / "tasks"),
+                            require_enforcement=False)  # as the operator runs here (the fake enforces no policy)
     spec = TrialSpec.model_validate(trial["spec"])
     plan = plan_agent(spec.agent, load_task(resolve_task(spec.task)), spec.seed)
     job = trial_job(trial, spec, plan=plan, config=config,

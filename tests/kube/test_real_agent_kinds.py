@@ -44,7 +44,10 @@ API_OF = {"codex": "responses", "claude-code": "anthropic", "opencode": "chat"}
 
 def _campaign(name: str, replay: str) -> dict[str, Any]:
     return {"apiVersion": "anchorage.dev/v1alpha1", "kind": "VerificationCampaign", "metadata": {"name": name},
-            "spec": {"tasks": ["smoke-inventory"], "seeds": 1, "parallelism": 5, "limits": {"agentTimeoutSec": 900},
+            # one CPU each (half of it reserved): the five trials fit the two real nodes at once (at the task's two
+            # CPUs the fifth waited past the tests' unschedulable limit and ended InfrastructureFailed)
+            "spec": {"tasks": ["smoke-inventory"], "seeds": 1, "parallelism": 5,
+                     "limits": {"agentTimeoutSec": 900, "cpus": 1},
                      "entries": [{"name": "oracle", "agent": {"kind": "oracle"}},
                                  {"name": "codex", "agent": {"kind": "codex", "model": "gpt-5.5"}},
                                  {"name": "claude-code", "agent": {"kind": "claude-code", "model": "claude-sonnet-4"}},

@@ -125,6 +125,9 @@ def test_printer_columns_and_names(target: Target) -> None:
     assert trial["names"]["shortNames"] == ["tr"] and trial["names"]["categories"] == ["anchorage"]
     campaign = crds["verificationcampaigns.anchorage.dev"]["spec"]["versions"][0]
     assert {"Phase", "Progress", "Best", "Cost"} <= {c["name"] for c in campaign["additionalPrinterColumns"]}
+    # kubectl resolves a category from its discovery cache: refreshed first (a cache written before the CRDs were
+    # served lacks them)
+    target.kubectl("api-resources", "--cached=false", "-o", "name", check=True)
     listing = target.kubectl("get", "anchorage", "-n", target.namespace)  # the category resolves to our kinds
     assert listing.returncode == 0, listing.stderr
 

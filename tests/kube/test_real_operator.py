@@ -75,8 +75,8 @@ def test_the_chart_is_installed_and_its_operator_account_is_least_privileged(rea
     assert can("create", "pods", "-n", release.trials_namespace)
     for namespace in (release.namespace, "kube-system", "default"):
         assert not can("create", "pods", "-n", namespace), namespace
-    assert not can("create", "pods/exec", "-n", release.trials_namespace)
-    assert not can("create", "pods/attach", "-n", release.trials_namespace)
+    assert not can("create", "pods", "--subresource=exec", "-n", release.trials_namespace)
+    assert not can("create", "pods", "--subresource=attach", "-n", release.trials_namespace)
 
 
 def _campaign(name: str, seeds: int) -> dict[str, Any]:

@@ -46,7 +46,12 @@ def smoke_agent(tag: str) -> dict[str, str]:
             printed[name] = out.splitlines()[-1]
         stack = "import numpy, pandas, scipy, sklearn, matplotlib, openpyxl, xlrd; print(numpy.__version__)"
         printed["python"] = in_image(ident, "python", "-c", stack, user="65532:65532").strip()
-        printed["user"] = in_image(ident, "sh", "-c", "id -u; echo $HOME", user="65532:65532").split()[0]
+        who = in_image(ident, "sh", "-c", "id -u; echo $HOME", user="65532:65532").split()
+        if not who:  # buildah run lost the output once under load: an empty answer is never the answer, ask again
+            who = in_image(ident, "sh", "-c", "id -u; echo $HOME", user="65532:65532").split()
+        if not who:
+            raise BuildError(f"'id -u' as 65532 in {tag} printed nothing")
+        printed["user"] = who[0]
     return printed
 
 
