@@ -80,7 +80,22 @@ class Env:
                 return
             time.sleep(0.5)
         tail = "\n".join(p.read_text()[-3000:] for p in self.logs[-1:])
-        raise AssertionError(f"timed out waiting for {what}; operator log tail:\n{tail}")
+        raise AssertionError(f"timed out waiting for {what}; the objects:\n{self.describe()}\noperator log tail:\n{tail}")
+
+    def describe(self) -> str:
+        """A line per Trial, campaign, ScoringRun, Job and pod in the fake: its phase and what its status says (a
+        timed-out wait names where the work stood; the operator's log tail is mostly its timers)."""
+        lines = []
+        for group, plural in (("anchorage.dev", "verificationcampaigns"), ("anchorage.dev", "trials"),
+                              ("anchorage.dev", "scoringruns"), ("batch", "jobs"), ("", "pods")):
+            for obj in self.objects(group, plural):
+                status = obj.get("status") or {}
+                said = {k: status[k] for k in ("phase", "reason", "message", "progress", "active", "succeeded",
+                                                "failed") if status.get(k) not in (None, "")}
+                containers = [(c.get("name"), c.get("state")) for c in status.get("containerStatuses") or []]
+                deleting = " deleting" if obj["metadata"].get("deletionTimestamp") else ""
+                lines.append(f"  {plural}/{obj['metadata']['name']}{deleting}: {said} {containers or ''}"[:600])
+        return "\n".join(lines) or "  (none)"
 
     def objects(self, group: str, plural: str) -> list[dict[str, Any]]:
         res = self.cluster.api.store.resource(group, plural)

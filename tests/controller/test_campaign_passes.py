@@ -14,15 +14,20 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import json
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
+import kopf
 import pytest
 from kopf._core.engines.indexing import Store
 
 from anchorage.controller import campaigns, kube
 from anchorage.controller.campaigns import TrialState
+from anchorage.runtime.kubejobs import LABEL_CAMPAIGN
+from anchorage.runtime.kubepod import open_store
 
 
 @pytest.fixture
@@ -90,3 +95,66 @@ def test_a_pass_survives_trial_events_changing_the_index(handler: str, monkeypat
         assert patch["status"]["total"] == 1 and patch["status"]["phase"] == "Running"
         assert "outside the current plan" in patch["status"]["message"]
     assert len(created) == 5  # each campaign's one planned Trial, created by its pass
+
+
+def _reconcile(body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """A pass as the handlers run it, with an index that holds none of the campaign's Trials."""
+    return campaigns.reconcile(cast(kopf.Body, body), cast(kopf.Status, status), ())
+
+
+def _indexed(name: str) -> None:
+    """What kopf does on a campaign Trial's event: call the indexer in its event loop."""
+    asyncio.run(campaigns.trials_by_campaign(name=name, namespace="ns", labels={LABEL_CAMPAIGN: "busy"},
+                                             annotations={}, status={"phase": "Running"}))
+
+
+def test_a_trial_created_and_deleted_between_two_passes_holds_no_place(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    """Seen on a loaded CI machine: a pass created the campaign's next Trial, which ran and was cancelled (deleted)
+    before the next pass looked. No pass ever saw it in the index, so it stayed "created, not indexed yet" and counted
+    as active forever: with ``parallelism: 1`` the campaign created nothing more and never finished."""
+    created: list[str] = []
+    monkeypatch.setattr(kube, "create_custom", lambda plural, body: created.append(body["metadata"]["name"]) or True)
+    monkeypatch.setattr(kube, "post_event", lambda *args, **kwargs: None)
+    records = open_store(f"file://{tmp_path}")
+    monkeypatch.setattr(campaigns, "store", lambda: records)
+    body = _campaign("uid-quick")
+    body["spec"]["seeds"] = 2
+    campaigns._forget("uid-quick")
+    status: dict[str, Any] = {}
+    for seed in (0, 1):
+        status.update(_reconcile(body, status))  # the index holds none of its Trials at any pass
+        name = f"busy-e-smoke-inventory-s{seed}"
+        assert created[-1] == name and status["running"] == 1
+        _indexed(name)  # its events came; then it was cancelled: its record says so, and it is gone
+        records.put_bytes(f"busy/{name}/trial.json", json.dumps({
+            "entry": "e", "task": "smoke-inventory", "seed": seed, "phase": "Cancelled", "reason": "cancelled",
+            "score": None}).encode())
+    for _ in range(2):  # a pass finds both records, the next counts them
+        status.update(_reconcile(body, status))
+    assert created == ["busy-e-smoke-inventory-s0", "busy-e-smoke-inventory-s1"]  # each once, never again
+    assert (status["phase"], status["cancelled"], status["progress"]) == ("Succeeded", 2, "2/2")
+
+
+def test_a_created_trial_the_watch_never_showed_is_looked_up_after_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Trial whose events the operator's watch missed (a re-list after it was gone) is asked for at the API
+    server once it is :data:`~anchorage.controller.campaigns.SWEEP_SEC` old: gone, it holds no place."""
+    created: list[str] = []
+    asked: list[str] = []
+    monkeypatch.setattr(kube, "create_custom", lambda plural, body: created.append(body["metadata"]["name"]) or True)
+    monkeypatch.setattr(kube, "get_custom", lambda plural, ns, name: asked.append(name))
+    monkeypatch.setattr(kube, "post_event", lambda *args, **kwargs: None)
+    monkeypatch.setattr(campaigns, "_ended_in_store", lambda campaign, trial: None)
+    clock = [1000.0]
+    monkeypatch.setattr(campaigns.time, "monotonic", lambda: clock[0])
+    body = _campaign("uid-missed")
+    body["spec"]["seeds"] = 2
+    campaigns._forget("uid-missed")
+    status = _reconcile(body, {})
+    clock[0] += campaigns.SWEEP_SEC / 2
+    status.update(_reconcile(body, status))
+    assert created == ["busy-e-smoke-inventory-s0"] and asked == []  # young: still on its way to the index
+    clock[0] += campaigns.SWEEP_SEC
+    _reconcile(body, status)
+    assert asked == ["busy-e-smoke-inventory-s0"]
+    assert created == ["busy-e-smoke-inventory-s0", "busy-e-smoke-inventory-s1"]  # no longer holding the one place

@@ -16,6 +16,7 @@ as 0, so a nonzero count marks ``costUSD`` as a lower bound (likewise per compac
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import dataclasses
 import json
@@ -78,13 +79,21 @@ async def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labe
     cost = None if status.get("costUnknownReason") else float(status.get("costUSD") or 0)
     campaign = annotations.get(kubejobs.LABEL_CAMPAIGN) or labels[kubejobs.LABEL_CAMPAIGN]
     unmetered = int((status.get("usage") or {}).get("unmeteredRequests") or 0)
+    _UNSEEN.discard((namespace, name))
+    _EVENTS[(namespace, campaign)] += 1
     return {(namespace, campaign): TrialState(name, phase, done, cost, time.monotonic(), unmetered)}
 
 
-#: Trials this process created, by campaign uid, until the index shows them: the index sees a new
+#: Trials this process created, by campaign uid (name → when), until the indexer has seen them: the index sees a new
 #: Trial only after its watch event, so without this a pass right after a create would POST it again
 #: (a harmless 409, but a wasted write) and count too few active trials.
-_CREATED: dict[str, set[str]] = {}
+_CREATED: dict[str, dict[str, float]] = {}
+#: (namespace, name) of the Trials in ``_CREATED`` the indexer has not seen yet. The indexer drops a Trial from here
+#: on its first event, so one created and deleted between two passes (a loaded machine delays a pass for seconds)
+#: leaves ``_CREATED`` too: kept there, it counted as active forever and the campaign created nothing more.
+_UNSEEN: set[tuple[str | None, str]] = set()
+#: By (namespace, campaign): how many Trial events the indexer has had (a periodic pass runs again after any).
+_EVENTS: collections.Counter[tuple[str | None, str]] = collections.Counter()
 #: By campaign uid: (generation, position in the plan before which every planned Trial exists).
 _CURSOR: dict[str, tuple[int, int]] = {}
 #: By campaign uid: when the last sweep and the last metrics update ran (monotonic).
@@ -164,8 +173,7 @@ def _create_next(body: kopf.Body, spec: CampaignSpec, names: set[str], active: i
     """
     meta = body["metadata"]
     uid, generation = meta["uid"], int(meta.get("generation") or 0)
-    mine = _CREATED.setdefault(uid, set())
-    mine.intersection_update([n for n in mine if n not in names])  # keep only those not yet indexed
+    mine = _unindexed(meta["namespace"], _CREATED.setdefault(uid, {}), names)
     active += len(mine)
     planned = _plan(body, spec)
     gen, pos = _CURSOR.get(uid, (generation, 0))
@@ -182,13 +190,33 @@ def _create_next(body: kopf.Body, spec: CampaignSpec, names: set[str], active: i
                 stored[name] = ended
                 pos += 1
                 continue
-            kube.create_custom("trials", kubejobs.child_trial(dict(body), name, planned[pos].spec))
-            mine.add(name)
+            _UNSEEN.add((meta["namespace"], name))  # before the create: its first event may come before it returns
+            try:
+                kube.create_custom("trials", kubejobs.child_trial(dict(body), name, planned[pos].spec))
+            except BaseException:
+                _UNSEEN.discard((meta["namespace"], name))
+                raise
+            mine[name] = time.monotonic()
             active += 1
             created += 1
         pos += 1
     _CURSOR[uid] = (generation, pos)
     return created
+
+
+def _unindexed(namespace: str, mine: dict[str, float], names: set[str]) -> dict[str, float]:
+    """``mine`` (Trials this process created for a campaign) without those the indexer has seen since — in the
+    index now, or already deleted — nor those still unseen after :data:`SWEEP_SEC` that the API server no longer
+    has (a watch that missed their events): the ones left count as active."""
+    now = time.monotonic()
+    for name, created in list(mine.items()):
+        unseen = (namespace, name) in _UNSEEN and name not in names
+        if unseen and now - created >= SWEEP_SEC and kube.get_custom("trials", namespace, name) is None:
+            unseen = False
+        if not unseen:
+            del mine[name]
+            _UNSEEN.discard((namespace, name))
+    return mine
 
 
 #: By campaign uid: planned Trials gone from the cluster whose record says they ended (cancelled ones included),
@@ -481,7 +509,8 @@ async def tick(body: kopf.Body, status: kopf.Status, patch: kopf.Patch, **kwargs
     loop); a finished or failed campaign rests until its spec changes (:func:`start`)."""
     meta = body["metadata"]
     states = snapshot(body, kwargs["trials_by_campaign"])
-    seen = (meta.get("resourceVersion"), tuple((s.name, s.phase, s.done, s.cost, s.unmetered) for s in states))
+    seen = (meta.get("resourceVersion"), _EVENTS[(meta["namespace"], meta["name"])],
+            tuple((s.name, s.phase, s.done, s.cost, s.unmetered) for s in states))
     if _IDLE.get(meta["uid"]) == seen and time.monotonic() - _LAST_SWEEP.get(meta["uid"], 0.0) < SWEEP_SEC:
         return  # nothing changed since a pass that had nothing to do, and no sweep is due: the same pass again
     update = await _pass(body, status, states)
@@ -504,5 +533,6 @@ async def deleted(type: str | None, body: kopf.Body, **_: Any) -> None:
         return
     name = str(body["metadata"]["name"])
     _forget(str(body["metadata"].get("uid")))
+    _EVENTS.pop((body["metadata"].get("namespace"), name), None)
     metrics.forget_campaign(name)
     await kube.in_thread(gatewaying.forget_campaign, name, config())

@@ -30,9 +30,20 @@ def container(tag: str) -> Iterator[str]:
         subprocess.run(["buildah", *storage(), "rm", ident], capture_output=True, check=False)
 
 
+#: How often a command is run when ``buildah run`` returned nothing: it lost a command's output now and then on a loaded
+#: machine (the command had printed; asked again, it printed), and every smoke command prints something.
+ATTEMPTS = 3
+
+
 def in_image(ident: str, *command: str, user: str | None = None) -> str:
+    """What ``command`` printed in the working container (as ``user``); BuildError when it printed nothing in
+    :data:`ATTEMPTS` runs."""
     who = ["--user", user] if user else []
-    return buildah("run", "--isolation", "chroot", *who, ident, "--", *command, quiet=True)
+    for _ in range(ATTEMPTS):
+        out = buildah("run", "--isolation", "chroot", *who, ident, "--", *command, quiet=True)
+        if out.strip():
+            return out
+    raise BuildError(f"{' '.join(command)!r} printed nothing in {ATTEMPTS} runs in the working container {ident}")
 
 
 def smoke_agent(tag: str) -> dict[str, str]:
@@ -46,12 +57,7 @@ def smoke_agent(tag: str) -> dict[str, str]:
             printed[name] = out.splitlines()[-1]
         stack = "import numpy, pandas, scipy, sklearn, matplotlib, openpyxl, xlrd; print(numpy.__version__)"
         printed["python"] = in_image(ident, "python", "-c", stack, user="65532:65532").strip()
-        who = in_image(ident, "sh", "-c", "id -u; echo $HOME", user="65532:65532").split()
-        if not who:  # buildah run lost the output once under load: an empty answer is never the answer, ask again
-            who = in_image(ident, "sh", "-c", "id -u; echo $HOME", user="65532:65532").split()
-        if not who:
-            raise BuildError(f"'id -u' as 65532 in {tag} printed nothing")
-        printed["user"] = who[0]
+        printed["user"] = in_image(ident, "sh", "-c", "id -u; echo $HOME", user="65532:65532").split()[0]
     return printed
 
 
