@@ -91,6 +91,14 @@ def test_too_few_seeds_and_no_spread_are_said_not_guessed() -> None:
     assert shifted.p is None and "no spread to test" in shifted.note and shifted.verdict == "untested"
 
 
+def test_one_constant_side_is_tested_without_a_warning() -> None:
+    """Welch's test is exact when one side has no spread (hypothesis found scipy's "precision loss" warning for
+    such a cell: a warning the CLI printed, an error under the tests' warning filter)."""
+    cell = compare_cell("m", "t", {0: 0.0, 1: 0.0, 2: 1.0}, {0: 1.0, 3: 1.0})
+    assert cell.test == "welch-t" and cell.delta == pytest.approx(2 / 3)
+    assert cell.ci95 is not None and cell.ci95[0] < cell.delta < cell.ci95[1] and cell.p is not None
+
+
 def test_a_significant_difference_below_the_threshold_is_no_verdict() -> None:
     a = {s: 0.5 + 0.0001 * s for s in range(8)}
     b = {s: v + 0.003 + 0.00001 * (s % 3) for s, v in a.items()}

@@ -69,6 +69,7 @@ def test_score_checked_counts_gates_by_status_failures_by_severity_and_obligatio
 
 
 def test_helpers_update_collectors_and_serve_exposes_them() -> None:
+    metrics.allow_models(["known-model"])  # declared here: the test that declares it may run on another worker
     metrics.trial_finished("camp-m", "entry-m", "task-m", "Succeeded", "completed", 42.0)
     metrics.set_scores("camp-m", "entry-m", "task-m", o_eval=0.75, bo_eval=None, profile="paper@1")
     metrics.record_tokens("camp-m", "entry-m", "known-model", input_tokens=10, cached_input_tokens=0, output_tokens=5,
