@@ -122,12 +122,14 @@ class PodWatch:
     it was seen, so the test can say how many agent pods existed at every moment."""
 
     def __init__(self, real: RealCluster) -> None:
-        template = ('{.metadata.name}{"\\t"}{.status.phase}{"\\t"}{.metadata.labels.anchorage\\.dev/campaign}'
-                    '{"\\t"}{.metadata.deletionTimestamp}{"\\n"}')
+        # fields apart by spaces (none has one; kubectl printed the template's tab escapes as spaces), the deletion
+        # timestamp last (empty while the pod is not being deleted)
+        template = ('{.metadata.name}{" "}{.status.phase}{" "}{.metadata.labels.anchorage\\.dev/campaign}'
+                    '{" "}{.metadata.deletionTimestamp}{"\\n"}')
         self.proc = subprocess.Popen(
             [str(real.local.plane.binaries.kubectl), "get", "pods", "-n", real.release.trials_namespace, "-l",
              "anchorage.dev/role=trial", "--watch", "-o", f"jsonpath={template}"],
-            env=real.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            env=real.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.events: list[tuple[float, str, str, str, bool]] = []
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -135,12 +137,20 @@ class PodWatch:
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            name, phase, campaign, deleting = [*line.rstrip("\n").split("\t"), "", "", ""][:4]
+            name, phase, campaign, deleting = [*line.split(), "", "", ""][:4]
             self.events.append((time.monotonic(), name, phase, campaign, bool(deleting)))
 
     def stop(self) -> None:
+        """Stop watching; AssertionError with kubectl's complaint when it saw nothing because it failed."""
+        failed = self.proc.poll()
         self.proc.terminate()
         self.proc.wait(10)
+        self.thread.join(10)  # the reader ends with kubectl's output
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.proc.stdout.close()
+        complaint = self.proc.stderr.read()
+        self.proc.stderr.close()
+        assert not (failed and not self.events), f"kubectl get pods --watch ended ({failed}): {complaint}"
 
     def timeline(self, campaigns: tuple[str, ...]) -> list[tuple[float, dict[str, int]]]:
         """After each event: the live agent pods (Pending or Running, not being deleted) of each campaign."""
@@ -210,7 +220,7 @@ def test_two_teams_share_a_quota_of_four_by_their_fair_sharing_weights(kueue_clu
     timeline = watch.timeline(names)
     peak = max(sum(counts.values()) for _, counts in timeline)
     assert peak <= 4, f"{peak} agent pods at once on a 4-pod quota"
-    assert peak == 4, "the quota was never used in full"
+    assert peak == 4, f"the quota was never used in full ({len(watch.events)} pod events: {watch.events[:5]})"
     # the share of each team while both still had trials waiting: until the first team's last pod appeared
     first = watch.first_seen()
     last_start = {c: max(at for at, campaign in first.values() if campaign == c) for c in names}

@@ -302,13 +302,7 @@ class Follower:
             self.events._count()
 
     async def stop(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-        for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if self.session is not None:
-            await self.session.close()
+        await watching.stop_all(self.tasks, self.session)
 
 
 FOLLOWER = Follower()
