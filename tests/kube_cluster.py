@@ -40,6 +40,11 @@ SIMULATED_TAINT = "anchorage.dev/simulated"
 #: The images the real nodes pull, by the name of their folder under images/.
 IMAGES = ("agent-base", "verifier", "operator", "tasks")
 RELEASE, OPERATOR_NAMESPACE, TRIALS_NAMESPACE = "anchorage", "anchorage", "anchorage-trials"
+#: Namespaces of two teams whose campaigns the session release serves too (``operator.watchNamespaces``).
+TEAM_NAMESPACES = ("team-a", "team-b")
+#: Kueue's Admission Fair Sharing as the session's Kueue runs it: usage sampled every second, halved every 30 s (a
+#: test's campaigns last a minute or two; a real cluster samples every few minutes over days).
+KUEUE_FAIR_SHARING = {"usageHalfLifeTime": "30s", "usageSamplingInterval": "1s"}
 #: Namespaces of the chart's releases whose ServiceAccounts' requests the API server's audit log records
 #: (``RealCluster.audited``): the session's release, and the simulated-node one of ``tests/kube/test_real_operator.py``.
 AUDITED_NAMESPACES = (OPERATOR_NAMESPACE, "crash")
@@ -303,7 +308,10 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory, cluster_images: dict[
                                    env={**s3.env(), "PYTHONPATH": os.pathsep.join(
                                        p for p in (str(REPO / "tests"), os.environ.get("PYTHONPATH", "")) if p)})
         real = RealCluster(local, root, s3.folder, s3, images)
-        real.install(RELEASE, OPERATOR_NAMESPACE, TRIALS_NAMESPACE, crds=True)
+        for team in TEAM_NAMESPACES:
+            local.plane.namespace(team, pod_security="restricted")
+        real.install(RELEASE, OPERATOR_NAMESPACE, TRIALS_NAMESPACE, crds=True,
+                     values={"operator": {"watchNamespaces": [OPERATOR_NAMESPACE, *TEAM_NAMESPACES]}})
         real.wait_available(OPERATOR_NAMESPACE)
         yield real
     finally:
@@ -311,3 +319,22 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory, cluster_images: dict[
             real.private.registry.stop()
         with contextlib.suppress(Exception):
             local.stop()
+
+
+@pytest.fixture(scope="module")
+def kueue_cluster(real_cluster: RealCluster) -> Iterator[RealCluster]:
+    """The session's cluster with Kueue installed (as ``anchorage_devcluster.kueue`` installs it: its manager as a
+    pod, its CRDs and webhooks from its module's manifests, Admission Fair Sharing configured as
+    :data:`KUEUE_FAIR_SHARING`) for the tests of one module (``tests/kube/test_real_kueue.py``: once per session), and
+    removed after them: Kueue's Job webhook fails Job creation while its pod is down, which the other modules' tests
+    (nodes killed, operators restarted) must not meet. Tests add their own ClusterQueues and LocalQueues."""
+    from anchorage_devcluster import binaries, kueue
+
+    found = binaries.find_kueue()
+    if isinstance(found, str):
+        pytest.skip(found)
+    kueue.install(real_cluster.local, fair_sharing=KUEUE_FAIR_SHARING)
+    try:
+        yield real_cluster
+    finally:
+        kueue.uninstall(real_cluster.local)

@@ -142,16 +142,18 @@ def htpasswd_line(binaries: Binaries, user: str, password: str) -> str:
     return done.stdout.strip()
 
 
-def _binary_image(name: str, binary: Path, entrypoint: list[str], user: str) -> str:
-    """A local image of ``binary`` alone on scratch (``localhost/anchorage/<name>:<hash>``), built once."""
-    digest = hashlib.sha256(binary.read_bytes() + json.dumps([entrypoint, user]).encode()).hexdigest()[:12]
+def binary_image(name: str, binary: Path, entrypoint: list[str], user: str, *, path: str | None = None) -> str:
+    """A local image of ``binary`` alone on scratch (``localhost/anchorage/<name>:<hash>``) at ``path`` (default:
+    ``/<its file name>``), built once."""
+    path = path or f"/{binary.name}"
+    digest = hashlib.sha256(binary.read_bytes() + json.dumps([entrypoint, user, path]).encode()).hexdigest()[:12]
     local = f"localhost/anchorage/{name}:{digest}"
     listed = json.loads(buildah("images", "--json") or "[]")
     if any(local in (image.get("names") or []) for image in listed):
         return local
     container = buildah("from", "scratch").strip()
     try:
-        buildah("copy", "--chmod", "0755", container, str(binary), f"/{binary.name}")
+        buildah("copy", "--chmod", "0755", container, str(binary), path)
         buildah("config", "--entrypoint", json.dumps(entrypoint), "--user", user, "--label",
                 f"org.opencontainers.image.title=anchorage-{name}", container)
         buildah("commit", "--rm", container, local)
@@ -168,7 +170,7 @@ def system_images(binaries: Binaries, registry: Registry, s3: Path | None = None
     programs = [("pause", binaries.pause, ["/pause"]), ("coredns", binaries.coredns, ["/coredns"])]
     programs += [("s3", s3, ["/versitygw"])] if s3 is not None else []
     for name, binary, entrypoint in programs:
-        local = _binary_image(name, binary, entrypoint, "65532:65532")
+        local = binary_image(name, binary, entrypoint, "65532:65532")
         found[name] = registry.push(local, f"anchorage/{name}", local.rpartition(":")[2])
     return found
 

@@ -6,6 +6,8 @@ here must equal the ``require`` lines of ``tools/kube/*/go.mod`` (``tests/kube/t
 ``tools/kube/build.sh`` builds into ``<cache>/kube/<KUBE_VERSION>/`` (control plane, kubelet, kube-proxy),
 ``<cache>/etcd/<ETCD_VERSION>/``, ``<cache>/registry/<REGISTRY_VERSION>/`` and, keyed by their version and a hash of
 their build folder (:func:`source_key`, the same as build.sh's ``sources``), ``<cache>/coredns/``,
+``<cache>/kube-router/``, ``<cache>/pause/`` and ``<cache>/kueue/`` (Kueue's manager and the manifests of its module's
+``config/default``, rendered by ``kubectl kustomize`` at build time: :func:`kueue_paths`).
 ``<cache>/kube-router/``, ``<cache>/pause/`` and the tests' ``<cache>/kstatus/`` (:func:`kstatus`).
 """
 
@@ -22,6 +24,7 @@ ETCD_VERSION = "v3.6.16"
 COREDNS_VERSION = "v1.14.2"
 KUBE_ROUTER_VERSION = "v2.1.0"
 REGISTRY_VERSION = "v3.1.2"
+KUEUE_VERSION = "v0.17.0"
 KSTATUS_VERSION = "v0.37.2"  # sigs.k8s.io/cli-utils: kstatus, which the tests hold the operator's statuses to
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kube-proxy")
 GO_FALLBACK = Path("/usr/local/go/bin/go")
@@ -83,6 +86,23 @@ def node_paths() -> dict[str, Path]:
             "coredns": root / "coredns" / f"{COREDNS_VERSION}-{source_key('coredns')}" / "coredns",
             "pause": root / "pause" / source_key("pause") / "pause",
             "registry": root / "registry" / f"{REGISTRY_VERSION}-{source_key('registry')}" / "registry"}
+
+
+def kueue_paths() -> dict[str, Path]:
+    """Where ``tools/kube/build.sh`` puts Kueue's manager (``kueue``) and its module's rendered manifests
+    (``manifests``: CRDs, RBAC, webhooks, the manager's Deployment)."""
+    folder = cache_root() / "kueue" / f"{KUEUE_VERSION}-{source_key('kueue')}"
+    return {"kueue": folder / "kueue", "manifests": folder / "manifests.yaml"}
+
+
+def find_kueue() -> dict[str, Path] | str:
+    """Kueue's build (:func:`kueue_paths`), or a sentence saying it is missing and how to get it."""
+    paths = kueue_paths()
+    missing = [str(p) for p in paths.values() if not p.exists()]
+    if not missing:
+        return paths
+    return (f"Kueue {KUEUE_VERSION} is not built ({', '.join(missing)} missing): run `make kube` "
+            "(tools/kube/build.sh builds it from its Go module, once)")
 
 
 def kstatus() -> Path | str:

@@ -5,7 +5,10 @@ With the pinned Kubernetes binaries built (``make kube``) it starts what a manag
 plane, ``nodes`` real nodes (kubelet, containerd, CNI, kube-proxy, kube-router as the NetworkPolicy engine, CoreDNS),
 a registry holding Anchorage's images (built first by ``tools/images.py``, cached by content) and the project's S3
 server as the store; it applies ``crds/`` and installs ``charts/anchorage`` from those images, so the operator and
-the gateway run as pods, and prints the kubeconfig. ``kubelet=False`` starts the control plane alone (no node).
+the gateway run as pods, and prints the kubeconfig. ``kueue=True`` also installs Kueue (``anchorage_devcluster.kueue``:
+its manager as a pod, with Admission Fair Sharing) and, with the chart, the chart's simple Kueue setup (a ClusterQueue
+of :data:`KUEUE_PODS` pods and the LocalQueue ``anchorage``), so campaigns can name ``queueName: anchorage``.
+``kubelet=False`` starts the control plane alone (no node).
 Without the binaries — or with ``fake=True`` — it serves the HTTP-level API fake instead and says so.
 """
 
@@ -28,16 +31,19 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def cluster_command(*, port: int, kubeconfig: Path, crds_dir: Path, store: str, kubelet: bool, fake: bool = False,
-                    chart: Path | None = None, nodes: int = 1, echo: Any = print) -> None:
+                    chart: Path | None = None, nodes: int = 1, kueue: bool = False, echo: Any = print) -> None:
     """Run a local cluster until interrupted (see the module docstring)."""
     found = binaries.find()
+    if kueue and (fake or isinstance(found, str) or not kubelet):
+        raise SystemExit("error: --kueue needs the real control plane with nodes (Kueue's manager runs as a pod)")
     if fake or isinstance(found, str):
         why = "as asked (--fake)" if fake else f"because {found}"
         serving.serve_forever(port=port, kubeconfig=kubeconfig, crds_dir=crds_dir, store=store, kubelet=kubelet,
                               note=f", {why}")
         return
     if kubelet:
-        _serve_nodes(found, kubeconfig=kubeconfig.resolve(), crds_dir=crds_dir, chart=chart, nodes=nodes, echo=echo)
+        _serve_nodes(found, kubeconfig=kubeconfig.resolve(), crds_dir=crds_dir, chart=chart, nodes=nodes, kueue=kueue,
+                     echo=echo)
     else:
         _serve_plane(found, kubeconfig=kubeconfig.resolve(), crds_dir=crds_dir, echo=echo)
 
@@ -61,8 +67,14 @@ def _serve_plane(found: binaries.Binaries, *, kubeconfig: Path, crds_dir: Path, 
         local.stop()
 
 
+#: The pods the simple Kueue setup of ``--kueue`` admits at once (the chart's ``kueue.clusterQueue.quota.pods``).
+KUEUE_PODS = 4
+#: Admission Fair Sharing of the dev cluster's Kueue: usage sampled every 10 s, halved every 10 minutes.
+KUEUE_FAIR_SHARING = {"usageHalfLifeTime": "10m", "usageSamplingInterval": "10s"}
+
+
 def _serve_nodes(found: binaries.Binaries, *, kubeconfig: Path, crds_dir: Path, chart: Path | None, nodes: int,
-                 echo: Any) -> None:
+                 kueue: bool, echo: Any) -> None:
     """Real nodes, Anchorage's images in the cluster's registry, the store as a pod and the chart installed."""
     from anchorage_devcluster import realnode, s3server
 
@@ -88,13 +100,23 @@ def _serve_nodes(found: binaries.Binaries, *, kubeconfig: Path, crds_dir: Path, 
             cluster.apply_crds(local, crds_dir)
         echo(f"store: {store.uri} on the S3 server in namespace anchorage-store ({store.host_endpoint} from here: "
              f"AWS_ACCESS_KEY_ID={store.access_key} AWS_SECRET_ACCESS_KEY={store.secret_key})")
+        if kueue:
+            from anchorage_devcluster import kueue as kueue_addon
+
+            image = kueue_addon.install(local, fair_sharing=KUEUE_FAIR_SHARING)
+            echo(f"Kueue {binaries.KUEUE_VERSION} installed (its manager {image} in namespace kueue-system)")
         if chart is not None and chart.is_dir():
             cluster.store_secret(local, store, "anchorage")
+            queues = {"kueue": {"enabled": True, "clusterQueue": {"quota": {"pods": KUEUE_PODS}, "fairSharing": True}}} \
+                if kueue else {}
             cluster.install_chart(local, chart, values=cluster.merge_values(
-                cluster.release_values(pushed, store, TRIALS_NAMESPACE), {"crds": {"enabled": False}}))
+                cluster.release_values(pushed, store, TRIALS_NAMESPACE), {"crds": {"enabled": False}, **queues}))
             cluster.store_secret(local, store, TRIALS_NAMESPACE)  # the chart made that namespace
             echo("chart installed (release anchorage, namespace anchorage; its operator and gateway run as pods): "
                  "kubectl apply -n anchorage -f examples/trial.yaml")
+            if kueue:
+                echo(f"Kueue: ClusterQueue anchorage ({KUEUE_PODS} pods), LocalQueue anchorage in {TRIALS_NAMESPACE}: "
+                     "a campaign with spec.queueName: anchorage is admitted through it")
         echo(serving.READY)
         _wait_for_signal()
     finally:

@@ -281,6 +281,10 @@ def _start_all(plane: ControlPlane, serving: pki.Pair, admin: pki.Pair, sa: pki.
     # the kubelets' API: the API server proves itself with a client certificate, and checks theirs against the CA
     kubelet_client = plane.authority.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
                                            groups=("system:masters",))
+    # aggregated APIs (e.g. Kueue's visibility API) learn the caller from the front proxy's headers, trusted only from
+    # a client certificate of a CA of its own (as kubeadm sets it up)
+    front_proxy = pki.Authority(plane.root / "pki" / "front-proxy", name="anchorage-front-proxy-ca")
+    proxy_client = front_proxy.issue("front-proxy-client", "front-proxy-client")
     loopback = address == "127.0.0.1"
     _spawn(plane, "kube-apiserver", [
         str(binaries.kube_apiserver), f"--etcd-servers={etcd_url}", f"--bind-address={address}",
@@ -297,6 +301,10 @@ def _start_all(plane: ControlPlane, serving: pki.Pair, admin: pki.Pair, sa: pki.
         # webhooks and aggregated APIs are reached at their pods' addresses (the host routes the pod CIDRs; it
         # runs no kube-proxy for Service addresses), as a control plane without a node of its own does
         "--enable-aggregator-routing=true",
+        f"--requestheader-client-ca-file={front_proxy.pair.cert}", "--requestheader-allowed-names=front-proxy-client",
+        "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-", f"--proxy-client-cert-file={proxy_client.cert}",
+        f"--proxy-client-key-file={proxy_client.key}",
         # a pod of a lost node is evicted after 15 s, not 5 minutes (NotReady within 20 s, see the controllers)
         "--default-not-ready-toleration-seconds=15", "--default-unreachable-toleration-seconds=15",
         "--allow-privileged=false", "--profiling=false", "--event-ttl=2h",

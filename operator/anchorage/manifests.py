@@ -23,6 +23,19 @@ API = f"{API_GROUP}/{API_VERSION}"
 
 AgentKind = Literal["oracle", "replay", "codex", "opencode", "claude-code", "command", "mock"]
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+QUEUE_NAME_DOC = ("Cluster only: the Kueue LocalQueue that admits the trials' Jobs (in the namespace the Jobs run in: "
+                  "the operator's trials namespace, else the resource's own); default: the operator's --kueue-queue. "
+                  "Each Job is created suspended; while Kueue has not admitted it the trial is Queued (no pod, no "
+                  "agent time); an attempt Kueue preempts ends InfrastructureFailed/preempted and is retried per the "
+                  "infrastructure retries. Refused when Kueue's CRDs are not installed.")
+PRIORITY_DOC = ("Cluster only, with queueName: the Kueue WorkloadPriorityClass of the trials' workloads (a higher "
+                "one is admitted first and may preempt lower ones, as the ClusterQueue's preemption policy allows).")
+
+
+def _check_queue(queue: str | None, priority: str | None) -> None:
+    if priority is not None and queue is None:
+        raise ValueError("workloadPriorityClass needs queueName (a Kueue priority applies to queued workloads only)")
 
 
 class _Model(BaseModel):
@@ -141,6 +154,17 @@ class TrialSpec(_Model):
         description="Cluster only: the RuntimeClass of the trial's pod (e.g. gVisor or Kata); default: the "
                     "operator's --runtime-class-name. The local engine's sandbox is bubblewrap either way.",
     )
+    queue_name: str | None = Field(
+        default=None, pattern=DNS_LABEL, max_length=63, alias="queueName",
+        description=QUEUE_NAME_DOC)
+    workload_priority_class: str | None = Field(
+        default=None, pattern=DNS_SUBDOMAIN, max_length=253, alias="workloadPriorityClass",
+        description=PRIORITY_DOC)
+
+    @model_validator(mode="after")
+    def _priority_needs_queue(self) -> TrialSpec:
+        _check_queue(self.queue_name, self.workload_priority_class)
+        return self
 
 
 class Entry(_Model):
@@ -192,9 +216,17 @@ class CampaignSpec(_Model):
         description="Cluster only: the RuntimeClass of every trial pod (e.g. gVisor or Kata); default: the "
                     "operator's --runtime-class-name. The local engine's sandbox is bubblewrap either way.",
     )
+    queue_name: str | None = Field(
+        default=None, pattern=DNS_LABEL, max_length=63, alias="queueName",
+        description=QUEUE_NAME_DOC + " parallelism stays an upper bound on the campaign's trials in the queue and "
+        "running.")
+    workload_priority_class: str | None = Field(
+        default=None, pattern=DNS_SUBDOMAIN, max_length=253, alias="workloadPriorityClass",
+        description=PRIORITY_DOC)
 
     @model_validator(mode="after")
     def _consistent(self) -> CampaignSpec:
+        _check_queue(self.queue_name, self.workload_priority_class)
         if not self.tasks and self.task_selector is None:
             raise ValueError("a campaign needs 'tasks' (a list of task names) or 'taskSelector'")
         names = [e.name for e in self.entries]

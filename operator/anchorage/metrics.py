@@ -96,9 +96,22 @@ OBLIGATIONS = Counter(
     "anchorage_obligations_checked_total", "Proof obligations of scored trials, by outcome (proved, unconfirmed: "
     "proved by the exact checker but not by Lean, failed, missing: no evidence).", ["campaign", "task", "outcome"]
 )
+# Admission by the cluster's batch queue (Kueue: anchorage.controller.queueing). ``queue`` is a LocalQueue's name
+# (an administrator's object: a handful per cluster).
+QUEUE_WAIT = Histogram(
+    "anchorage_queue_wait_seconds", "Time a trial attempt waited for admission by its Kueue LocalQueue (its Job "
+    "suspended, no pod, no agent time), observed at admission; _sum by campaign is a campaign's time queued.",
+    ["campaign", "queue"], buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400))
+QUEUE_WORKLOADS = Gauge(
+    "anchorage_queue_workloads", "The operator's Kueue workloads (trial Jobs) by LocalQueue and state: pending "
+    "(waiting for quota) or admitted.", ["queue", "state"])
+PREEMPTIONS = Counter(
+    "anchorage_preemptions_total", "Trial attempts whose admission Kueue took back (their workload evicted, e.g. "
+    "preempted by a higher priority): each ended InfrastructureFailed/preempted and was retried per "
+    "retries.infrastructure.", ["campaign", "queue"])
 #: Every collector labelled by campaign (what :func:`forget_campaign` clears).
 CAMPAIGN_COLLECTORS: tuple[Any, ...] = (TRIALS, TRIALS_FINISHED, TRIAL_DURATION, O_EVAL, BO_EVAL, SEEDS_SCORED, TOKENS,
-                                        COST, UNMETERED, GATES, GATE_FAILURES, OBLIGATIONS)
+                                        COST, UNMETERED, GATES, GATE_FAILURES, OBLIGATIONS, QUEUE_WAIT, PREEMPTIONS)
 
 _known_models: set[str] = set()
 _known_lock = threading.Lock()
@@ -376,3 +389,24 @@ def campaign_trial_counts(campaign: str, entries: Mapping[str, str], phases: Map
         key = (entry, phases.get(trial) or "Pending")
         counts[key] = counts.get(key, 0) + 1
     set_trial_counts(campaign, counts)
+
+
+def operator_trial_admitted(trial: Mapping[str, Any], queue: str, waited_sec: float) -> None:
+    """A queued trial attempt was admitted by its LocalQueue ``queue`` after ``waited_sec`` seconds."""
+    campaign, _, _ = trial_labels(trial)
+    QUEUE_WAIT.labels(campaign_label(campaign if campaign != LONE else None), queue).observe(max(0.0, waited_sec))
+
+
+def operator_trial_preempted(trial: Mapping[str, Any], queue: str) -> None:
+    """Kueue took a running trial attempt's admission back (:data:`PREEMPTIONS`)."""
+    campaign, _, _ = trial_labels(trial)
+    PREEMPTIONS.labels(campaign_label(campaign if campaign != LONE else None), queue).inc()
+
+
+def queue_workloads(counts: Mapping[tuple[str, str], int]) -> None:
+    """Set :data:`QUEUE_WORKLOADS` from ``{(queue, state): count}``; a (queue, state) seen before and absent now is 0."""
+    for labels in list(QUEUE_WORKLOADS._metrics):
+        if labels not in counts:
+            QUEUE_WORKLOADS.labels(*labels).set(0)
+    for (queue, state), count in counts.items():
+        QUEUE_WORKLOADS.labels(queue, state).set(count)

@@ -41,6 +41,11 @@ KINDS: list[tuple[str, str, str, str, bool]] = [
     ("monitoring.coreos.com", "v1", "servicemonitors", "ServiceMonitor", True),
     ("monitoring.coreos.com", "v1", "podmonitors", "PodMonitor", True),
     ("monitoring.coreos.com", "v1", "prometheusrules", "PrometheusRule", True),
+    # Kueue's (installed before the chart, as the chart's kueue.* values require)
+    ("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", False),
+    ("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", False),
+    ("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue", True),
+    ("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass", False),
 ]
 PATH = re.compile(r"^/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))"
                   r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$")

@@ -28,7 +28,8 @@ WATCHING = {"event", "index"}
 # Typed client methods → (apiGroup, plural) of the kind in their name; an unknown kind fails the test.
 TYPED_KINDS = {"job": ("batch", "jobs"), "network_policy": ("networking.k8s.io", "networkpolicies"),
                "config_map": ("", "configmaps"), "secret": ("", "secrets"), "pod": ("", "pods"),
-               "event": ("", "events"), "service": ("", "services")}
+               "event": ("", "events"), "service": ("", "services"), "local_queue": ("kueue.x-k8s.io", "localqueues"),
+               "local_queue_pending_workloads": ("visibility.kueue.x-k8s.io", "localqueues/pendingworkloads")}
 METHOD = re.compile(r"^(?P<verb>create|get|read|list|patch|replace|delete)_namespaced_(?P<kind>\w+?)(?P<status>_status)?$")
 VERB = {"read": "get", "replace": "update", "GET": "get", "POST": "create", "PATCH": "patch", "PUT": "update",
         "DELETE": "delete"}

@@ -29,6 +29,7 @@ FULL: dict[str, Any] = {
     "image": {"digest": "sha256:" + "a" * 64},
     "store": {"credentialsSecret": "s3-creds", "endpointUrl": "http://minio.minio.svc:9000", "region": "eu-west-1"},
     "operator": {"peering": {"priority": 7, "lifetime": 30}, "watchNamespaces": ["team-a", "team-b"], "kueueQueue": "evals",
+                 "kueueScoringQueue": "scoring",
                  "taskSource": "/opt/tasks", "verbose": True},
     "gateway": {"mock": False, "tokenSecret": {"name": "gateway", "key": "token"},
                 "adminTokenSecret": {"name": "gateway", "key": "admin"}, "defaultBudgetUSD": 5,
@@ -180,6 +181,7 @@ def test_operator_flags_follow_the_values(render: Render) -> None:
     assert params["task_image"] == "ghcr.io/anchorage/tasks:0.1.0" and params["task_source"] == ""  # the bundle wins
     unbundled = render({**FULL, "tasks": {"image": {"repository": ""}}})
     assert cli_params("operator", container(unbundled, "anchorage-operator")["args"][1:])["task_source"] == "/opt/tasks"
+    assert params["kueue_scoring_queue"] == "scoring"
     defaults = cli_params("operator", container(render({}), "anchorage-operator")["args"][1:])
     assert (defaults["standalone"], defaults["priority"], defaults["peering_lifetime"]) == (False, 100, 60)
     standalone = container(render({"operator": {"peering": {"enabled": False}}}), "anchorage-operator")["args"]
@@ -212,10 +214,11 @@ def operator_config(rendered: Rendered, deployment: str = "anchorage-operator") 
     from anchorage.commands.operator import operator_config as build
 
     params = cli_params("operator", container(rendered, deployment)["args"][1:])
-    names = ("trials_namespace", "storage_secret", "kueue_queue", "task_source", "gateway_url", "gateway_admin_url",
-             "gateway_namespace", "operator_image", "agent_image", "verifier_image", "runtime_class_name",
-             "node_selector", "tolerations", "affinity", "priority_class_name", "task_image", "store_service_account",
-             "store_token_audience", "store_role_arn", "dns_selector", "store_egress", "cluster_dns")
+    names = ("trials_namespace", "storage_secret", "kueue_queue", "kueue_scoring_queue", "task_source", "gateway_url",
+             "gateway_admin_url", "gateway_namespace", "operator_image", "agent_image", "verifier_image",
+             "runtime_class_name", "node_selector", "tolerations", "affinity", "priority_class_name", "task_image",
+             "store_service_account", "store_token_audience", "store_role_arn", "dns_selector", "store_egress",
+             "cluster_dns")
     seconds = {"upload_grace_sec": "upload_grace", "unschedulable_after_sec": "unschedulable_after",
                "start_after_sec": "start_after", "node_lost_after_sec": "node_lost_after"}
     return build(store=params["store"], gateway_selector=params["gateway_selector"],

@@ -22,6 +22,7 @@ def _required(module: str, path: str) -> str:
 def test_the_versions_are_the_ones_the_build_modules_pin() -> None:
     assert _required("kubernetes", "k8s.io/kubernetes") == binaries.KUBE_VERSION
     assert _required("etcd", "go.etcd.io/etcd/server/v3") == binaries.ETCD_VERSION
+    assert _required("kueue", "sigs.k8s.io/kueue") == binaries.KUEUE_VERSION
     assert _required("kstatus", "sigs.k8s.io/cli-utils") == binaries.KSTATUS_VERSION
     staging = re.findall(r"^\s*(k8s\.io/\S+) => \1 (v\S+)$", (TOOLS / "kubernetes" / "go.mod").read_text(), re.M)
     assert staging and {v for _, v in staging} == {"v0." + binaries.KUBE_VERSION.removeprefix("v1.")}
@@ -35,3 +36,11 @@ def test_missing_binaries_are_named_with_the_way_to_build_them(tmp_path: Path, m
     monkeypatch.setenv("PATH", str(tmp_path))  # no Go anywhere
     monkeypatch.setattr(binaries, "GO_FALLBACK", tmp_path / "no-go")
     assert "Go is not installed" in str(binaries.find())
+
+
+def test_a_missing_kueue_build_is_named_with_the_way_to_build_it(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANCHORAGE_CACHE", str(tmp_path))
+    reason = binaries.find_kueue()
+    assert isinstance(reason, str) and "make kube" in reason
+    assert str(binaries.kueue_paths()["kueue"]) in reason and binaries.KUEUE_VERSION in reason

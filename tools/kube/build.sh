@@ -2,9 +2,9 @@
 # Builds the pinned Kubernetes binaries that the real-cluster tests and `anchorage dev cluster` run: the control
 # plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) and the node (kubelet, kube-proxy)
 # from tools/kube/kubernetes in one `go build`, etcd (tools/kube/etcd), CoreDNS (tools/kube/coredns),
-# kube-router (tools/kube/kube-router) and the pause program (tools/kube/pause), each from its Go module through
-# the Go module proxy, into the cache by version:
-#   ${ANCHORAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/anchorage}/{kube,etcd,coredns,kube-router,pause}/<version>/
+# kube-router (tools/kube/kube-router), the pause program (tools/kube/pause), the registry (tools/kube/registry) and
+# Kueue's manager (tools/kube/kueue), each from its Go module through the Go module proxy, into the cache by version:
+#   ${ANCHORAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/anchorage}/{kube,etcd,coredns,kube-router,pause,registry,kueue}/<version>/
 # (Simulated nodes for load tests are the node agent's simulate mode, not kwok: they must write what
 # Anchorage's pod programs would, which kwok cannot.)
 # A binary already there is reused, so a second run (or a clean clone on the same machine) costs nothing.
@@ -105,6 +105,22 @@ registry_version=$(pinned registry github.com/distribution/distribution/v3)
 build registry "$cache/registry/$registry_version-$(sources registry)" \
   "-X github.com/distribution/distribution/v3/version.version=$registry_version" \
   registry=anchorage.dev/tools/kube/registry
+
+# Kueue's manager (batch admission: devcluster/anchorage_devcluster/kueue.py runs it as a Deployment with the CRDs,
+# RBAC and webhooks of the same module's config/). Its own build, keyed like the node's parts.
+kueue_version=$(pinned kueue sigs.k8s.io/kueue)
+build kueue "$cache/kueue/$kueue_version-$(sources kueue)" \
+  "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$kueue_version -X sigs.k8s.io/kueue/pkg/version.BuildDate=1970-01-01" \
+  kueue=sigs.k8s.io/kueue/cmd/kueue
+# and the module's own manifests (config/default: CRDs, RBAC, webhooks, the manager's Deployment) rendered beside it by
+# the pinned kubectl's built-in kustomize, so a cluster needs neither Go nor the module at install time
+kueue_out="$cache/kueue/$kueue_version-$(sources kueue)"
+if [ ! -s "$kueue_out/manifests.yaml" ]; then
+  kueue_module=$(cd "$here/kueue" && go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)
+  "$cache/kube/$kube_version/kubectl" kustomize "$kueue_module/config/default" > "$kueue_out/.manifests.yaml"
+  mv "$kueue_out/.manifests.yaml" "$kueue_out/manifests.yaml"
+  echo "kube: rendered Kueue's manifests into $kueue_out/manifests.yaml"
+fi
 # The tests' kstatus program: sigs.k8s.io/cli-utils' status computation (what Flux, Argo CD and kpt read) over a list
 # on stdin, so the operator's conditions are held to the library itself (tests/kube/test_real_kstatus.py).
 kstatus_version=$(pinned kstatus sigs.k8s.io/cli-utils)

@@ -47,6 +47,7 @@ def plan(campaign_name: str, spec: CampaignSpec, tasks: list[str]) -> list[Plann
                     verification=spec.verification, scoring=spec.scoring, retries=spec.retries.infrastructure,
                     transcripts=spec.transcripts if entry.transcripts is None else entry.transcripts,
                     runtime_class_name=spec.runtime_class_name,
+                    queue_name=spec.queue_name, workload_priority_class=spec.workload_priority_class,
                 )
                 planned.append(PlannedTrial(name, entry.name, task, seed, trial, entry.cost_per_run_usd))
     return planned

@@ -118,13 +118,15 @@ def cluster_command(
     fake: bool = typer.Option(False, "--fake", help="Serve the API fake even when the real control plane is built."),
     chart: Path | None = typer.Option(None, "--chart", help="Install this Helm chart (e.g. charts/anchorage) and "
                                       "write a kubeconfig of its operator ServiceAccount (real control plane only)."),
+    kueue: bool = typer.Option(False, "--kueue", help="Also install Kueue (batch admission; built by `make kube`) and, "
+                               "with --chart, a ClusterQueue and the LocalQueue 'anchorage' for spec.queueName."),
 ) -> None:
     """Run a local cluster until Ctrl-C: the real Kubernetes control plane and real nodes (``make kube`` builds
     them; Anchorage's images are built and pushed to the cluster's registry, the store is an S3 server in the
     cluster), or the API fake; prints the kubeconfig."""
     run = _plugin("cluster")
     run(port=port, kubeconfig=kubeconfig, crds_dir=crds_dir, store=store, kubelet=not no_kubelet, fake=fake,
-        chart=chart, nodes=nodes, echo=lambda line: typer.echo(line))
+        chart=chart, nodes=nodes, kueue=kueue, echo=lambda line: typer.echo(line))
 
 
 def _plugin(name: str) -> Any:

@@ -52,7 +52,10 @@ def run_operator(
     image_pull_secret: list[str] = typer.Option([], "--image-pull-secret", metavar="NAME",
                                                 help="Pull secret (trials namespace) of trial, verifier and protocol "
                                                      "pods (repeatable)."),
-    kueue_queue: str = typer.Option("", "--kueue-queue", help="Kueue LocalQueue to label Jobs with."),
+    kueue_queue: str = typer.Option("", "--kueue-queue", help="Kueue LocalQueue of trial Jobs whose Trial names none "
+                                    "(spec.queueName); they are Queued until Kueue admits them."),
+    kueue_scoring_queue: str = typer.Option("", "--kueue-scoring-queue", help="Kueue LocalQueue of verifier, panel and "
+                                            "CBU Jobs (default: not queued)."),
     runtime_class_name: str = typer.Option(
         "", "--runtime-class-name", help="RuntimeClass of trial pods (e.g. gvisor, kata) unless a Trial or campaign "
         "names its own (spec.runtimeClassName)."),
@@ -142,7 +145,8 @@ def run_operator(
                           store_service_account=store_service_account, store_token_audience=store_token_audience,
                           store_role_arn=store_role_arn, image_pull_secrets=image_pull_secret,
                           store_token_seconds=str(store_token_seconds),
-                          kueue_queue=kueue_queue, runtime_class_name=runtime_class_name, task_source=task_source,
+                          kueue_queue=kueue_queue, kueue_scoring_queue=kueue_scoring_queue,
+                          runtime_class_name=runtime_class_name, task_source=task_source,
                           task_image=task_image, agent_seccomp_profile=agent_seccomp_profile,
                           gateway_url=gateway_url,
                           gateway_admin_url=gateway_admin_url, gateway_namespace=gateway_namespace,

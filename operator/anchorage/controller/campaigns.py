@@ -34,7 +34,7 @@ from anchorage import metrics
 from anchorage.campaigns.aggregation import Row, TrialResult, cost_note, leaderboard
 from anchorage.campaigns.planning import PlannedTrial, plan
 from anchorage.campaigns.selection import campaign_task_names
-from anchorage.controller import gatewaying, kube, scoring, trials
+from anchorage.controller import gatewaying, kube, kueue, scoring, trials
 from anchorage.controller.settings import config, store
 from anchorage.controller.trials import condition
 from anchorage.errors import InputError
@@ -145,6 +145,9 @@ def _admitted(body: kopf.Body) -> CampaignSpec | InputError:
         try:
             for entry in spec.entries:  # what the operator cannot run is refused before any Trial exists
                 admit(entry.agent, spec.verification, OPERATOR)
+            queue = spec.queue_name or config().kueue_queue
+            if queue:  # a queue without Kueue (or without that LocalQueue) is refused before any Trial exists
+                kueue.require(queue, config().trials_namespace or body["metadata"]["namespace"])
         except InputError as exc:
             known = exc
         _SPECS[key] = known

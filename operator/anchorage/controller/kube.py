@@ -70,6 +70,10 @@ class ApiError(Exception):
         self.retry_after = retry_after
 
 
+#: Kueue's API group and version, and its visibility API's group (``controller.queueing``).
+KUEUE_GROUP, KUEUE_API, KUEUE_VISIBILITY = "kueue.x-k8s.io", "v1beta2", "visibility.kueue.x-k8s.io"
+
+
 def _retry_after(response: connections.Response) -> float | None:
     value = response.header("retry-after")
     if not value:
@@ -282,6 +286,19 @@ class Client:
 
     def delete_namespaced_pod(self, name: str, namespace: str, body: Obj) -> Obj:
         return self.request("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body, answer=False)
+
+    def get_api_resources(self, group: str, version: str) -> Obj:
+        """An API group version's discovery document (every authenticated user may read it)."""
+        return self.request("GET", f"/apis/{group}/{version}")
+
+    def read_namespaced_local_queue(self, name: str, namespace: str) -> Obj:
+        """A Kueue LocalQueue."""
+        return self.request("GET", f"/apis/{KUEUE_GROUP}/{KUEUE_API}/namespaces/{namespace}/localqueues/{name}")
+
+    def read_namespaced_local_queue_pending_workloads(self, name: str, namespace: str) -> Obj:
+        """A LocalQueue's pending workloads with their positions (Kueue's visibility API)."""
+        return self.request("GET", f"/apis/{KUEUE_VISIBILITY}/{KUEUE_API}/namespaces/{namespace}/localqueues/{name}"
+                                   "/pendingworkloads")
 
     def list_namespaced_pod(self, namespace: str, label_selector: str) -> Obj:
         query = urllib.parse.urlencode({"labelSelector": label_selector})
@@ -588,6 +605,39 @@ def events_of(namespace: str, kind: str, uid: str) -> list[Obj]:
                   what=f"list the events of {kind.lower()} {uid}")
     items = [e for e in answer.get("items") or [] if isinstance(e, dict)]
     return sorted(items, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+
+
+def api_resources(group: str, version: str) -> set[str] | None:
+    """The resources (plurals) an API group version serves; None when the server does not serve it."""
+    try:
+        found = call(lambda: client().get_api_resources(group, version), what=f"discover {group}/{version}")
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return {str(r.get("name")) for r in found.get("resources") or [] if isinstance(r, dict)}
+
+
+def get_local_queue(namespace: str, name: str) -> Obj | None:
+    """A Kueue LocalQueue, or None when it does not exist (a 403 — no RBAC for it — is raised as ApiError)."""
+    try:
+        return call(lambda: client().read_namespaced_local_queue(name, namespace), what=f"get localqueue/{name}")
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def pending_workloads(namespace: str, queue: str) -> list[Obj] | None:
+    """A LocalQueue's pending workloads as Kueue's visibility API lists them (their positions); None when the API
+    cannot answer (not served, not reachable, not allowed)."""
+    try:
+        found = call(lambda: client().read_namespaced_local_queue_pending_workloads(queue, namespace),
+                     what=f"pending workloads of localqueue/{queue}")
+    except (ApiError, kopf.TemporaryError) as exc:
+        log.debug("Kueue's visibility API did not answer for %s/%s: %s", namespace, queue, exc)
+        return None
+    return [w for w in found.get("items") or [] if isinstance(w, dict)]
 
 
 def get_job(namespace: str, name: str) -> Obj | None:

@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from anchorage import agents, metrics
 from anchorage import trials as trials_core
 from anchorage.campaigns.names import child_name, scoring_run_name
-from anchorage.controller import enforcement, finalizers, gatewaying, kube, podevidence, policies
+from anchorage.controller import enforcement, finalizers, gatewaying, kube, kueue, podevidence, policies
 from anchorage.controller.addressing import GatewayAddressError, gateway_address
 from anchorage.controller.evidence import attempt_end
 from anchorage.controller.settings import config, store
@@ -133,19 +133,29 @@ def _launch(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> None:
     job = kubejobs.trial_job(dict(body), spec, plan=plan, task_defaults=defaults, config=cfg,
                              job_name=job_name(meta["name"], attempt), campaign=campaign,
                              gateway_address=_gateway_alias(cfg, plan))
+    queue = kubejobs.trial_queue(spec, cfg)
+    if queue:  # refused before anything is written when Kueue or the LocalQueue is missing
+        kueue.require(queue, job["metadata"]["namespace"])
     if (body.get("status") or {}).get("jobName") != job["metadata"]["name"]:
         prefix = kubejobs.trial_prefix(meta["namespace"], meta["name"], campaign)
+        # queued: no pod and no agent time until Kueue admits the Job (controller.queueing then writes Running)
+        when = {"queue": queue, "queued_time": now_rfc3339(), "start_time": None} if queue else \
+            {"start_time": now_rfc3339()}
+        phase, why = (Phase.QUEUED, f"waiting for admission by Kueue LocalQueue {queue}") if queue else \
+            (Phase.RUNNING, "the agent is running")
         running = TrialStatus(
-            phase=Phase.RUNNING, attempt=attempt, job_name=job["metadata"]["name"], start_time=now_rfc3339(),
+            phase=phase, attempt=attempt, job_name=job["metadata"]["name"], **when,
             record_uri=f"{cfg.store_uri.rstrip('/')}/{prefix}", observed_generation=meta.get("generation"),
-            conditions=typed([condition("Ready", "False", "Running", "the agent is running", meta.get("generation")),
-                              *lifecycle("working", "Running", "the agent is running", meta.get("generation"))]))
+            conditions=typed([condition("Ready", "False", str(phase), why, meta.get("generation")),
+                              *lifecycle("working", str(phase), why, meta.get("generation"))]))
         if not kube.patch_status("trials", meta["namespace"], meta["name"], running.patch(),
                                  resource_version=meta.get("resourceVersion")):
             raise kopf.TemporaryError(f"trial {meta['name']} changed (or is gone) since it was read; not launched",
                                       delay=1)
         if campaign is None:  # a campaign's trials are announced by their campaign (one write less each)
-            kube.post_event(dict(body), "Normal", "Started", f"attempt {attempt} running as Job {job['metadata']['name']}")
+            kube.post_event(dict(body), "Normal", "Queued" if queue else "Started",
+                            f"attempt {attempt} {'queued in ' + queue if queue else 'running'} as Job "
+                            f"{job['metadata']['name']}")
     policies.ensure(job["metadata"]["namespace"], cfg)
     gatewaying.create_job(job, body, spec)  # the Job, then a model-calling agent's token Secret
 
@@ -190,6 +200,9 @@ def repair(trial: Mapping[str, Any]) -> dict[str, Any] | None:
     phase = (trial.get("status") or {}).get("phase")
     if not phase or phase == enforcement.WAITING:
         launch(trial)
+        return None
+    if phase == Phase.QUEUED and CHECK_QUEUED:
+        CHECK_QUEUED[0](trial)
         return None
     return check_running(trial)
 
@@ -241,6 +254,11 @@ class Latest:
             self._bodies[key] = dict(body)
             if len(self._bodies) > self._size:
                 del self._bodies[next(iter(self._bodies))]
+
+    def values(self) -> list[dict[str, Any]]:
+        """The held bodies (a copy of the list: the watch changes it meanwhile)."""
+        with self._lock:
+            return list(self._bodies.values())
 
     def peek(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The watched body of an unfinished object, if it is held (never read from the API)."""
@@ -337,6 +355,9 @@ TRIALS = Latest(lambda namespace, name: kube.get_custom("trials", namespace, nam
 #: ``scoring.start_created`` (registered by that module, which imports this one): a run just created by
 #: :func:`finish` gets its verifier in the same worker call; the run's own event then finds it started.
 START_VERIFIER: list[Callable[[dict[str, Any]], None]] = []
+#: ``queueing.check_queued`` (registered by that module, which imports this one): a Queued trial's repair (its Job
+#: admitted or gone without the Workload's event seen).
+CHECK_QUEUED: list[Callable[[Mapping[str, Any]], None]] = []
 #: Unfinished ScoringRuns as last watched (``scoring.on_run_event`` notes them; the verifier Job's end and the repair
 #: path read them).
 RUNS = Latest(lambda namespace, name: kube.get_custom("scoringruns", namespace, name))
@@ -477,10 +498,10 @@ def _transcript(trial: Mapping[str, Any], spec: TrialSpec, prefix: str, record: 
 
 
 def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
-    """The attempt ended: retry an infrastructure failure, end the trial, or create its ScoringRun."""
+    """The attempt's Job ended: read how (:func:`attempt_end`), then :func:`conclude`."""
     if finalizers.leaving(trial):
         return
-    meta, status = trial["metadata"], trial.get("status") or {}
+    status = trial.get("status") or {}
     spec = trial_spec(trial)
     _, defaults = _task_cached(spec.task)
     cli = spec.agent.kind if agents.pin(spec.agent.kind) is not None else None
@@ -494,6 +515,18 @@ def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
     end = verdict.attempt_end(kubejobs.deadline(spec, defaults)) if verdict is not None else \
         attempt_end(result, _read_upload(status.get("recordUri", "")), kubejobs.deadline(spec, defaults), cli,
                     pods=pods, plan=_task_inputs(spec)[0])
+    conclude(trial, end)
+
+
+def conclude(trial: dict[str, Any], end: AttemptEnd) -> None:
+    """The attempt ended as ``end`` says (its Job's end, the operator's verdict, or Kueue's preemption): retry an
+    infrastructure failure, end the trial, or create its ScoringRun. Nothing when the trial is being deleted (its
+    finalizer stops it)."""
+    if finalizers.leaving(trial):
+        return
+    meta, status = trial["metadata"], trial.get("status") or {}
+    spec = trial_spec(trial)
+    prefix = _prefix(status)
     record = _attempt_record(trial, spec, end)
     if should_retry(record.outcome(), record.attempt, spec.retries):
         store().put_bytes(f"{prefix}/attempts/{record.attempt}.json", json.dumps(record.to_json()).encode())
@@ -743,6 +776,8 @@ def cancel(trial: Mapping[str, Any], running: int) -> None:
         observed_generation=generation, conditions=typed(carry(status.get("conditions"), [
             condition("Ready", "False", "Cancelled", message, generation),
             *lifecycle("cancelled", "Cancelled", message, generation)])))
+    if status.get("phase") == Phase.QUEUED:  # cancelled in the queue: its position and Kueue's word are gone
+        cancelled.queue_position, cancelled.queue_message = None, None
     kube.patch_status("trials", meta["namespace"], meta["name"], cancelled.patch())
     metrics.operator_trial_finished(trial, Phase.CANCELLED, Reason.CANCELLED)
     if campaign is None:  # a campaign's trials are its own to announce (it is usually the one deleted)
@@ -819,9 +854,9 @@ def _job_ended(job: dict[str, Any], result: str, logger: logging.Logger) -> None
 
 
 def _runs_job(job: str, trial: Mapping[str, Any]) -> bool:
-    """Whether the trial is Running the attempt of Job ``job``."""
+    """Whether the trial is Running (or Queued for) the attempt of Job ``job``."""
     status = trial.get("status") or {}
-    return status.get("phase") == "Running" and status.get("jobName") == job
+    return status.get("phase") in ("Running", "Queued") and status.get("jobName") == job
 
 
 def check_running(trial: Mapping[str, Any]) -> dict[str, Any] | None:

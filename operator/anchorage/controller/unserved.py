@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import calendar
-import contextlib
 import functools
 import logging
 import os
@@ -163,11 +162,7 @@ class Reporter:
             self.unserved.on_event(plural, type_, obj)
 
     async def stop(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-        for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await watching.stop_all(self.tasks, None)
         if self.unserved is not None:
             self.unserved.stop()
         if self.session is not None:

@@ -384,14 +384,20 @@ class Watcher:
 
     async def stop(self) -> None:
         pods.PODS.stop()
-        for task in self.tasks:
-            task.cancel()
-        for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_all(self.tasks, self.session)
         if self.session is not None:
-            await self.session.close()
             await asyncio.sleep(0.25)  # aiohttp closes TLS connections in the background
+
+
+async def stop_all(tasks: list[asyncio.Task[None]], session: aiohttp.ClientSession | None) -> None:
+    """Cancel a watcher's ``tasks``, wait for each to end, then close its ``session`` (every watcher stops so)."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    if session is not None:
+        await session.close()
 
 
 WATCHER = Watcher()

@@ -32,7 +32,8 @@ from anchorage.runtime.kubestatus import Condition, now_rfc3339
 State = Literal["working", "succeeded", "failed", "cancelled", "suspended"]
 LIFECYCLE_TYPES = ("Complete", "Failed", "Reconciling", "Stalled")
 
-_TRIAL_STATES: dict[str, State] = {"Pending": "working", "Running": "working", "Succeeded": "succeeded",
+_TRIAL_STATES: dict[str, State] = {"Pending": "working", "Queued": "working", "Running": "working",
+                                   "Succeeded": "succeeded",
                                    "Failed": "failed", "InfrastructureFailed": "failed", "Cancelled": "cancelled"}
 _OTHER_STATES: dict[str, State] = {"Pending": "working", "Running": "working", "Succeeded": "succeeded",
                                    "Failed": "failed", "Suspended": "suspended"}

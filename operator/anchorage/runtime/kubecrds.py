@@ -157,6 +157,8 @@ def _columns(kind: str) -> list[Schema]:
                 {"name": "O-Eval", "type": "number", "jsonPath": ".status.oEval"},
                 cost,
                 {"name": "Reason", "type": "string", "jsonPath": ".status.reason", "priority": 1},
+                {"name": "Queue", "type": "string", "jsonPath": ".status.queue", "priority": 1},
+                {"name": "Position", "type": "integer", "jsonPath": ".status.queuePosition", "priority": 1},
                 age]
     if kind == "VerificationCampaign":
         return [phase,

@@ -143,7 +143,11 @@ class OperatorConfig(BaseModel):
     gateway_selector: dict[str, str] = Field(default_factory=lambda: {"app.kubernetes.io/name": "anchorage-gateway"},
                                              description="Labels of the gateway pods (NetworkPolicy egress).")
     gateway_namespace: str | None = Field(default=None, description="Namespace of the gateway pods.")
-    kueue_queue: str | None = Field(default=None, description="Kueue LocalQueue name (label on Jobs).")
+    kueue_queue: str | None = Field(default=None, description="Kueue LocalQueue of trial Jobs whose Trial names none "
+                                    "(spec.queueName); empty: not queued.")
+    kueue_scoring_queue: str | None = Field(
+        default=None, description="Kueue LocalQueue of verifier, panel and CBU Jobs; empty: they are not queued (they "
+        "are short, bounded by their deadlines, and follow an agent's run the queue already admitted).")
     runtime_class_name: str | None = Field(default=None, description="RuntimeClass of trial pods (gVisor, Kata, ...) "
                                            "unless a Trial or campaign names its own.")
     node_selector: dict[str, str] = Field(default_factory=dict, description="nodeSelector of trial, verifier and "
@@ -522,6 +526,29 @@ def _cli_check(plan: AgentPlan, image: str) -> list[Manifest]:
              "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}}]
 
 
+#: Kueue's Job labels: the LocalQueue that admits the Job, and its WorkloadPriorityClass.
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def trial_queue(spec: TrialSpec, config: OperatorConfig) -> str | None:
+    """The Kueue LocalQueue of a trial's Jobs: the Trial's ``queueName``, else the operator's ``kueue_queue``."""
+    return spec.queue_name or config.kueue_queue or None
+
+
+def queue_labels(queue: str | None, priority: str | None) -> dict[str, str]:
+    """The labels that hand a Job to Kueue (none without a queue)."""
+    if not queue:
+        return {}
+    return {KUEUE_QUEUE_LABEL: queue, **({KUEUE_PRIORITY_LABEL: priority} if priority else {})}
+
+
+def queued(queue: bool) -> Manifest:
+    """A queued Job is created suspended: no pod until Kueue admits it (Kueue's webhook would suspend it too, but the
+    Job must never start a pod before that)."""
+    return {"suspend": True} if queue else {}
+
+
 def _await_policy(plan: AgentPlan, config: OperatorConfig) -> list[Manifest]:
     """With ``require_enforcement``, the init container that starts last before an agent (never before a replay: no
     agent code runs): it waits until the pod's NetworkPolicies block its egress (``kubepod await-policy``), so no agent
@@ -597,9 +624,7 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
         env += [{"name": name, "valueFrom": {"secretKeyRef": dict(secret)}} for name in TOKEN_ENV]
     named_labels, names = name_labels(trial=name, campaign=campaign)
     labels = {**MANAGED_BY, **named_labels, LABEL_ROLE: "trial"}
-    job_labels = dict(labels)
-    if config.kueue_queue:
-        job_labels["kueue.x-k8s.io/queue-name"] = config.kueue_queue
+    job_labels = {**labels, **queue_labels(trial_queue(spec, config), spec.workload_priority_class)}
     network = agent_network(plan, config, gateway_address)
     sidecar = _sidecar(config, dest, {"artifacts": HELPER_RESULTS, "agent": HELPER_LOGS}, tmp="upload-tmp",
                        quotas={"artifacts": folder_quotas(spec, task_defaults)["results"],
@@ -646,6 +671,7 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
         "apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
         "spec": {"backoffLimit": 0, "activeDeadlineSeconds": timeout + platform_allowance(config),
                  "ttlSecondsAfterFinished": config.ttl_seconds_after_finished,
+                 **queued(KUEUE_QUEUE_LABEL in job_labels),
                  "template": {"metadata": {"labels": pod_labels, "annotations": {
                      **pod_annotations, **identity_annotations(pod_spec)}}, "spec": pod_spec}},
     }
@@ -719,9 +745,11 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
                           "annotations": {"anchorage.dev/scoring-run-namespace": run["metadata"]["namespace"], **names}}
     if ns == run["metadata"]["namespace"]:
         metadata["ownerReferences"] = [owner_ref(run)]
+    metadata["labels"] = {**labels, **queue_labels(config.kueue_scoring_queue, None)}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
             "spec": {"backoffLimit": 0, "activeDeadlineSeconds": config.verifier_deadline_sec,
                      "ttlSecondsAfterFinished": config.ttl_seconds_after_finished,
+                     **queued(bool(config.kueue_scoring_queue)),
                      "template": {"metadata": _template_metadata(labels, pod_spec), "spec": pod_spec}}}
 
 
@@ -791,9 +819,11 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
                           "annotations": {"anchorage.dev/trial-namespace": meta["namespace"]}}
     if ns == meta["namespace"]:
         metadata["ownerReferences"] = [owner_ref(trial)]
+    metadata["labels"] = {**labels, **queue_labels(config.kueue_scoring_queue, None)}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
             "spec": {"backoffLimit": 0, "activeDeadlineSeconds": PROTOCOL_DEADLINE,
                      "ttlSecondsAfterFinished": config.ttl_seconds_after_finished,
+                     **queued(bool(config.kueue_scoring_queue)),
                      "template": {"metadata": _template_metadata(labels, pod_spec), "spec": pod_spec}}}
 
 

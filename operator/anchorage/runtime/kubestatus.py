@@ -65,13 +65,21 @@ class TrialStatus(_Status):
     """Where a Trial is and what it produced."""
 
     phase: Phase = Field(default=Phase.PENDING,
-                         description="Pending, Running, Succeeded, Failed, InfrastructureFailed or Cancelled (deleted "
+                         description="Pending, Queued (waiting for admission by its Kueue LocalQueue: no pod, no "
+                         "agent time), Running, Succeeded, Failed, InfrastructureFailed or Cancelled (deleted "
                          "before its end: its Jobs and pods were stopped).")
     reason: Reason | None = Field(default=None, description="Why the trial ended (see docs/design-notes.md).")
     message: str | None = Field(default=None, description="Human-readable detail of the last transition.")
     attempt: int = Field(default=0, ge=0, description="Infrastructure retries used so far (0 = first run).")
     job_name: str | None = Field(default=None, description="Name of the Job running the current attempt.")
-    start_time: str | None = Field(default=None, description="When the agent started (RFC 3339).")
+    start_time: str | None = Field(default=None, description="When the agent started (RFC 3339): its Job's "
+                                   "creation, or with a queue its admission.")
+    queue: str | None = Field(default=None, description="The Kueue LocalQueue of the current attempt's Job.")
+    queued_time: str | None = Field(default=None, description="When the current attempt entered its queue (RFC 3339).")
+    queue_position: int | None = Field(default=None, ge=0, description="While Queued: the position of its workload in "
+                                       "its LocalQueue (0 is next) as Kueue's visibility API reports it.")
+    queue_message: str | None = Field(default=None, description="While Queued: why Kueue has not admitted it yet "
+                                      "(its workload's QuotaReserved condition).")
     completion_time: str | None = Field(default=None, description="When the agent ended (RFC 3339).")
     exit_code: int | None = Field(default=None, description="Exit code of the agent container.")
     record_uri: str | None = Field(default=None, description="URI of the trial's folder in the artifact store.")

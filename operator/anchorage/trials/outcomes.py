@@ -25,7 +25,8 @@ from anchorage.trials.phases import Phase, Reason
 class AttemptEnd:
     """Driver-neutral evidence of how one attempt ended.
 
-    Platform evidence (the agent cannot write it): ``launcher_failure`` — the sandbox or pod never ran
+    Platform evidence (the agent cannot write it): ``preempted`` — the cluster's batch queue took the attempt's
+    admission back and its pod was stopped (what the queue said); ``launcher_failure`` — the sandbox or pod never ran
     the agent (the launcher's own channel says why); ``gateway_failure`` — no token or no gateway;
     ``storage_failure`` — the results could not be collected; ``timed_out`` and ``oom_killed`` — the
     platform killed the agent; ``oversized`` — the results folder measured over ``result_max_bytes``.
@@ -37,6 +38,7 @@ class AttemptEnd:
     """
 
     exit_code: int | None = None
+    preempted: str | None = None
     launcher_failure: str | None = None
     platform_reason: Reason | None = None
     gateway_failure: str | None = None
@@ -77,6 +79,8 @@ def _failed(reason: Reason, message: str) -> Outcome:
 
 def classify(end: AttemptEnd) -> Outcome:
     """The phase, reason and message of an attempt (platform failures first, then the agent's)."""
+    if end.preempted is not None:
+        return _infra(Reason.PREEMPTED, end.preempted or "preempted by the cluster's batch queue")
     if end.launcher_failure is not None:
         reason = end.platform_reason if end.platform_reason is not None and end.platform_reason.infrastructure \
             else Reason.SANDBOX_ERROR

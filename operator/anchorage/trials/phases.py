@@ -4,8 +4,11 @@ Who uses it: :mod:`anchorage.trials.outcomes` (classification), :mod:`anchorage.
 (``trial.json``), the local engine, the operator's handlers and status models, metrics and the
 aggregation. ``Failed`` is the model's own failure (scored: a missing artifact is BO-Eval −1);
 ``InfrastructureFailed`` is the platform's, never scored as the model's zero, retried only when the
-manifest asks for it (``retries``). ``Cancelled`` is neither: the trial was deleted (or its campaign was) before
-its end, its Jobs and pods were stopped; it has no score and is never counted as one.
+manifest asks for it (``retries``). ``Queued`` is a cluster trial's wait for admission by the cluster's batch
+queue (Kueue): no pod exists, no agent time passes; ``preempted`` ends an attempt whose admission the queue took back
+(Kueue evicted its workload for a higher-priority one) — the platform's, retried as such. ``Cancelled`` is neither:
+the trial was deleted (or its campaign was) before its end, its Jobs and pods were stopped; it has no score and is
+never counted as one.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ class Phase(StrEnum):
     """Where a trial is. The last four are terminal."""
 
     PENDING = "Pending"
+    QUEUED = "Queued"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
@@ -42,7 +46,8 @@ class Reason(StrEnum):
     STORAGE_ERROR = "storage_error"
     CANCELLED = "cancelled"
     # The cluster's own failures, each from the platform's evidence (the operator's pod watch: docs/design-notes.md,
-    # "Operator", *Platform failures*). Room is left for a queue's ``preempted`` (Kueue).
+    # "Operator", *Platform failures*), and the batch queue's: Kueue took the attempt's admission back.
+    PREEMPTED = "preempted"
     IMAGE_PULL = "image_pull"
     UNSCHEDULABLE = "unschedulable"
     QUOTA_EXCEEDED = "quota_exceeded"
@@ -62,7 +67,8 @@ UNSCORED = frozenset({Phase.INFRASTRUCTURE_FAILED, Phase.CANCELLED})
 #: The platform's failures: they end a trial InfrastructureFailed.
 INFRASTRUCTURE_REASONS = frozenset({Reason.SANDBOX_ERROR, Reason.GATEWAY_ERROR, Reason.STORAGE_ERROR, Reason.IMAGE_PULL,
                                     Reason.UNSCHEDULABLE, Reason.QUOTA_EXCEEDED, Reason.POD_REJECTED,
-                                    Reason.CONTAINER_CONFIG, Reason.EVICTED, Reason.NODE_LOST})
+                                    Reason.CONTAINER_CONFIG, Reason.EVICTED, Reason.NODE_LOST,
+                                    Reason.PREEMPTED})
 #: Every phase, in lifecycle order (metrics set each of them, 0 when empty).
 PHASES = tuple(Phase)
 
