@@ -205,6 +205,13 @@ class RealCluster:
         entries = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
         return [e for e in entries if e.get("stage") == "ResponseComplete" and e["user"]["username"] == user]
 
+    def infrastructure_failures(self, namespace: str) -> list[tuple[str, str, str]]:
+        """(name, reason, message) of every Trial of ``namespace`` that ended as an infrastructure failure (for an
+        assertion's message: which one, and what the operator said of it)."""
+        return [(t["metadata"]["name"], t["status"].get("reason", ""), t["status"].get("message", ""))
+                for t in self.get("trials", "-n", namespace)["items"]
+                if (t.get("status") or {}).get("phase") == "InfrastructureFailed"]
+
     def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str, release: str = RELEASE) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -109,6 +109,12 @@ PREEMPTIONS = Counter(
     "anchorage_preemptions_total", "Trial attempts whose admission Kueue took back (their workload evicted, e.g. "
     "preempted by a higher priority): each ended InfrastructureFailed/preempted and was retried per "
     "retries.infrastructure.", ["campaign", "queue"])
+#: The metrics only the Kubernetes operator exports (its own watches; Kueue's admission of its trial Jobs): the local
+#: engine never has them, so a dashboard panel of these stays empty on a local run.
+OPERATOR_ONLY: frozenset[str] = frozenset(
+    name for collector in (OPERATOR_WATCH_RESTARTS, QUEUE_WAIT, QUEUE_WORKLOADS, PREEMPTIONS)
+    for name in (collector._name, f"{collector._name}_total", f"{collector._name}_sum", f"{collector._name}_count",
+                 f"{collector._name}_bucket"))
 #: Every collector labelled by campaign (what :func:`forget_campaign` clears).
 CAMPAIGN_COLLECTORS: tuple[Any, ...] = (TRIALS, TRIALS_FINISHED, TRIAL_DURATION, O_EVAL, BO_EVAL, SEEDS_SCORED, TOKENS,
                                         COST, UNMETERED, GATES, GATE_FAILURES, OBLIGATIONS, QUEUE_WAIT, PREEMPTIONS)

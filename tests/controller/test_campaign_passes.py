@@ -116,6 +116,7 @@ def test_a_trial_created_and_deleted_between_two_passes_holds_no_place(monkeypat
     created: list[str] = []
     monkeypatch.setattr(kube, "create_custom", lambda plural, body: created.append(body["metadata"]["name"]) or True)
     monkeypatch.setattr(kube, "post_event", lambda *args, **kwargs: None)
+    monkeypatch.setattr(kube, "get_custom", lambda plural, ns, name: None)  # deleted
     records = open_store(f"file://{tmp_path}")
     monkeypatch.setattr(campaigns, "store", lambda: records)
     body = _campaign("uid-quick")
@@ -158,3 +159,35 @@ def test_a_created_trial_the_watch_never_showed_is_looked_up_after_a_while(monke
     _reconcile(body, status)
     assert asked == ["busy-e-smoke-inventory-s0"]
     assert created == ["busy-e-smoke-inventory-s0", "busy-e-smoke-inventory-s1"]  # no longer holding the one place
+
+
+def test_a_trial_indexed_after_the_pass_took_its_view_still_holds_its_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen in CI: 7 Trials active at ``parallelism: 4``. A pass takes its view of the index, then the indexer has
+    the events of the Trials the last pass created: they are in neither, yet they exist and run. The pass asks the
+    API server and counts them; it creates nothing past the limit."""
+    created: list[str] = []
+    existing: set[str] = set()
+
+    def create(plural: str, body: dict[str, Any]) -> bool:
+        created.append(body["metadata"]["name"])
+        existing.add(body["metadata"]["name"])
+        return True
+
+    monkeypatch.setattr(kube, "create_custom", create)
+    monkeypatch.setattr(kube, "get_custom", lambda plural, ns, name: {"metadata": {"name": name}}
+                        if name in existing else None)
+    monkeypatch.setattr(kube, "post_event", lambda *args, **kwargs: None)
+    monkeypatch.setattr(campaigns, "_ended_in_store", lambda campaign, trial: None)
+    body = _campaign("uid-race")
+    body["spec"]["seeds"] = 6
+    body["spec"]["parallelism"] = 2
+    campaigns._forget("uid-race")
+    status = _reconcile(body, {})
+    assert len(created) == 2
+    for name in created:
+        _indexed(name)  # their events came after the next pass's view of the index (it holds none of them)
+    status.update(_reconcile(body, status))
+    assert len(created) == 2  # both still hold their places
+    existing.discard(created[0])  # one is deleted: its place is free again
+    status.update(_reconcile(body, status))
+    assert len(created) == 3

@@ -206,7 +206,7 @@ def test_two_teams_share_a_quota_of_four_by_their_fair_sharing_weights(kueue_clu
     real = kueue_cluster
     _queues(real, "kueue-fair", 4, {"team-a": 3, "team-b": 1}, fair=True)
     names = ("fair-a", "fair-b")
-    docs = [_campaign(name, team, [{"name": "e", "agent": _agent(8)}], seeds=8, parallelism=4, queue=team)
+    docs = [_campaign(name, team, [{"name": "e", "agent": _agent(8)}], seeds=8, parallelism=8, queue=team)
             for name, team in zip(names, TEAM_NAMESPACES, strict=True)]
     watch = PodWatch(real)
     try:

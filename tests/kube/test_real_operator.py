@@ -101,7 +101,8 @@ def test_a_campaign_on_the_real_nodes_matches_the_local_engine(real_cluster: Rea
                           900, "the campaign to finish")
     status = _status(real_cluster, release.namespace, "kinds")
     described = real_cluster.kubectl("describe", "vc", "kinds", "-n", release.namespace).stdout
-    assert status["progress"] == "6/6" and status["infrastructureFailed"] == 0, status
+    assert status["progress"] == "6/6" and status["infrastructureFailed"] == 0, \
+        (real_cluster.infrastructure_failures(release.namespace), status)
     local = run_campaign(VerificationCampaign.model_validate(doc), real_cluster.store,
                          LocalRuntime(mechanism="none", base_dir=tmp_path / "local"))
     assert local.ran == 0 and local.reused == 6  # the records the cluster wrote, aggregated by the local engine

@@ -205,15 +205,20 @@ def _create_next(body: kopf.Body, spec: CampaignSpec, names: set[str], active: i
 
 
 def _unindexed(namespace: str, mine: dict[str, float], names: set[str]) -> dict[str, float]:
-    """``mine`` (Trials this process created for a campaign) without those the indexer has seen since — in the
-    index now, or already deleted — nor those still unseen after :data:`SWEEP_SEC` that the API server no longer
-    has (a watch that missed their events): the ones left count as active."""
+    """``mine`` (Trials this process created for a campaign) without those in the pass's view of the index
+    (``names``), nor those the API server no longer has: asked once the indexer has had their event (deleted
+    before this pass looked) or once they are :data:`SWEEP_SEC` old unseen (a watch that missed their events).
+    The ones left count as active.
+
+    The indexer's event alone does not drop a Trial: the pass took its view of the index before, so a Trial
+    whose event came between that view and now is in neither — dropped, it freed a place it still held and the
+    pass created past ``parallelism`` (7 active at parallelism 4, seen in CI)."""
     now = time.monotonic()
     for name, created in list(mine.items()):
-        unseen = (namespace, name) in _UNSEEN and name not in names
-        if unseen and now - created >= SWEEP_SEC and kube.get_custom("trials", namespace, name) is None:
-            unseen = False
-        if not unseen:
+        drop = name in names  # counted through the index now
+        if not drop and ((namespace, name) not in _UNSEEN or now - created >= SWEEP_SEC):
+            drop = kube.get_custom("trials", namespace, name) is None
+        if drop:
             del mine[name]
             _UNSEEN.discard((namespace, name))
     return mine
