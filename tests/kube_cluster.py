@@ -42,9 +42,10 @@ IMAGES = ("agent-base", "verifier", "operator", "tasks")
 RELEASE, OPERATOR_NAMESPACE, TRIALS_NAMESPACE = "anchorage", "anchorage", "anchorage-trials"
 #: Namespaces of two teams whose campaigns the session release serves too (``operator.watchNamespaces``).
 TEAM_NAMESPACES = ("team-a", "team-b")
-#: Kueue's Admission Fair Sharing as the session's Kueue runs it: usage sampled every second, halved every 30 s (a
-#: test's campaigns last a minute or two; a real cluster samples every few minutes over days).
-KUEUE_FAIR_SHARING = {"usageHalfLifeTime": "30s", "usageSamplingInterval": "1s"}
+#: Kueue's Admission Fair Sharing as the session's Kueue runs it: usage sampled every second, halved every 10 minutes
+#: (a test's campaigns last two or three minutes, so what a team used early still counts when its last trials wait;
+#: with a half-life as short as one round of trials, the teams take turns whatever their weights).
+KUEUE_FAIR_SHARING = {"usageHalfLifeTime": "10m", "usageSamplingInterval": "1s"}
 #: Namespaces of the chart's releases whose ServiceAccounts' requests the API server's audit log records
 #: (``RealCluster.audited``): the session's release, and the simulated-node one of ``tests/kube/test_real_operator.py``.
 AUDITED_NAMESPACES = (OPERATOR_NAMESPACE, "crash")

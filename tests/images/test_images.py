@@ -212,3 +212,26 @@ def test_a_package_missing_from_the_image_is_noticed(tmp_path: Path) -> None:
     image = _score_every_task("paper", "--block", lock=lock)["cumcm-2024-c-crop-planting"]
     assert isinstance(image, dict) and len(image["gates"]) == 17
     assert any(status == "missing" and "openpyxl is not installed" in message for _, status, _, message in image["gates"])
+
+
+def test_prune_keeps_the_newest_the_young_and_the_build_in_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pruning is decided without buildah: the :data:`KEEP` newest builds, any younger than :data:`YOUNG_SEC` and the
+    one the caller is about to use stay; every other build of that image is removed."""
+    from anchorage.images import building
+
+    now = 1_000_000_000.0
+    monkeypatch.setattr(building.time, "time", lambda: now)
+    hours = [0, 1, 2, 5, 7, 8, 30]  # ages, newest first; YOUNG_SEC is 6 hours
+    listed = [(now - h * 3600, f"localhost/anchorage/verifier:{h}h") for h in hours]
+    monkeypatch.setattr(building, "builds", lambda name: listed)
+    asked: list[str] = []
+
+    def rmi(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        asked.append(argv[-1])
+        return subprocess.CompletedProcess(argv, 0 if not argv[-1].endswith(":8h") else 1)  # 8h: still in use
+
+    monkeypatch.setattr(building.subprocess, "run", rmi)
+    removed = building.prune("verifier", spare="localhost/anchorage/verifier:30h")
+    assert building.KEEP == 2 and building.YOUNG_SEC == 6 * 3600
+    assert asked == ["localhost/anchorage/verifier:7h", "localhost/anchorage/verifier:8h"]
+    assert removed == ["localhost/anchorage/verifier:7h"]  # buildah refused the one a container still uses

@@ -206,12 +206,12 @@ def build(name: str, base: str, args: dict[str, str] | None = None, context: Pat
     tag = image_tag(name, base, args, context)
     if image_id(tag) is not None:
         print(f"{name}: cached as {tag}")
-        return tag
-    flags = [arg for key, value in sorted(args.items()) for arg in ("--build-arg", f"{key}={value}")]
-    with build_trust() as mounts:
-        buildah(*RECIPE, *flags, *mounts, "-f", f"images/{name}/Dockerfile", "-t", tag, str(context), stream=True)
-    print(f"{name}: built {tag}")
-    prune(name)
+    else:
+        flags = [arg for key, value in sorted(args.items()) for arg in ("--build-arg", f"{key}={value}")]
+        with build_trust() as mounts:
+            buildah(*RECIPE, *flags, *mounts, "-f", f"images/{name}/Dockerfile", "-t", tag, str(context), stream=True)
+        print(f"{name}: built {tag}")
+    prune(name, spare=tag)  # also when cached: other checkouts' builds age past YOUNG_SEC while this one is reused
     return tag
 
 
@@ -228,13 +228,14 @@ def build_image(name: str, base: str, args: dict[str, str] | None = None, built:
     return built[name]
 
 
-def prune(name: str, keep: int = KEEP, young_sec: float = YOUNG_SEC) -> list[str]:
+def prune(name: str, keep: int = KEEP, young_sec: float = YOUNG_SEC, spare: str | None = None) -> list[str]:
     """Remove all but the ``keep`` newest builds of ``images/<name>`` (each content change leaves one behind,
-    gigabytes in vfs storage) and any younger than ``young_sec`` (another build on this machine may be using it as
-    the base of its next image right now); what was removed. Two are kept so a branch and main do not rebuild in
-    turn."""
+    gigabytes in vfs storage), any younger than ``young_sec`` (another build on this machine may be using it as
+    the base of its next image right now) and ``spare`` (the build the caller is about to use); what was removed.
+    Two are kept so a branch and main do not rebuild in turn."""
     removed = []
-    old = [(created, tag) for created, tag in builds(name)[keep:] if time.time() - created > young_sec]
+    old = [(created, tag) for created, tag in builds(name)[keep:]
+           if time.time() - created > young_sec and tag != spare]
     for _, tag in old:  # one a working container still uses stays (buildah refuses; no harm)
         if subprocess.run(["buildah", *storage(), "rmi", tag], capture_output=True, check=False).returncode == 0:
             removed.append(tag)
