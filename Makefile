@@ -61,7 +61,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml devcluster/pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,inspect]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,inspect,agent-stack]'
 	# Harbor's own pydantic models read the Harbor export in the tests (Harbor pins Python >= 3.12; its models
 	# load on 3.11 with typing shims, see tests/interop/harbor_check.py)
 	$(BIN)/python -m pip install --quiet --no-deps --ignore-requires-python harbor==0.25.0

@@ -10,7 +10,7 @@ import pytest
 from anchorage.campaigns.documents import load_documents
 from anchorage.errors import InputError
 from anchorage.manifests import VerificationCampaign
-from anchorage.runtime.local import sandbox
+from anchorage.runtime.local import interpreter, sandbox
 from anchorage.runtime.local.engine import campaign_lock, run_campaign
 from anchorage.runtime.local.trials import LocalRuntime
 from anchorage.tasks import load_task, resolve_task
@@ -189,3 +189,29 @@ def test_near_miss_artifact_is_recovered_and_recorded(  # type: ignore[no-untype
     assert record["phase"] == "Succeeded", record
     assert record["artifact"]["recovered_from"] and "smoke-inventory-result.json" in record["artifact"]["recovered_from"]
     assert record["score"]["o_eval"] > 0.99
+
+
+def test_an_interpreter_without_the_agents_stack_is_the_platforms_failure(  # type: ignore[no-untyped-def]
+    mechanism: sandbox.Mechanism, write_manifest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sandbox offers agents the engine's interpreter: without the ``agent-stack`` extra (here pandas hidden from
+    it) the oracle's reproduction could not run, and that is never the agent's zero."""
+    real_find_spec = interpreter.importlib.util.find_spec
+    monkeypatch.setattr(interpreter.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pandas" else real_find_spec(name, *a))
+    interpreter.missing_stack.cache_clear()
+    try:
+        entries = """\
+    - name: oracle
+      agent: {kind: oracle}"""
+        records = _run(write_manifest(campaign_yaml("nostack", entries)), tmp_path / "runs", mechanism)
+    finally:
+        interpreter.missing_stack.cache_clear()
+    record = records["oracle"]
+    assert (record["phase"], record["reason"], record["score"]) == ("InfrastructureFailed", "sandbox_error", None)
+    assert "lacks pandas" in record["message"] and "anchorage-operator[agent-stack]" in record["message"]
+
+
+def test_make_venv_gives_agents_the_whole_stack() -> None:
+    interpreter.missing_stack.cache_clear()
+    assert interpreter.missing_stack() is None

@@ -54,5 +54,6 @@ def test_operator_image_runs_its_entry_points_as_its_user(tool: ModuleType, base
     result = smoke.smoke_operator(tag)
     assert result["operator"] and result["gateway"] and result["kubepod"]
     assert result["imports"] == sorted(smoke.OPERATOR_IMPORTS)
+    assert result["agent_stack"] == []  # the agents' and reproductions' stack stays out of the operator image
     assert result["user"] == "10004"  # the chart's podSecurityContext.runAsUser
     assert result["prices"], "ANCHORAGE_PRICES is empty in the image"

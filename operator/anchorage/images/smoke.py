@@ -88,6 +88,9 @@ def smoke_verifier(tag: str, task: str = "smoke-inventory", context: Path | None
 #: What the operator image's processes import beyond the scorer's stack (kopf and its API client, the store's S3
 #: client, the admin and viewer web servers, the gateway's HTTP parser and event loop, the metrics).
 OPERATOR_IMPORTS = ("kopf", "kubernetes", "boto3", "aiohttp", "httptools", "uvloop", "prometheus_client")
+#: What the operator image goes without: the package's ``agent-stack`` extra, imported by agents and the tasks'
+#: reproductions only (they run in the agent image and the tasks' own images).
+OPERATOR_ABSENT = ("pandas", "sklearn", "statsmodels", "highspy", "xlrd")
 
 
 def smoke_operator(tag: str) -> dict[str, object]:
@@ -105,6 +108,9 @@ def smoke_operator(tag: str) -> dict[str, object]:
         script = f"import importlib, json; print(json.dumps({{m: importlib.import_module(m).__name__ " \
                  f"for m in {list(OPERATOR_IMPORTS)!r}}}))"
         found["imports"] = sorted(json.loads(in_image(ident, "python", "-c", script, user=user)))
+        script = f"import importlib.util, json; print(json.dumps([m for m in {list(OPERATOR_ABSENT)!r} " \
+                 "if importlib.util.find_spec(m) is not None]))"
+        found["agent_stack"] = json.loads(in_image(ident, "python", "-c", script, user=user))
         found["user"] = in_image(ident, "id", "-u", user=user).strip()
         found["prices"] = in_image(ident, "sh", "-c", "ls \"$ANCHORAGE_PRICES\" | head -1", user=user).strip()
     return found

@@ -3,8 +3,10 @@
 Called by :mod:`.sandbox` (the binds, files and links of the layout; the agent's PATH) and by callers
 that name the interpreter in an agent's argv (:func:`python_path`).
 
-Agents get the engine's own interpreter and packages (numpy, scipy, pandas, ... : the task
-reproductions need them), but not where they live on the host: the virtualenv's ``lib`` folder is bound
+Agents get the engine's own interpreter and packages (numpy, scipy, pandas, ... : the agent image's stack,
+:data:`STACK`; the task reproductions need them — those the engine itself never imports come with the
+``agent-stack`` extra, and an attempt on an interpreter without them is the platform's failure,
+:func:`missing_stack`), but not where they live on the host: the virtualenv's ``lib`` folder is bound
 at :data:`VENV`, next to a ``pyvenv.cfg`` written for the sandbox (the host's names the checkout in its
 ``command`` line) and ``bin/python3`` links to the base interpreter. The virtualenv's own ``bin`` is not
 shown (its scripts' ``#!`` lines name the host path; ``python3 -m pip`` and the like work). Editable
@@ -17,12 +19,16 @@ RUNPATH fixed at build time (under ``/usr`` it is bound with ``/usr``).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 VENV = "/opt/anchorage/venv"
+#: The scientific stack agents find in the sandbox (the agent image's, SPEC §1), by import name.
+STACK = ("numpy", "scipy", "pandas", "sklearn", "statsmodels", "highspy", "openpyxl", "xlrd", "matplotlib")
+STACK_HINT = "pip install 'anchorage-operator[agent-stack]' (make venv installs it)"
 _SYSTEM_PREFIX = "/usr"
 _KEPT_KEYS = ("home", "include-system-site-packages", "version", "implementation", "version_info")
 
@@ -114,3 +120,16 @@ def agent_path(*, sandboxed: bool = True) -> str:
     """The PATH agents see: the interpreter's folders first (python3 with numpy & co), then the system's."""
     first = layout().bin_dirs if sandboxed else (str(Path(sys.prefix) / "bin"), str(Path(sys.base_prefix) / "bin"))
     return ":".join([*dict.fromkeys(first), "/usr/local/bin", "/usr/bin", "/bin"])
+
+
+@functools.lru_cache(maxsize=1)
+def missing_stack() -> str | None:
+    """Why agents would not find the scientific stack in the sandbox (None: every module of :data:`STACK` is there).
+
+    A trial run without it would judge the agent (and the oracle's reproduction) in an environment the benchmark
+    does not define, so the driver records such an attempt as the platform's failure, with this reason."""
+    absent = [name for name in STACK if importlib.util.find_spec(name) is None]
+    if not absent:
+        return None
+    return (f"this interpreter ({sys.executable}) lacks {', '.join(absent)} of the agents' scientific stack, which "
+            f"the sandbox offers agents and the tasks' reproductions import; install it: {STACK_HINT}")

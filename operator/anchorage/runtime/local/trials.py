@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from anchorage import agents, confined, metrics
 from anchorage.errors import InputError
 from anchorage.manifests import Limits, TrialSpec
-from anchorage.runtime.local import sandbox
+from anchorage.runtime.local import interpreter, sandbox
 from anchorage.tasks import Task
 from anchorage.trials import AgentPlan, AttemptEnd, Phase, Reason, TrialRecord, classify, plan_agent
 from anchorage.trials.agents.plans import missing_replay_message, replayed_message
@@ -215,6 +215,9 @@ def _attempt(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: Loc
         return AttemptEnd(agent_problem=plan.problem)
     if plan.replay is not None:
         return _replay(job, plan, dirs, runtime, record)
+    stack = interpreter.missing_stack()
+    if stack is not None:  # the agents' environment is not the benchmark's: never the model's failure
+        return AttemptEnd(launcher_failure=stack)
     argv = list(plan.argv)
     env = dict(plan.env)
     binds = {mount: job.task.root / folder for mount, folder in plan.binds.items()}
