@@ -190,6 +190,9 @@ class Run:
     floor_events: dict[str, int] = field(default_factory=dict)
     settings: str = ""  # the cluster's throughput settings (the real control plane's)
     run_cpu: float = 0.0  # CPU seconds of everything the run started (cluster, node, operator, floor, clients)
+    event_reasons: collections.Counter[str] = field(default_factory=collections.Counter)  # "source/reason" → Events
+    outcomes: collections.Counter[str] = field(default_factory=collections.Counter)  # "phase/reason" → trials
+    failures: list[str] = field(default_factory=list)  # a few infrastructure failures' messages
 
 
 def _cpu_now() -> float:
@@ -369,6 +372,12 @@ def _real_campaign(trials: int, parallelism: int) -> str:
 
     doc = yaml.safe_load(_campaign(trials, parallelism))
     doc["spec"]["limits"] = {"cpus": 0.1, "memoryMB": 128, "agentTimeoutSec": 300}
+    # the agent writes the task's expected answer, so each trial ends as a normal one does: scored, Succeeded (with
+    # `true`, every trial was the agent's no_artifact failure, one Warning Event each)
+    answer = json.dumps(json.loads((REPO / "tasks" / "smoke-inventory" / "tests" / "expected_result.json").read_text()))
+    command = ["/bin/sh", "-c", f"printf '%s' '{answer}' > /root/results/smoke-inventory_result.json"]
+    for entry in doc["spec"]["entries"]:
+        entry["agent"]["command"] = command
     return str(yaml.safe_dump(doc))
 
 
@@ -432,17 +441,48 @@ def run_real_nodes(args: argparse.Namespace, root: Path) -> Run:
         floor_cpu, _, _, floor_loop = _stop(floor) if floor is not None else (None, 0.0, 0.0, None)
         time.sleep(2)  # the audit backend writes in batches
         counts = _audited(audit, skip, user)
+        reasons = _event_reasons(local.plane.kubectl, watched)
+        outcomes, failures = _outcomes(local.plane.kubectl, "bench")
         if status.get("phase") != "Succeeded":
             raise SystemExit(f"--nodes real: the campaign ended {status.get('phase')}: {status.get('message')}")
         # the operator ran before the campaign: its CPU is the campaign's share (``idle_cpu`` is its 8 s at rest)
         measured = Measured(int(status.get("total") or args.trials), elapsed, after - before, after_sys - before_sys,
                             rss, 0.0, rss, floor_cpu, idle_floor_cpu, loop, floor_loop)
         settings = (f"real nodes {', '.join(REAL_NODES)} (kubelet {binaries.KUBE_VERSION}, containerd, kube-router); "
-                    f"the operator a pod (idle: {idle_cpu:.2f} s CPU in 8 s); trials: the agent image running true")
+                    f"the operator a pod (idle: {idle_cpu:.2f} s CPU in 8 s); trials: the agent image writing the answer")
     finally:
         local.stop()
     return Run("real-nodes", measured, counts, raw_rate, _floor_events(root / "floor.log"), settings,
-               _cpu_now() - cpu_before)
+               _cpu_now() - cpu_before, reasons, outcomes, failures)
+
+
+def _outcomes(kubectl: Any, namespace: str) -> tuple[collections.Counter[str], list[str]]:
+    """The campaign's trials by "phase/reason", and the messages of up to five infrastructure failures."""
+    out = kubectl("get", "trials", "-n", namespace, "-o", "json", check=False)
+    items = json.loads(out.stdout or "{}").get("items") or [] if out.returncode == 0 else []
+    found: collections.Counter[str] = collections.Counter()
+    failures = []
+    for trial in items:
+        status = trial.get("status") or {}
+        found[f"{status.get('phase')}/{status.get('reason')}"] += 1
+        if status.get("phase") == "InfrastructureFailed" and len(failures) < 5:
+            failures.append(f"{trial['metadata']['name']}: {status.get('message')}")
+    return found, failures
+
+
+def _event_reasons(kubectl: Any, namespaces: tuple[str, ...]) -> collections.Counter[str]:
+    """The Events the operator and kopf posted in ``namespaces``, as "component/reason" → count (which of the
+    operator's writes are Events, and why)."""
+    found: collections.Counter[str] = collections.Counter()
+    for namespace in namespaces:
+        out = kubectl("get", "events", "-n", namespace, "-o", "json", check=False)
+        if out.returncode != 0:
+            continue
+        for event in json.loads(out.stdout or "{}").get("items") or []:
+            component = (event.get("source") or {}).get("component") or event.get("reportingComponent") or "?"
+            if component.startswith(("anchorage", "kopf")):
+                found[f"{component}/{event.get('reason')}"] += int(event.get("count") or 1)
+    return found
 
 
 def _documents(manifest: dict[str, Any]) -> list[dict[str, Any]]:
@@ -468,6 +508,13 @@ def report(run: Run, parallelism: int) -> None:
     print("  API requests per trial by verb: " + ", ".join(f"{v} {n / total:.2f}" for v, n in sorted(verbs.items())))
     print(f"  API writes per trial: {writes / total:.2f}, of which Events {events / total:.2f} (goal ≤ 8)")
     print("    by resource: " + ", ".join(f"{k} {n / total:.2f}" for k, n in run.kinds.most_common(12)))
+    if run.outcomes:
+        print("  trials by phase/reason: " + ", ".join(f"{k} {n}" for k, n in run.outcomes.most_common()))
+        for failure in run.failures:
+            print(f"    {failure}")
+    if run.event_reasons:
+        print("    Events by source/reason: " + ", ".join(f"{k} {n / total:.2f}" for k, n in
+                                                        run.event_reasons.most_common(8)))
     print(f"  operator CPU per trial: {1000 * m.cpu / total:.2f} ms total, "
           f"{1000 * (m.cpu - m.idle_cpu) / total:.2f} ms without startup (idle 8 s run: {m.idle_cpu:.2f} s CPU; "
           f"system time {1000 * m.sys_cpu / total:.2f} ms of the total)")

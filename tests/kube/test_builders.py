@@ -144,12 +144,16 @@ def test_verifier_job_has_no_network_and_the_short_deadline() -> None:
     job = kubejobs.verifier_job(run, task="smoke-inventory", out="c1/t1", config=OperatorConfig(), baseline=None,
                                 gates=True, artifacts=[{"uri": "c1/t1/artifacts", "entry": "e", "seed": 0, "out": ""}])
     kubernetes_validate.validate(job, K8S, strict=True)
-    assert job["spec"]["activeDeadlineSeconds"] == 180
+    # the verifier's 180 s run from its scoring container's start (a node busy with thirty pods scheduled it late and
+    # the Job's own deadline, counted from its creation, failed 18 of 100 trials as the platform's); the Job's deadline
+    # is the backstop
+    assert job["spec"]["activeDeadlineSeconds"] == 180 + kubejobs.platform_allowance(OperatorConfig())
     assert job["spec"]["template"]["metadata"]["labels"][kubejobs.LABEL_NETWORK] == "none"
     # no agent runs in it: it reaches DNS and the store from the start (policy P3), nothing else
     assert job["spec"]["template"]["metadata"]["labels"][kubejobs.LABEL_STORE_ACCESS] == "true"
     scorer = job["spec"]["template"]["spec"]["containers"][0]
     assert "envFrom" not in scorer and "anchorage.runtime.kubepod" in scorer["command"]
+    assert scorer["command"][:3] == kubejobs.timed("score", [], 180)[:3]  # killed 180 s after the container started
 
 
 STORE_RULE = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "store"}}}],

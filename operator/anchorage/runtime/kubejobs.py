@@ -162,7 +162,10 @@ class OperatorConfig(BaseModel):
         default=1.0, gt=0, le=1, description="An agent container's CPU request as a share of its CPU limit: 1 reserves "
         "every trial's CPUs (timings comparable across trials); lower packs more trials on a node, each still limited.")
     ttl_seconds_after_finished: int = Field(default=3600, ge=0, description="Job TTL after it ends.")
-    verifier_deadline_sec: int = Field(default=180, gt=0, description="Verifier Job deadline.")
+    verifier_deadline_sec: int = Field(
+        default=180, gt=0, description="The verifier's time (task.toml's verifier timeout, the seed's 180 s), timed "
+        "from its scoring container's start: scheduling, image pulls and the artifacts' fetch never count. The Job's "
+        "activeDeadlineSeconds adds the platform's allowance as a backstop.")
     task_source: str | None = Field(default=None, description="ANCHORAGE_TASKS inside the operator image.")
     agent_seccomp_profile: str | None = Field(
         default=None, description="seccomp profile of agent containers, relative to the kubelet's seccomp root "
@@ -733,7 +736,8 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
         ],
         "containers": [{
             "name": "score", "image": config.verifier_image,
-            "command": signalled("score", ["python", "-m", "anchorage.runtime.kubepod", *score]),
+            "command": timed("score", ["python", "-m", "anchorage.runtime.kubepod", *score],
+                             config.verifier_deadline_sec),
             "env": task_env, "securityContext": _restricted(), "resources": small,
             "volumeMounts": [*mounts, {"name": "run", "mountPath": RUN_DIR}],
         }],
@@ -747,7 +751,7 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
         metadata["ownerReferences"] = [owner_ref(run)]
     metadata["labels"] = {**labels, **queue_labels(config.kueue_scoring_queue, None)}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata,
-            "spec": {"backoffLimit": 0, "activeDeadlineSeconds": config.verifier_deadline_sec,
+            "spec": {"backoffLimit": 0, "activeDeadlineSeconds": config.verifier_deadline_sec + platform_allowance(config),
                      "ttlSecondsAfterFinished": config.ttl_seconds_after_finished,
                      **queued(bool(config.kueue_scoring_queue)),
                      "template": {"metadata": _template_metadata(labels, pod_spec), "spec": pod_spec}}}
