@@ -456,17 +456,13 @@ def run_real_nodes(args: argparse.Namespace, root: Path) -> Run:
                _cpu_now() - cpu_before, reasons, outcomes, failures)
 
 
-def _items(kubectl: Any, kind: str, namespace: str) -> list[dict[str, Any]]:
-    """The objects of ``kind`` in ``namespace`` ([] when kubectl fails: these figures are reported, never required)."""
-    out = kubectl("get", kind, "-n", namespace, "-o", "json", check=False)
-    return list(json.loads(out.stdout or "{}").get("items") or []) if out.returncode == 0 else []
-
-
 def _outcomes(kubectl: Any, namespace: str) -> tuple[collections.Counter[str], list[str]]:
     """The campaign's trials by "phase/reason", and the messages of up to five infrastructure failures."""
+    out = kubectl("get", "trials", "-n", namespace, "-o", "json", check=False)
+    items = json.loads(out.stdout or "{}").get("items") or [] if out.returncode == 0 else []
     found: collections.Counter[str] = collections.Counter()
     failures = []
-    for trial in _items(kubectl, "trials", namespace):
+    for trial in items:
         status = trial.get("status") or {}
         found[f"{status.get('phase')}/{status.get('reason')}"] += 1
         if status.get("phase") == "InfrastructureFailed" and len(failures) < 5:
@@ -479,7 +475,10 @@ def _event_reasons(kubectl: Any, namespaces: tuple[str, ...]) -> collections.Cou
     operator's writes are Events, and why)."""
     found: collections.Counter[str] = collections.Counter()
     for namespace in namespaces:
-        for event in _items(kubectl, "events", namespace):
+        out = kubectl("get", "events", "-n", namespace, "-o", "json", check=False)
+        if out.returncode != 0:
+            continue
+        for event in json.loads(out.stdout or "{}").get("items") or []:
             component = (event.get("source") or {}).get("component") or event.get("reportingComponent") or "?"
             if component.startswith(("anchorage", "kopf")):
                 found[f"{component}/{event.get('reason')}"] += int(event.get("count") or 1)

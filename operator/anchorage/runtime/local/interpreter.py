@@ -26,10 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 VENV = "/opt/anchorage/venv"
-#: Of :data:`STACK`, what the engine itself never imports: the package's ``agent-stack`` extra (by import name).
-EXTRA = ("pandas", "sklearn", "statsmodels", "highspy", "xlrd")
 #: The scientific stack agents find in the sandbox (the agent image's, SPEC §1), by import name.
-STACK = ("numpy", "scipy", "openpyxl", "matplotlib", *EXTRA)
+STACK = ("numpy", "scipy", "pandas", "sklearn", "statsmodels", "highspy", "openpyxl", "xlrd", "matplotlib")
 STACK_HINT = "pip install 'anchorage-operator[agent-stack]' (make venv installs it)"
 _SYSTEM_PREFIX = "/usr"
 _KEPT_KEYS = ("home", "include-system-site-packages", "version", "implementation", "version_info")
