@@ -6,7 +6,7 @@ and only Trials and campaigns through kopf; this floor keeps kopf watching all o
 ``bench/kube_operator.py --kopf-floor`` runs it next to the real operator: its CPU is kopf's own cost of
 receiving and processing the campaign's watch events (parsing, per-object memories, loggers, handler
 invocation) — the floor under the operator's CPU per trial, whatever the handlers do. Its handlers live in
-a registry of their own, with the operator's filters (Jobs: only events of ended ones, ``trials.ENDED_JOBS``)
+a registry of their own, with the operator's filters (Jobs: only events of ended ones, ``jobends.ENDED_JOBS``)
 and an async index as the operator's; the settings are the operator's (``anchorage.controller.settings.apply``).
 On exit it prints how many events reached its handlers, by resource (the bench reads that line).
 Importing that module registers the real handlers in kopf's default registry, which this script does not
@@ -26,7 +26,7 @@ from typing import Any
 import kopf
 
 from anchorage.controller import settings as operator_settings
-from anchorage.controller.trials import ENDED_JOBS
+from anchorage.controller.jobends import ENDED_JOBS
 from anchorage.manifests import API_GROUP, API_VERSION
 from anchorage.runtime.kubejobs import LABEL_CAMPAIGN, LABEL_ROLE, MANAGED_BY
 

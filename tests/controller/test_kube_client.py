@@ -2,7 +2,7 @@
 them (bearer token, tokenFile rotation, refresh on 401), the server URL's path prefix, NO_PROXY,
 ``tls-server-name``, timeouts, one retry layer that honours ``Retry-After``, ``fieldValidation=Strict`` on
 writes, Warning headers in the log, optimistic concurrency on status; and watched bodies stand in for GETs
-only when they pass the caller's check (``trials.Latest``)."""
+only when they pass the caller's check (``caches.Latest``)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import kubernetes
 import pytest
 import yaml
 
-from anchorage.controller import kube, trials
+from anchorage.controller import caches, kube
 from anchorage_devcluster import pki
 
 Answer = tuple[int, dict[str, Any], dict[str, str]]  # status, JSON body, headers
@@ -303,7 +303,7 @@ def test_a_watched_body_replaces_the_get_only_when_it_passes_the_check() -> None
         gets.append((namespace, name))
         return _trial(name, "Running", "from-the-api")
 
-    latest = trials.Latest(mock_read, size=2)
+    latest = caches.Latest(mock_read, size=2)
     running = _trial("t1", "Running", "t1-a0")
     latest.note(running, ended=False)
     assert latest.current("ns", "t1", lambda t: t["status"].get("jobName") == "t1-a0") == running

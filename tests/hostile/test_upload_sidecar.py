@@ -83,7 +83,7 @@ def test_caps_on_entries_and_bytes(tmp_path: Path) -> None:
 def test_a_folder_over_its_quota_is_reported_by_the_sidecar(tmp_path: Path) -> None:
     """In the cluster the agent's folders are memory-backed emptyDirs of the quota + 1 MiB; the sidecar —
     not the agent — measures them, and the operator classifies the attempt as the model's oversized_result."""
-    from anchorage.controller.trials import attempt_end
+    from anchorage.controller.evidence import attempt_end
     from anchorage.trials import classify
 
     results, logs = _folders(tmp_path)

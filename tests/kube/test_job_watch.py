@@ -33,7 +33,7 @@ import aiohttp
 import kubernetes
 import pytest
 
-from anchorage.controller import kube, trials, watching
+from anchorage.controller import caches, jobends, kube, watching
 from anchorage.runtime import kubejobs
 from anchorage_devcluster.serving import ClusterThread
 from kube_cluster import RealCluster, kubectl_env
@@ -257,7 +257,7 @@ async def test_only_ended_jobs_of_a_known_role_reach_the_handlers(real_cluster: 
 
     def handler(role: str) -> Callable[[str, Obj], Any]:
         async def handle(type_: str, job: Obj) -> None:
-            seen.append((role, job["metadata"]["name"], trials._has_ended(job["status"].get("conditions"))))
+            seen.append((role, job["metadata"]["name"], jobends.has_ended(job["status"].get("conditions"))))
         return handle
 
     monkeypatch.setattr(watching, "HANDLERS", {role: handler(role) for role in ("trial", "protocol", "verifier")})
@@ -296,7 +296,7 @@ async def test_a_relisted_job_is_handed_on_only_when_its_trial_waits_and_a_pause
 
     monkeypatch.setattr(watching, "HANDLERS", {"trial": handle})
     waiting = {"metadata": {"name": "t1", "namespace": "ns"}, "status": {"phase": "Running", "jobName": "t1-a0"}}
-    trials.TRIALS.note(waiting, ended=False)
+    caches.TRIALS.note(waiting, ended=False)
     level = logging.getLogger().level
     try:
         peering = watching.Peering()
@@ -317,7 +317,7 @@ async def test_a_relisted_job_is_handed_on_only_when_its_trial_waits_and_a_pause
         assert seen == ["t1-a0", "t1-a0"], seen
         assert resumed == [True]
     finally:
-        trials.TRIALS.note(waiting, ended=True)
+        caches.TRIALS.note(waiting, ended=True)
         logging.getLogger().setLevel(level)
 
 

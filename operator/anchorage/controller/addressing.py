@@ -1,6 +1,6 @@
 """The address a trial pod's ``hostAliases`` give the gateway URL's host name (the pod itself has no DNS).
 
-Called by :mod:`anchorage.controller.trials` when it builds a model-calling trial's Job
+Called by :mod:`anchorage.controller.launching` when it builds a model-calling trial's Job
 (:func:`anchorage.runtime.kubejobs.agent_network`). The gateway URL names a Service (``<svc>.<namespace>.svc...``,
 what the chart sets): its ClusterIP, read from the API (the chart grants ``get`` on the gateway's Service). Another
 name (a gateway outside the cluster, or a Service the operator may not read) is resolved by the operator itself; an

@@ -35,8 +35,9 @@ from anchorage.campaigns.aggregation import Row, TrialResult, cost_note, leaderb
 from anchorage.campaigns.planning import PlannedTrial, plan
 from anchorage.campaigns.selection import campaign_task_names
 from anchorage.controller import gatewaying, kube, kueue, scoring, trials
+from anchorage.controller.caches import TRIALS, Once
 from anchorage.controller.settings import config, store
-from anchorage.controller.trials import condition
+from anchorage.controller.trialstate import condition
 from anchorage.errors import InputError
 from anchorage.manifests import API_GROUP, API_VERSION, CampaignSpec
 from anchorage.runtime import kubejobs
@@ -292,7 +293,7 @@ def _repair(ns: str, name: str, phase: str | None) -> None:
     if is_terminal(phase):
         return
     # The watched body (every write decided on it is conditional on its resourceVersion), else a GET.
-    trial = trials.TRIALS.current(ns, name, lambda _: True)
+    trial = TRIALS.current(ns, name, lambda _: True)
     run = trials.repair(trial) if trial is not None else None
     if run is not None:
         scoring.check_running(run)
@@ -490,7 +491,7 @@ def _failed(body: kopf.Body, status: kopf.Status, exc: InputError, reason: str) 
 
 
 #: Campaign generations this process announced as refused.
-_REFUSED = trials.Once()
+_REFUSED = Once()
 #: Phases in which a campaign gets no periodic pass: finished, or refused until its spec changes.
 RESTING = ("Succeeded", "Failed")
 

@@ -1,6 +1,6 @@
 """How a trial's attempt ended, from Kubernetes' own evidence: the lifecycle's :class:`AttemptEnd`.
 
-Called by :mod:`anchorage.controller.trials` when an attempt's Job has ended (its event, or the repair path).
+Called by :mod:`anchorage.controller.attempts` when an attempt's Job has ended (its event, or the repair path).
 The evidence, all of it the platform's — nothing the agent can write decides a phase:
 
 * the Job's condition (``Complete``, ``DeadlineExceeded``, ``BackoffLimitExceeded``, ...); ``DeadlineExceeded`` is the

@@ -1,13 +1,13 @@
 """The operator's side of the model gateway: per-trial tokens, their Secrets, revocation and cost.
 
-Called by ``anchorage.controller.trials`` (launch and finish) and ``scoring`` (the ``trial.json``
-record). A model-calling trial (:func:`anchorage.runtime.kubejobs.uses_gateway`) gets a token the
-operator mints itself with the secret it shares with the gateway (``ANCHORAGE_GATEWAY_TOKEN_SECRET``;
-``anchorage.gateway.tokens.mint_token``): the token names exactly this trial (namespace, name and uid,
-so a re-created Trial of the same name gets a fresh ledger), its entry and campaign (the labels of the
-gateway's token and cost metrics), and expires at the attempt's deadline (the Job's ``activeDeadlineSeconds``
-from now) plus a margin (``EXPIRY_MARGIN_SECONDS``). It goes into the Secret ``<job>-gateway``,
-created right after the Job and owned by it — one API write per model-calling attempt, nothing else.
+Called by ``anchorage.controller.launching`` (an attempt's start), ``recording`` and ``finishing`` (a trial's end) and
+``scoring`` (the ``trial.json`` record). A model-calling trial (:func:`anchorage.runtime.kubejobs.uses_gateway`) gets
+a token the operator mints itself with the secret it shares with the gateway (``ANCHORAGE_GATEWAY_TOKEN_SECRET``;
+``anchorage.gateway.tokens.mint_token``): the token names exactly this trial (namespace, name and uid, so a re-created
+Trial of the same name gets a fresh ledger), its entry and campaign (the labels of the gateway's token and cost
+metrics), and expires at the attempt's deadline (the Job's ``activeDeadlineSeconds`` from now) plus a margin
+(``EXPIRY_MARGIN_SECONDS``). It goes into the Secret ``<job>-gateway``, created right after the Job and owned by it —
+one API write per model-calling attempt, nothing else.
 
 A trial's ``verification.panel`` / ``.cbu`` pod gets a token of its own (account ``<trial id>/<step>``,
 :func:`step_account`), revoked when its Job ends, when the step's usage and cost are read the same way

@@ -1,7 +1,7 @@
 """What a trial pod's status says before its Job ends — the platform's evidence the operator's pod watch decides on.
 
 Pure functions over a pod (and a Job's Events) as the API sends them, used by :mod:`anchorage.controller.pods` (the
-watch's handling) and :mod:`anchorage.controller.trials` (a recorded :class:`Verdict` decides how an attempt ended).
+watch's handling) and :mod:`anchorage.controller.attempts` (a recorded :class:`Verdict` decides how an attempt ended).
 Every decision here rests on what the scheduler, the kubelet, the Job controller or the node lifecycle controller
 wrote — conditions, container states, their timestamps —, never on anything the agent can write:
 

@@ -19,7 +19,7 @@ in kopf's event loop; the API calls run in the handlers' threads. Per trial pod:
   whose pod was never created (its ``FailedCreate`` Events: a missing RuntimeClass, a ResourceQuota refusal) end the
   attempt ``InfrastructureFailed`` with the reason and the object that says so, retried per ``retries``.
 
-An attempt the operator ends goes to :func:`anchorage.controller.trials.end_attempt` (the verdict recorded in the
+An attempt the operator ends goes to :func:`anchorage.controller.attempts.end_attempt` (the verdict recorded in the
 trial's folder, the Job deleted, the trial finished by the verdict). The operator's clock for "for this long" runs
 from the platform's timestamps where it has them (conditions' ``lastTransitionTime``, the Job's
 ``creationTimestamp``), else from the first event that showed the state (a restarted operator starts that clock
@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from anchorage.controller import kube, podevidence
+from anchorage.controller import attempts, kube, podevidence
 from anchorage.controller.peering import PEERING
 from anchorage.controller.podevidence import TIMEOUT, Verdict
 from anchorage.runtime import kubejobs
@@ -61,7 +61,7 @@ def owner_uid(pod: Mapping[str, Any]) -> str:
 
 
 def job_stub(pod: Mapping[str, Any]) -> Obj:
-    """The pod's Job as :func:`anchorage.controller.trials.end_attempt` needs it: name, namespace, uid, and the
+    """The pod's Job as :func:`anchorage.controller.attempts.end_attempt` needs it: name, namespace, uid, and the
     annotations naming its trial (the pod template carries them)."""
     meta = pod.get("metadata") or {}
     return {"metadata": {"name": (meta.get("labels") or {}).get(kube.JOB_NAME_LABEL, ""),
@@ -199,12 +199,10 @@ class PodEvents:
         self._spawn(self._end(stub, verdict))
 
     async def _end(self, job: Obj, verdict: Verdict) -> None:
-        from anchorage.controller import trials  # (imports watching, which imports this module)
-
         log.warning("ending attempt %s/%s: %s: %s (%s)", job["metadata"]["namespace"], verdict.job, verdict.reason,
                     verdict.message, verdict.evidence)
         try:
-            await kube.in_thread(trials.end_attempt, job, verdict)
+            await kube.in_thread(attempts.end_attempt, job, verdict)
         except Exception:
             self.decided.discard(job["metadata"]["uid"])  # the next event, or the next check, tries again
             raise

@@ -1,8 +1,9 @@
 """The trials namespaces' NetworkPolicies, kept as :func:`anchorage.runtime.kubejobs.network_policies` builds them.
 
-Who calls it: :mod:`anchorage.controller.trials` before a Job goes to a namespace (:func:`ensure`), the operator's
-NetworkPolicy watch (:class:`PolicyEvents`, registered by :mod:`anchorage.controller.watching`) on every event of a
-policy there, and :mod:`anchorage.controller.enforcement` before its probe.
+Who calls it: :mod:`anchorage.controller.launching` and ``finishing`` (protocol Jobs) before a Job goes to a namespace
+(:func:`ensure`), the operator's NetworkPolicy watch (:class:`PolicyEvents`, registered by
+:mod:`anchorage.controller.watching`) on every event of a policy there, and :mod:`anchorage.controller.enforcement`
+before its probe.
 
 :func:`reconcile` makes a namespace's policies what the builder says: a missing one is created, one whose ``spec``
 differs (edited by hand, or an older operator's) is replaced, and a policy the operator made (label

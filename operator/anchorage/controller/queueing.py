@@ -1,7 +1,7 @@
 """Trials admitted by the cluster's batch queue (Kueue): Queued until admitted, preempted attempts retried.
 
 Registered by importing ``anchorage.controller``. A trial whose spec (``queueName``, from its campaign) or the
-operator (``--kueue-queue``) names a LocalQueue is launched by ``trials._launch`` as ``Queued`` — after
+operator (``--kueue-queue``) names a LocalQueue is launched by ``launching.start_attempt`` as ``Queued`` — after
 :func:`anchorage.controller.kueue.require` found Kueue and the LocalQueue — with its Job created suspended and
 labelled for Kueue (``kubejobs.trial_job``). Kueue makes a Workload of the Job and admits it within its ClusterQueue's
 quota (fair sharing, priorities and preemption are the ClusterQueue's) by resuming the Job. This module follows the
@@ -14,7 +14,7 @@ stopped again if Kueue goes away):
   includes the wait. ``anchorage_queue_wait_seconds`` observes the wait.
 * **evicted** while the trial runs (Kueue preempted it for a higher priority, or its queue was stopped): Kueue has
   suspended the Job and its pod is stopped. The attempt ends ``InfrastructureFailed`` / ``preempted`` — the platform's,
-  never the model's — through the same path as any attempt's end (``trials.conclude``): the Job is deleted, and the
+  never the model's — through the same path as any attempt's end (``attempts.conclude``): the Job is deleted, and the
   trial is retried as a new Job (queued again) while ``retries`` allow. ``anchorage_preemptions_total`` counts it.
 * **pending** — every :data:`POSITION_SEC` the LocalQueues that hold Queued trials are asked for their pending
   workloads (Kueue's visibility API); a trial's ``queuePosition`` and ``queueMessage`` (why Kueue waits: the
@@ -41,9 +41,14 @@ import aiohttp
 import kopf
 
 from anchorage import metrics
-from anchorage.controller import kube, kueue, trials, watching
+from anchorage.controller import kube, kueue, watching
+from anchorage.controller.attempts import conclude
+from anchorage.controller.caches import TRIALS, Once
+from anchorage.controller.launching import start_attempt
 from anchorage.controller.peering import PEERING, Peering
+from anchorage.controller.podevidence import parse_time
 from anchorage.controller.settings import config
+from anchorage.controller.trialstate import condition, trial_spec, typed
 from anchorage.runtime import kubejobs
 from anchorage.runtime.kubeconditions import carry, lifecycle
 from anchorage.runtime.kubestatus import TrialStatus, now_rfc3339
@@ -78,12 +83,12 @@ def _current(job_ns: str, job_name: str, phases: tuple[str, ...]) -> dict[str, A
         status = trial.get("status") or {}
         return status.get("phase") in phases and status.get("jobName") == job_name
 
-    trial = trials.TRIALS.current(*key, current)
+    trial = TRIALS.current(*key, current)
     return trial if trial is not None and current(trial) else None
 
 
 def _seconds_between(start: str | None, end: str | None) -> float:
-    first, last = trials._parse_time(start), trials._parse_time(end)
+    first, last = parse_time(start), parse_time(end)
     return max(0.0, last - first) if first is not None and last is not None else 0.0
 
 
@@ -101,8 +106,8 @@ def admitted(job_ns: str, job_name: str, workload: Mapping[str, Any]) -> bool:
     why = f"admitted by Kueue LocalQueue {queue} after {waited:.0f} s in the queue; the agent is running"
     running = TrialStatus(
         phase=Phase.RUNNING, start_time=start, queue_position=None, queue_message=None,
-        conditions=trials.typed(carry(status.get("conditions"), [
-            trials.condition("Ready", "False", "Running", why, meta.get("generation")),
+        conditions=typed(carry(status.get("conditions"), [
+            condition("Ready", "False", "Running", why, meta.get("generation")),
             *lifecycle("working", "Running", why, meta.get("generation"))])))
     if not kube.patch_status("trials", meta["namespace"], meta["name"], running.patch(),
                              resource_version=meta.get("resourceVersion")):
@@ -124,7 +129,7 @@ def evicted(job_ns: str, job_name: str, workload: Mapping[str, Any]) -> None:
     why += f": {cond['message']})" if cond.get("message") else ")"
     kube.delete_job(job_ns, job_name)  # its pod is stopped already; a retry is a new Job, queued again
     metrics.operator_trial_preempted(trial, queue)
-    trials.conclude(dict(trial), AttemptEnd(preempted=why))
+    conclude(dict(trial), AttemptEnd(preempted=why))
 
 
 def check_queued(trial: Mapping[str, Any]) -> None:
@@ -133,14 +138,11 @@ def check_queued(trial: Mapping[str, Any]) -> None:
     job_ns = config().trials_namespace or trial["metadata"]["namespace"]
     job = kube.get_job(job_ns, str(status.get("jobName") or ""))
     if job is None:
-        trials._launch(trial, trials.trial_spec(trial), int(status.get("attempt") or 0))
+        start_attempt(trial, trial_spec(trial), int(status.get("attempt") or 0))
         return
     if (job.get("spec") or {}).get("suspend") is False:
         admitted(job_ns, job["metadata"]["name"], {"spec": {"queueName": status.get("queue")},
                                                   "status": {"conditions": []}})
-
-
-trials.CHECK_QUEUED[:] = [check_queued]
 
 
 class WorkloadEvents:
@@ -149,7 +151,7 @@ class WorkloadEvents:
 
     def __init__(self, peering: Peering = PEERING) -> None:
         self.peering = peering
-        self.once = trials.Once()
+        self.once = Once()
         self.states: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, workload) → (queue, state) of our Jobs'
         self.messages: dict[tuple[str, str], str] = {}  # (ns, job) → why a pending workload waits
         self.tasks: set[asyncio.Task[None]] = set()
@@ -219,7 +221,7 @@ def positions(job_ns: str, queue: str, pending: list[Obj]) -> dict[str, int]:
 
 def refresh_positions(events: WorkloadEvents) -> int:
     """Write the position and waiting reason of every held Queued trial whose values changed; how many were written."""
-    queued = [t for t in trials.TRIALS.values() if (t.get("status") or {}).get("phase") == "Queued"]
+    queued = [t for t in TRIALS.values() if (t.get("status") or {}).get("phase") == "Queued"]
     by_queue: dict[tuple[str, str], list[dict[str, Any]]] = collections.defaultdict(list)
     for trial in queued:
         job_ns = config().trials_namespace or trial["metadata"]["namespace"]

@@ -3,7 +3,7 @@
 Registered by importing ``anchorage.controller``. One status write per run, when it is scored (the
 verifier Job's name is deterministic, ``<run>-verify``, so no "Running" write is needed to find it).
 A run writes only its own status: a trial's run ending is for the *trial's* handler
-(:func:`anchorage.controller.trials.run_ended`), which writes the Trial's final status and its
+(:func:`anchorage.controller.finishing.run_ended`), which writes the Trial's final status and its
 ``trial.json`` — called in the same worker call right after this process published the scores, else from the
 run's event. Likewise a trial's run created by this process gets its verifier in the worker call that created it
 (:func:`start_created`); its own event starts it otherwise. Runs are driven by watch events, like Trials (see
@@ -26,9 +26,12 @@ import kopf
 from pydantic import ValidationError
 
 from anchorage.campaigns.aggregation import TrialResult, leaderboard
-from anchorage.controller import finalizers, kube, trials
+from anchorage.controller import finalizers, kube
+from anchorage.controller.caches import RUNS, TRIALS, Once, Watchdog
+from anchorage.controller.finishing import run_ended
+from anchorage.controller.jobends import first_end, job_result
 from anchorage.controller.settings import config, store
-from anchorage.controller.trials import _finished, condition, typed
+from anchorage.controller.trialstate import condition, typed
 from anchorage.errors import InputError
 from anchorage.manifests import ScoringRunSpec
 from anchorage.runtime import kubejobs, kuberescoring, kubescores
@@ -80,7 +83,7 @@ def _run_sources(run: Mapping[str, Any], spec: ScoringRunSpec) -> tuple[str, lis
     """:func:`_sources`, reading a trial's body from the watched ones when it has its record folder."""
     meta = run["metadata"]
     if spec.trial_ref:
-        trial = trials.TRIALS.current(meta["namespace"], spec.trial_ref,
+        trial = TRIALS.current(meta["namespace"], spec.trial_ref,
                                       lambda t: bool((t.get("status") or {}).get("recordUri")))
         if trial is not None:
             item = _trial_items(trial, out="")
@@ -148,12 +151,9 @@ def launch(run: dict[str, Any]) -> None:
 
 
 #: Runs this process started and verifier Jobs whose end it handled.
-_STARTED, _ENDED = trials.Once(), trials.Once()
+_STARTED, _ENDED = Once(), Once()
 #: Trial runs whose end this process passed to the trial's handler.
-_TRIAL_ENDED = trials.Once()
-#: Unfinished runs as last watched (the verifier Job's end reads them from here; kept in ``trials``, whose repair
-#: path reads them too).
-RUNS = trials.RUNS
+_TRIAL_ENDED = Once()
 
 
 async def on_run_event(type: str | None, body: Mapping[str, Any]) -> None:
@@ -172,7 +172,7 @@ async def on_run_event(type: str | None, body: Mapping[str, Any]) -> None:
         if type not in ("DELETED", None) and status.get("phase") in FINAL and (body.get("spec") or {}).get("trialRef") \
                 and _TRIAL_ENDED.first(uid):
             try:
-                await kube.in_thread(trials.run_ended, dict(body))  # the trial's handler ends the trial
+                await kube.in_thread(run_ended, dict(body))  # the trial's handler ends the trial
             except kopf.TemporaryError:
                 _TRIAL_ENDED.forget(uid)
                 raise
@@ -188,9 +188,9 @@ async def on_run_event(type: str | None, body: Mapping[str, Any]) -> None:
 
 
 def start_created(run: dict[str, Any]) -> None:
-    """Start the verifier of a run this process has just created (:func:`trials.finish`): one worker call less than
-    waiting for the run's event. A failure is logged; the run's event (when it comes later) or the repair path
-    (the campaign's sweep, the watchdog) starts it then."""
+    """Start the verifier of a run this process has just created (:func:`anchorage.controller.attempts.conclude`):
+    one worker call less than waiting for the run's event. A failure is logged; the run's event (when it comes later)
+    or the repair path (the campaign's sweep, the watchdog) starts it then."""
     uid = str(run["metadata"].get("uid"))
     if not _STARTED.first(uid):
         return
@@ -201,9 +201,6 @@ def start_created(run: dict[str, Any]) -> None:
         logging.getLogger(__name__).warning(f"starting the verifier of {run['metadata']['name']} failed: {exc}")
     except kopf.PermanentError as exc:  # launch wrote the run's end (Failed): the trial's handler ends the trial
         logging.getLogger(__name__).warning(f"scoring run {run['metadata']['name']}: {exc}")
-
-
-trials.START_VERIFIER[:] = [start_created]
 
 
 def _summaries(run: dict[str, Any], items: list[dict[str, Any]], out: str) -> list[dict[str, Any]]:
@@ -276,7 +273,7 @@ def _campaign_board(run: Mapping[str, Any], spec: ScoringRunSpec, task: str, sco
 async def on_verifier_job(type_: str, body: Mapping[str, Any]) -> None:
     """A verifier Job's watch event (``anchorage.controller.watching``): when it has ended, publish the scores
     (once). Not for the initial listing: an unfinished run's own listing event checks its Job."""
-    result = trials.first_end(type_, body, _ENDED)
+    result = first_end(type_, body, _ENDED)
     if result is not None:
         await kube.in_thread(_job_ended, dict(body), result, logging.getLogger(__name__))
 
@@ -297,7 +294,7 @@ def _job_ended(job: dict[str, Any], result: str, logger: logging.Logger) -> None
     if published is not None and (run.get("spec") or {}).get("trialRef") and _TRIAL_ENDED.first(uid):
         # The trial's end right away, in this thread (the run's own event then finds it done): one hop less.
         try:
-            trials.run_ended({**run, "status": {**(run.get("status") or {}), **published}})
+            run_ended({**run, "status": {**(run.get("status") or {}), **published}})
         except kopf.TemporaryError as exc:
             _TRIAL_ENDED.forget(uid)
             logger.warning(f"ending the trial of {run['metadata']['name']} failed; the sweep or the watchdog "
@@ -321,7 +318,7 @@ def check_running(run: dict[str, Any]) -> None:
         if out is None or not store().exists(f"{out}/verifier-upload.json"):
             launch(run)  # never created (or deleted before it ran to its end)
             return
-    result = "JobLost" if job is None else _finished(job)
+    result = "JobLost" if job is None else job_result(job)
     if result is not None:
         finish(run, result)
 
@@ -334,8 +331,8 @@ def _check_lone(namespace: str, name: str) -> bool:
     return True
 
 
-#: Lone (campaign-less) runs, checked when their events stop coming (see ``trials.Watchdog``).
-WATCHDOG = trials.Watchdog("scoring run", _check_lone)
+#: Lone (campaign-less) runs, checked when their events stop coming (see ``caches.Watchdog``).
+WATCHDOG = Watchdog("scoring run", _check_lone)
 
 
 @kopf.on.cleanup()

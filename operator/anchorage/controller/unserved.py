@@ -34,8 +34,8 @@ import aiohttp
 import kopf
 
 from anchorage.controller import kube, watching
+from anchorage.controller.caches import Once
 from anchorage.controller.peering import PEERING, Peering
-from anchorage.controller.trials import Once
 from anchorage.manifests import API_GROUP, API_VERSION
 from anchorage.runtime import kubejobs
 

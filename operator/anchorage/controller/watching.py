@@ -2,10 +2,10 @@
 
 Registered by importing ``anchorage.controller`` (a kopf startup handler starts it, a cleanup handler stops it).
 Six of a trial's eleven watch events are its two Jobs'; only the end of each matters (``Complete`` or ``Failed``
-true, :func:`anchorage.controller.trials._has_ended`), and kopf's per-event machinery (parsing, per-object
+true, :func:`anchorage.controller.jobends.has_ended`), and kopf's per-event machinery (parsing, per-object
 memories, loggers, the handler-invocation machinery) cost ~1.5 ms of CPU per event for the other four too. Here an
 event costs a JSON parse (orjson) and a few attribute reads; an ended Job goes to the same functions the kopf
-handlers called (:func:`anchorage.controller.trials.on_trial_job`, :func:`~anchorage.controller.trials.on_protocol_job`,
+handlers called (:func:`anchorage.controller.attempts.on_trial_job`, :func:`~anchorage.controller.finishing.on_protocol_job`,
 :func:`anchorage.controller.scoring.on_verifier_job`), which hold the rules. ScoringRuns (two more events per trial,
 mostly the operator's own writes) go the same way, every event to :func:`anchorage.controller.scoring.on_run_event`,
 one at a time per run (:class:`RunEvents`), the listing included (an unfinished run is checked at startup, as
@@ -27,7 +27,7 @@ silent. Each resumption but the watch's normal end is counted in ``anchorage_ope
 A Job
 watch's first listing is not dispatched, as kopf's listing never reached the Job handlers: an unfinished Trial's own listing
 event repairs it from its Job. A later listing (after 410, or after a peering pause) dispatches the ended Jobs whose
-trial or run this process knows is waiting for them (the watched bodies of ``trials.TRIALS`` / ``trials.RUNS``); the
+trial or run this process knows is waiting for them (the watched bodies of ``caches.TRIALS`` / ``caches.RUNS``); the
 rest is the sweep's and the watchdog's, as before. The requests authenticate with the operator's client
 configuration (:class:`anchorage.controller.kube.Client`: token and its refresh, client certificates, CA,
 ``tls-server-name``, proxy and ``NO_PROXY``, path prefix), one aiohttp session in kopf's event loop.
@@ -51,9 +51,12 @@ import kopf
 import orjson
 
 from anchorage import metrics
-from anchorage.controller import kube, pods, policies, scoring, trials
+from anchorage.controller import attempts, finishing, kube, pods, policies, scoring
+from anchorage.controller.caches import RUNS, TRIALS
+from anchorage.controller.jobends import has_ended
 from anchorage.controller.peering import PEERING, Peering
 from anchorage.controller.settings import config
+from anchorage.controller.trialstate import runs_job
 from anchorage.manifests import API_GROUP, API_VERSION
 from anchorage.runtime import kubejobs
 
@@ -228,7 +231,7 @@ class Watch:
 
 #: What an ended Job of each role goes to (the functions the kopf Job handlers were).
 HANDLERS: dict[str, Callable[[str, Obj], Awaitable[None]]] = {
-    "trial": trials.on_trial_job, "protocol": trials.on_protocol_job, "verifier": scoring.on_verifier_job}
+    "trial": attempts.on_trial_job, "protocol": finishing.on_protocol_job, "verifier": scoring.on_verifier_job}
 
 
 def _waited_for(role: str, job: Obj) -> bool:
@@ -237,13 +240,13 @@ def _waited_for(role: str, job: Obj) -> bool:
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     if role == "verifier":
         ns = annotations.get("anchorage.dev/scoring-run-namespace", meta["namespace"])
-        run = trials.RUNS.peek(ns, labels.get(kubejobs.LABEL_SCORING, ""))
+        run = RUNS.peek(ns, labels.get(kubejobs.LABEL_SCORING, ""))
         return run is not None and (run.get("status") or {}).get("phase") not in scoring.FINAL
     ns = annotations.get("anchorage.dev/trial-namespace", meta["namespace"])
-    trial = trials.TRIALS.peek(ns, labels.get(kubejobs.LABEL_TRIAL, ""))
+    trial = TRIALS.peek(ns, labels.get(kubejobs.LABEL_TRIAL, ""))
     if trial is None:
         return False
-    return trials._runs_job(meta["name"], trial) if role == "trial" else \
+    return runs_job(meta["name"], trial) if role == "trial" else \
         (trial.get("status") or {}).get("phase") == "Running"
 
 
@@ -259,7 +262,7 @@ class JobEvents:
         if self.peering.paused:
             return
         role = (job["metadata"].get("labels") or {}).get(kubejobs.LABEL_ROLE, "")
-        ended = trials._has_ended((job.get("status") or {}).get("conditions"))
+        ended = has_ended((job.get("status") or {}).get("conditions"))
         if role == "trial":  # a trial Job without a pod is the pod watch's to explain (controller.pods)
             pods.PODS.job_event(type_, job, ended)
         if type_ in (LISTED, "DELETED") or not ended:

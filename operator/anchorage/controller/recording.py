@@ -1,0 +1,115 @@
+"""An attempt's record (:class:`~anchorage.trials.TrialRecord`) from its end's evidence: the lifecycle core's
+classification, what was in force (limits, requests, the prompt's hash), its cost read at the gateway, the gateway's
+transcript, and the attempts before it.
+
+The local engine assembles the same record from its sandbox's evidence (``runtime/local/trials.py``); both fill
+the core's record type, so a board cannot tell the drivers apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from anchorage.controller import gatewaying
+from anchorage.controller.podevidence import parse_time
+from anchorage.controller.settings import config, store
+from anchorage.controller.trialstate import read_json, task_cached
+from anchorage.manifests import TrialSpec
+from anchorage.runtime import kubejobs
+from anchorage.trials import AttemptEnd, TrialRecord, classify, plan_agent
+from anchorage.trials.agents.plans import replayed_message
+from anchorage.trials.costing import trial_cost
+from anchorage.trials.records import (
+    TRANSCRIPT,
+    AgentInfo,
+    AttemptInfo,
+    LimitsInfo,
+    PromptInfo,
+    ReplayInfo,
+    SandboxInfo,
+    TranscriptInfo,
+    entry_name,
+)
+
+#: The sandbox mechanism a cluster trial's record names.
+MECHANISM = "kubernetes-pod"
+
+
+def attempt_record(trial: Mapping[str, Any], spec: TrialSpec, end: AttemptEnd) -> TrialRecord:
+    """The trial's record at the agent's end: evidence classified by the core, cost, what was in force."""
+    meta, status = trial["metadata"], trial.get("status") or {}
+    task, defaults = task_cached(spec.task)
+    plan = plan_agent(spec.agent, task, spec.seed)
+    replay = None
+    if plan.replay is not None and end.exit_code == 0:  # fetch-task copied it; the agent container ran `true`
+        end = AttemptEnd(replayed=replayed_message(plan))
+        replay = ReplayInfo(source=plan.replay.source, label=plan.label)
+    outcome = classify(end)
+    resources = kubejobs.resources_in_force(spec, defaults)
+    record = TrialRecord(
+        name=meta["name"], campaign=kubejobs.named(meta, kubejobs.LABEL_CAMPAIGN), entry=entry_name(spec),
+        task=task.slug, seed=spec.seed, attempt=int(status.get("attempt") or 0) + 1, driver="operator",
+        agent=AgentInfo(kind=spec.agent.kind, model=spec.agent.model, reasoning_effort=spec.agent.reasoning_effort,
+                        label=plan.label),
+        started_at=status.get("startTime"), exit_code=end.exit_code,
+        prompt=PromptInfo(sha256=hashlib.sha256(task.instruction.encode()).hexdigest(), delivered=plan.delivers_prompt),
+        sandbox=SandboxInfo(mechanism=MECHANISM, enforced={
+            k: f"limit {v}, request {requested[k]}" for k, v in resources.items()
+            for requested in [kubejobs.requests_in_force(resources, config())]},
+                            limits=LimitsInfo(timeout_sec=kubejobs.deadline(spec, defaults), cpus=spec.limits.cpus or
+                                              defaults.get("cpus"), memory_mb=spec.limits.memory_mb or
+                                              _int(defaults.get("memory_mb")), storage_mb=spec.limits.storage_mb or
+                                              _int(defaults.get("storage_mb")))))
+    record.end(outcome.phase, outcome.reason, outcome.message)
+    record.replay = replay
+    started = parse_time(status.get("startTime"))
+    if started is not None:
+        record.durations.agent_sec = round(time.time() - started, 3)
+    record_cost(trial, spec, record)
+    return record
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def record_cost(trial: Mapping[str, Any], spec: TrialSpec, record: TrialRecord) -> None:
+    """The trial's cost: a model-calling trial's token is revoked and its usage read at the gateway
+    (``gatewaying.settle``: unknown, with the reason, when it cannot be read or priced); others cost 0, and so does a
+    trial that never launched (no token was minted)."""
+    if not kubejobs.uses_gateway(spec.agent) or not (trial.get("status") or {}).get("phase"):
+        cost = trial_cost(None, calls_models=False)
+        record.cost_usd, record.cost_source, record.cost_unknown_reason = cost.usd, cost.source, cost.unknown_reason
+        return
+    fields = gatewaying.settle(trial, spec, config())
+    recorded = gatewaying.record_fields(fields)
+    record.usage = recorded.get("usage")
+    record.cost_usd, record.cost_source = fields.get("costUSD"), recorded.get("cost_source")
+    record.cost_unknown_reason = fields.get("costUnknownReason")
+
+
+def record_transcript(trial: Mapping[str, Any], spec: TrialSpec, prefix: str, record: TrialRecord) -> None:
+    """``transcripts: true``: the gateway's transcript of the trial (all its attempts) as ``transcript.jsonl``
+    beside ``trial.json`` in the store; a gateway that cannot be read is recorded, never fatal."""
+    if not (spec.transcripts and kubejobs.uses_gateway(spec.agent)):
+        return
+    try:
+        data = gatewaying.read_transcript(trial, config())
+    except gatewaying.GatewayUnreachable as exc:
+        record.transcript = TranscriptInfo(error=f"the gateway's transcript could not be read: {exc}")
+        return
+    store().put_bytes(f"{prefix}/{TRANSCRIPT}", data)
+    lines = [json.loads(line) for line in data.splitlines() if line.strip()]
+    record.transcript = TranscriptInfo(path=TRANSCRIPT, records=len(lines), bytes=len(data),
+                                       truncated=any(isinstance(x, dict) and x.get("truncated") is True for x in lines))
+
+
+def previous_attempts(prefix: str, attempt: int) -> list[AttemptInfo]:
+    """The attempts before ``attempt`` (each retried infrastructure failure's reason and message)."""
+    earlier = [read_json(f"{prefix}/attempts/{n}.json") for n in range(1, attempt)]
+    return [AttemptInfo(attempt=r["attempt"], reason=r.get("reason"), message=r.get("message") or "")
+            for r in earlier if r is not None]
