@@ -8,12 +8,12 @@ rebuilds everything from the trial records alone). Trial folders are read throug
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from anchorage.campaigns.aggregation import Leaderboard
+from anchorage.files import write_atomic
 from anchorage.report import html, plots, tables
 from anchorage.report.runs import LOGS, CampaignRun, LocalRuns, RunReadError
 from anchorage.text import clean
@@ -54,9 +54,7 @@ def write_outputs(directory: Path, name: str, board: Leaderboard, records: list[
 def _write(path: Path, text: str) -> None:
     """Write an output whole or not at all (a temporary file renamed over it): a failure never leaves a
     truncated report behind, and the text is made valid Unicode first (:func:`anchorage.text.clean`)."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(clean(text), encoding="utf-8")
-    os.replace(temporary, path)
+    write_atomic(path, clean(text).encode("utf-8"))
 
 
 def _sections(runs: LocalRuns | None, campaign: str) -> Callable[[str], html.TrialSection]:

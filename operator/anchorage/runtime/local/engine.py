@@ -30,6 +30,7 @@ from anchorage.campaigns.growth import grown, growth_problems
 from anchorage.campaigns.planning import PlannedTrial, plan
 from anchorage.campaigns.selection import campaign_task_refs
 from anchorage.errors import InfrastructureError, InputError, did_you_mean
+from anchorage.files import write_json_atomic
 from anchorage.manifests import CampaignSpec, Trial, TrialSpec, VerificationCampaign
 from anchorage.runtime.local import cgroups, leftovers, quotas, views
 from anchorage.runtime.local.publishing import Publisher
@@ -39,7 +40,6 @@ from anchorage.runtime.local.trials import (
     infrastructure_failure,
     read_record,
     run_trial,
-    write_json_atomic,
 )
 from anchorage.store import ArtifactStore
 from anchorage.tasks import Task, load_task, resolve_task

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import shutil
 import time
 import uuid
@@ -29,6 +28,7 @@ from typing import Any, Protocol
 
 from anchorage import agents, confined, metrics
 from anchorage.errors import InputError
+from anchorage.files import write_json_atomic
 from anchorage.manifests import Limits, TrialSpec
 from anchorage.runtime.local import interpreter, sandbox
 from anchorage.tasks import Task
@@ -114,16 +114,6 @@ def read_record(trial_dir: Path) -> dict[str, Any] | None:
     except (OSError, ValueError, RecursionError, confined.ConfinedError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` via a temporary file, fsync and rename (all or nothing)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=True, default=str)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def resolve_limits(spec: TrialSpec, task: Task, campaign: Limits) -> sandbox.SandboxLimits:
