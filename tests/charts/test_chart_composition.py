@@ -157,6 +157,7 @@ def test_trial_scheduling_values_reach_the_operators_pods(render: Callable[..., 
     from anchorage.runtime import kubejobs
     from anchorage.tasks import load_task, resolve_task
     from anchorage.trials.agents import plan_agent
+    from anchorage.trials.limits import resolve_limits
 
     toleration = {"key": "anchorage.dev/untrusted", "operator": "Exists", "effect": "NoSchedule"}
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
@@ -177,7 +178,7 @@ def test_trial_scheduling_values_reach_the_operators_pods(render: Callable[..., 
              "spec": {"task": "smoke-inventory", "agent": {"kind": "oracle"}}}
     spec = TrialSpec.model_validate(trial["spec"])
     task = load_task(resolve_task("smoke-inventory"))
-    pods = [kubejobs.trial_job(trial, spec, plan=plan_agent(spec.agent, task, 0), task_defaults={}, config=config,
+    pods = [kubejobs.trial_job(trial, spec, plan=plan_agent(spec.agent, task, 0), limits=resolve_limits(task), config=config,
                                job_name="t-a1", campaign=None)["spec"]["template"]["spec"],
             kubejobs.protocol_job(trial, step="panel", task="smoke-inventory", settings={}, artifact=None,
                                   config=config, campaign=None)["spec"]["template"]["spec"]]

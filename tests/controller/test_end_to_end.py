@@ -104,6 +104,7 @@ def test_operator_converges_through_injected_faults(kube_env: Env) -> None:
     from anchorage.runtime.kubejobs import OperatorConfig, trial_job
     from anchorage.tasks import load_task, resolve_task
     from anchorage.trials import plan_agent
+    from anchorage.trials.limits import resolve_limits
 
     # A previous operator created the Job and died before recording it: creating it again is a 409.
     kube_env.kubectl("apply", "-f", str(REPO / "examples" / "trial.yaml"))
@@ -111,9 +112,9 @@ def test_operator_converges_through_injected_faults(kube_env: Env) -> None:
     config = OperatorConfig(store_uri=f"file://{kube_env.store}", task_source=str(REPO / "tasks"),
                             require_enforcement=False)  # as the operator runs here (the fake enforces no policy)
     spec = TrialSpec.model_validate(trial["spec"])
-    plan = plan_agent(spec.agent, load_task(resolve_task(spec.task)), spec.seed)
-    job = trial_job(trial, spec, plan=plan, config=config,
-                    task_defaults={}, job_name="smoke-oracle-s0-a0", campaign=None)
+    task = load_task(resolve_task(spec.task))
+    job = trial_job(trial, spec, plan=plan_agent(spec.agent, task, spec.seed), config=config,
+                    limits=resolve_limits(task, spec.limits), job_name="smoke-oracle-s0-a0", campaign=None)
     kube_env.kubectl("create", "-f", "-", stdin=json.dumps(job))
     api = kube_env.cluster.api
     kube_env.thread.call(lambda: api.faults.extend([

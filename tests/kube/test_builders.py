@@ -13,20 +13,21 @@ from anchorage.runtime import kubejobs
 from anchorage.runtime.kubejobs import OperatorConfig
 from anchorage.tasks import load_task, resolve_task
 from anchorage.trials import plan_agent
+from anchorage.trials.limits import resolve_limits
 
 K8S = "1.30.0"
 TRIAL = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "Trial",
          "metadata": {"name": "t1", "namespace": "evals", "uid": "0000-1111"}}
 TASK = load_task(resolve_task("smoke-inventory"))
-DEFAULTS = {"cpus": 2, "memory_mb": 8192, "storage_mb": 20480, "gpus": 0, "agent_timeout_sec": 14400}
 
 
 def _job(agent: dict[str, Any], config: OperatorConfig | None = None, gateway_address: str | None = None,
          **limits: Any) -> dict[str, Any]:
     spec = TrialSpec.model_validate({"task": "smoke-inventory", "agent": agent, "seed": 2, "limits": limits})
     plan = plan_agent(spec.agent, TASK, spec.seed)
-    return kubejobs.trial_job(TRIAL, spec, plan=plan, task_defaults=DEFAULTS, config=config or OperatorConfig(),
-                              job_name="t1-a0", campaign="c1", gateway_address=gateway_address)
+    return kubejobs.trial_job(TRIAL, spec, plan=plan, limits=resolve_limits(TASK, spec.limits),
+                              config=config or OperatorConfig(), job_name="t1-a0", campaign="c1",
+                              gateway_address=gateway_address)
 
 
 AGENTS = [{"kind": "oracle"}, {"kind": "command", "command": ["my-agent", "{instruction}"]},
@@ -91,7 +92,7 @@ def test_runtime_class_from_the_trial_else_the_operator() -> None:
     config = OperatorConfig(runtime_class_name="gvisor")
     assert _job({"kind": "oracle"}, config)["spec"]["template"]["spec"]["runtimeClassName"] == "gvisor"
     spec = TrialSpec.model_validate({"task": "smoke-inventory", "agent": {"kind": "oracle"}, "runtimeClassName": "kata"})
-    job = kubejobs.trial_job(TRIAL, spec, plan=plan_agent(spec.agent, TASK, 0), task_defaults=DEFAULTS,
+    job = kubejobs.trial_job(TRIAL, spec, plan=plan_agent(spec.agent, TASK, 0), limits=resolve_limits(TASK, spec.limits),
                              config=config, job_name="t1-a0", campaign=None)
     kubernetes_validate.validate(job, K8S, strict=True)
     assert job["spec"]["template"]["spec"]["runtimeClassName"] == "kata"

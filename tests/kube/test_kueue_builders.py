@@ -3,6 +3,7 @@ Job only with the scoring queue; a priority needs a queue; and the operator's re
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import kubernetes_validate
@@ -16,18 +17,20 @@ from anchorage.runtime import kubejobs
 from anchorage.runtime.kubejobs import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, OperatorConfig
 from anchorage.tasks import load_task, resolve_task
 from anchorage.trials import AttemptEnd, Phase, Reason, classify, plan_agent, should_retry
+from anchorage.trials.limits import resolve_limits
 
 K8S = "1.30.0"
 TRIAL = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "Trial",
          "metadata": {"name": "t1", "namespace": "evals", "uid": "0000-1111"}}
 TASK = load_task(resolve_task("smoke-inventory"))
-DEFAULTS = {"cpus": 2, "memory_mb": 8192, "storage_mb": 20480, "gpus": 0, "agent_timeout_sec": 30}
+#: The task's limits with an agent time of 30 s (as a task.toml could say).
+LIMITS = dataclasses.replace(resolve_limits(TASK), timeout_sec=30)
 AGENT = {"kind": "command", "command": ["my-agent"]}
 
 
 def _job(config: OperatorConfig, **spec: Any) -> dict[str, Any]:
     trial = TrialSpec.model_validate({"task": "smoke-inventory", "agent": AGENT, **spec})
-    return kubejobs.trial_job(TRIAL, trial, plan=plan_agent(trial.agent, TASK, 0), task_defaults=DEFAULTS,
+    return kubejobs.trial_job(TRIAL, trial, plan=plan_agent(trial.agent, TASK, 0), limits=LIMITS,
                               config=config, job_name="t1-a0", campaign=None)
 
 

@@ -11,16 +11,17 @@ from anchorage.runtime import kubejobs
 from anchorage.runtime.kubejobs import OperatorConfig
 from anchorage.tasks import load_task, resolve_task
 from anchorage.trials import plan_agent
+from anchorage.trials.limits import resolve_limits
 
 TRIAL = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "Trial",
          "metadata": {"name": "t1", "namespace": "evals", "uid": "0000-1111"}}
-DEFAULTS = {"cpus": 2, "memory_mb": 8192, "storage_mb": 20480, "gpus": 0, "agent_timeout_sec": 14400}
 
 
 def _pod(config: OperatorConfig) -> dict[str, Any]:
     spec = TrialSpec.model_validate({"task": "smoke-inventory", "agent": {"kind": "codex", "model": "gpt-5.5"}})
-    plan = plan_agent(spec.agent, load_task(resolve_task("smoke-inventory")), spec.seed)
-    job = kubejobs.trial_job(TRIAL, spec, plan=plan, task_defaults=DEFAULTS, config=config, job_name="t1-a0",
+    task = load_task(resolve_task("smoke-inventory"))
+    job = kubejobs.trial_job(TRIAL, spec, plan=plan_agent(spec.agent, task, spec.seed),
+                             limits=resolve_limits(task, spec.limits), config=config, job_name="t1-a0",
                              campaign="c1")
     kubernetes_validate.validate(job, "1.30.0", strict=True)
     pod: dict[str, Any] = job["spec"]["template"]["spec"]

@@ -14,6 +14,7 @@ from anchorage.tasks import Task, load_task, resolve_task
 from anchorage.trials import plan_agent
 from anchorage.trials.agents import KINDS, LOCAL, OPERATOR, fill, kind_of, needs_gateway, refusal
 from anchorage.trials.agents.oracle import SOLUTION_MOUNT
+from anchorage.trials.limits import resolve_limits
 
 PACKAGE = Path(__file__).resolve().parents[2] / "operator" / "anchorage" / "trials" / "agents"
 EXAMPLES: dict[str, dict[str, typing.Any]] = {
@@ -101,7 +102,7 @@ def test_both_drivers_get_the_same_argv_and_env(kind: str, task: Task) -> None:
     plan = plan_agent(spec, task, 1)
     trial_spec = TrialSpec(task=task.slug, agent=spec, seed=1)
     job = kubejobs.trial_job({"metadata": {"name": "t", "namespace": "n", "uid": "u"}, "kind": "Trial"}, trial_spec,
-                             plan=plan, task_defaults={}, config=kubejobs.OperatorConfig(), job_name="t-a0",
+                             plan=plan, limits=resolve_limits(task), config=kubejobs.OperatorConfig(), job_name="t-a0",
                              campaign=None)
     agent = job["spec"]["template"]["spec"]["containers"][0]
     assert agent["command"][4:] == (["true"] if plan.replay else list(plan.argv))

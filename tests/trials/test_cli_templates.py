@@ -102,12 +102,13 @@ def test_the_cluster_job_gives_the_agent_the_images_cli_home_and_gateway(kind: s
     image checked for the CLI before the agent starts, ``$(OPENAI_BASE_URL)`` defined for the kubelet."""
     from anchorage.manifests import TrialSpec
     from anchorage.runtime import kubejobs
+    from anchorage.trials.limits import resolve_limits
 
     spec = TrialSpec(task=task.slug, agent=AgentSpec(kind=kind, model="m"))  # type: ignore[arg-type]
     planned = plan_agent(spec.agent, task, 0)
     config = kubejobs.OperatorConfig()
     job = kubejobs.trial_job({"metadata": {"name": "t", "namespace": "n", "uid": "u"}, "kind": "Trial"}, spec,
-                             plan=planned, task_defaults={}, config=config, job_name="t-a0", campaign=None)
+                             plan=planned, limits=resolve_limits(task), config=config, job_name="t-a0", campaign=None)
     pod = job["spec"]["template"]["spec"]
     agent = pod["containers"][0]
     env = {e["name"]: e.get("value") for e in agent["env"]}

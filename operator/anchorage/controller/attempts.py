@@ -52,7 +52,7 @@ def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
         return
     status = trial.get("status") or {}
     spec = trial_spec(trial)
-    plan, defaults = task_inputs(spec)
+    plan, limits = task_inputs(spec)
     cli = spec.agent.kind if agents.pin(spec.agent.kind) is not None else None
     prefix = store_prefix(status)
     # The operator's own verdict (controller.pods: a platform failure, the agent past its time) decides when one was
@@ -61,8 +61,8 @@ def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
     verdict = podevidence.recorded(store(), prefix, status.get("jobName") or "")
     pods = kube.job_pods(job["metadata"]["namespace"], job["metadata"]["name"]) \
         if job.get("metadata") and result != "Complete" and verdict is None else []
-    end = verdict.attempt_end(kubejobs.deadline(spec, defaults)) if verdict is not None else \
-        attempt_end(result, read_upload(status.get("recordUri", "")), kubejobs.deadline(spec, defaults), cli,
+    end = verdict.attempt_end(limits.deadline_sec) if verdict is not None else \
+        attempt_end(result, read_upload(status.get("recordUri", "")), limits.deadline_sec, cli,
                     pods=pods, plan=plan)
     conclude(trial, end)
 
@@ -89,7 +89,7 @@ def conclude(trial: dict[str, Any], end: AttemptEnd) -> None:
         complete(trial, record)
         return
     store().put_bytes(f"{prefix}/{ATTEMPT_RECORD}", json.dumps(record.to_json()).encode())
-    store().put_bytes(f"{prefix}/agent/prompt.txt", task_cached(spec.task)[0].instruction.encode())
+    store().put_bytes(f"{prefix}/agent/prompt.txt", task_cached(spec.task).instruction.encode())
     run = kubejobs.child_scoring_run(trial, scoring_run_name(meta["name"]),
                                      spec.verification.model_dump(by_alias=True, exclude_none=True, mode="json"),
                                      spec.scoring.model_dump(by_alias=True, mode="json"))

@@ -42,12 +42,12 @@ def start_attempt(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> Non
     gatewaying.check(spec)  # a model-calling trial needs a token: refuse before anything is written
     body = finalizers.hold_trial(body)  # before its first Job: a deletion then stops it (a lone trial: one write)
     meta = body["metadata"]
-    plan, defaults = task_inputs(spec)
+    plan, limits = task_inputs(spec)
     cfg = config()
     ns = cfg.trials_namespace or meta["namespace"]
     if attempt == 0:  # a trial starts only where its NetworkPolicies are confirmed enforced (else it waits, saying why)
         enforcement.admit(body, ns, cfg)
-    job = kubejobs.trial_job(dict(body), spec, plan=plan, task_defaults=defaults, config=cfg,
+    job = kubejobs.trial_job(dict(body), spec, plan=plan, limits=limits, config=cfg,
                              job_name=job_name(meta["name"], attempt), campaign=campaign,
                              gateway_address=gateway_alias(cfg, plan))
     queue = kubejobs.trial_queue(spec, cfg)

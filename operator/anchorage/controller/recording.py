@@ -9,7 +9,6 @@ the core's record type, so a board cannot tell the drivers apart.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -17,10 +16,10 @@ from typing import Any
 from anchorage.controller import gatewaying
 from anchorage.controller.podevidence import parse_time
 from anchorage.controller.settings import config, store
-from anchorage.controller.trialstate import read_json, task_cached
+from anchorage.controller.trialstate import read_json, task_cached, task_inputs
 from anchorage.manifests import TrialSpec
 from anchorage.runtime import kubejobs
-from anchorage.trials import AttemptEnd, TrialRecord, classify, plan_agent
+from anchorage.trials import AttemptEnd, TrialRecord, classify
 from anchorage.trials.agents.plans import replayed_message
 from anchorage.trials.costing import trial_cost
 from anchorage.trials.records import (
@@ -31,8 +30,9 @@ from anchorage.trials.records import (
     PromptInfo,
     ReplayInfo,
     SandboxInfo,
-    TranscriptInfo,
     entry_name,
+    transcript_info,
+    transcript_unreadable,
 )
 
 #: The sandbox mechanism a cluster trial's record names.
@@ -42,14 +42,15 @@ MECHANISM = "kubernetes-pod"
 def attempt_record(trial: Mapping[str, Any], spec: TrialSpec, end: AttemptEnd) -> TrialRecord:
     """The trial's record at the agent's end: evidence classified by the core, cost, what was in force."""
     meta, status = trial["metadata"], trial.get("status") or {}
-    task, defaults = task_cached(spec.task)
-    plan = plan_agent(spec.agent, task, spec.seed)
+    task = task_cached(spec.task)
+    plan, limits = task_inputs(spec)
     replay = None
     if plan.replay is not None and end.exit_code == 0:  # fetch-task copied it; the agent container ran `true`
         end = AttemptEnd(replayed=replayed_message(plan))
         replay = ReplayInfo(source=plan.replay.source, label=plan.label)
     outcome = classify(end)
-    resources = kubejobs.resources_in_force(spec, defaults)
+    resources = kubejobs.resources_in_force(limits)
+    requested = kubejobs.requests_in_force(resources, config())
     record = TrialRecord(
         name=meta["name"], campaign=kubejobs.named(meta, kubejobs.LABEL_CAMPAIGN), entry=entry_name(spec),
         task=task.slug, seed=spec.seed, attempt=int(status.get("attempt") or 0) + 1, driver="operator",
@@ -57,13 +58,10 @@ def attempt_record(trial: Mapping[str, Any], spec: TrialSpec, end: AttemptEnd) -
                         label=plan.label),
         started_at=status.get("startTime"), exit_code=end.exit_code,
         prompt=PromptInfo(sha256=hashlib.sha256(task.instruction.encode()).hexdigest(), delivered=plan.delivers_prompt),
-        sandbox=SandboxInfo(mechanism=MECHANISM, enforced={
-            k: f"limit {v}, request {requested[k]}" for k, v in resources.items()
-            for requested in [kubejobs.requests_in_force(resources, config())]},
-                            limits=LimitsInfo(timeout_sec=kubejobs.deadline(spec, defaults), cpus=spec.limits.cpus or
-                                              defaults.get("cpus"), memory_mb=spec.limits.memory_mb or
-                                              _int(defaults.get("memory_mb")), storage_mb=spec.limits.storage_mb or
-                                              _int(defaults.get("storage_mb")))))
+        sandbox=SandboxInfo(
+            mechanism=MECHANISM, enforced={k: f"limit {v}, request {requested[k]}" for k, v in resources.items()},
+            limits=LimitsInfo(timeout_sec=limits.deadline_sec, cpus=limits.cpus, memory_mb=limits.memory_mb,
+                              storage_mb=limits.storage_mb)))
     record.end(outcome.phase, outcome.reason, outcome.message)
     record.replay = replay
     started = parse_time(status.get("startTime"))
@@ -71,10 +69,6 @@ def attempt_record(trial: Mapping[str, Any], spec: TrialSpec, end: AttemptEnd) -
         record.durations.agent_sec = round(time.time() - started, 3)
     record_cost(trial, spec, record)
     return record
-
-
-def _int(value: float | None) -> int | None:
-    return None if value is None else int(value)
 
 
 def record_cost(trial: Mapping[str, Any], spec: TrialSpec, record: TrialRecord) -> None:
@@ -100,12 +94,10 @@ def record_transcript(trial: Mapping[str, Any], spec: TrialSpec, prefix: str, re
     try:
         data = gatewaying.read_transcript(trial, config())
     except gatewaying.GatewayUnreachable as exc:
-        record.transcript = TranscriptInfo(error=f"the gateway's transcript could not be read: {exc}")
+        record.transcript = transcript_unreadable(exc)
         return
     store().put_bytes(f"{prefix}/{TRANSCRIPT}", data)
-    lines = [json.loads(line) for line in data.splitlines() if line.strip()]
-    record.transcript = TranscriptInfo(path=TRANSCRIPT, records=len(lines), bytes=len(data),
-                                       truncated=any(isinstance(x, dict) and x.get("truncated") is True for x in lines))
+    record.transcript = transcript_info(data)
 
 
 def previous_attempts(prefix: str, attempt: int) -> list[AttemptInfo]:

@@ -21,6 +21,7 @@ from anchorage.runtime import kubejobs
 from anchorage.runtime.kubestatus import Condition, now_rfc3339
 from anchorage.tasks import Task, load_task, resolve_task
 from anchorage.trials import AgentPlan, plan_agent
+from anchorage.trials.limits import LimitsInForce, resolve_limits
 from anchorage.trials.phases import TERMINAL as TERMINAL_PHASES
 
 #: The phases after which nothing happens to a Trial, as its status writes them.
@@ -66,20 +67,16 @@ def ready_condition(phase: str, reason: str | None, generation: int | None = Non
 
 
 @functools.lru_cache(maxsize=256)
-def task_cached(task_name: str) -> tuple[Task, dict[str, float]]:
-    """The task and its task.toml limits (``cpus``, ``memory_mb``, ``storage_mb``, ``gpus``, ``agent_timeout_sec``),
-    loaded once per task by this process."""
-    task = load_task(resolve_task(task_name))
-    env = task.config.environment
-    defaults = {"cpus": float(env.cpus), "memory_mb": float(env.memory_mb), "storage_mb": float(env.storage_mb),
-                "gpus": float(env.gpus), "agent_timeout_sec": float(task.config.agent.timeout_sec)}
-    return task, defaults
+def task_cached(task_name: str) -> Task:
+    """The task, loaded once per task by this process."""
+    return load_task(resolve_task(task_name))
 
 
-def task_inputs(spec: TrialSpec) -> tuple[AgentPlan, dict[str, float]]:
-    """The agent's plan (the lifecycle core's, as the local engine's) and the task.toml limits."""
-    task, defaults = task_cached(spec.task)
-    return plan_agent(spec.agent, task, spec.seed), defaults
+def task_inputs(spec: TrialSpec) -> tuple[AgentPlan, LimitsInForce]:
+    """The agent's plan (the lifecycle core's, as the local engine's) and the limits in force (the Trial's, which
+    carry its campaign's, else task.toml's: :func:`anchorage.trials.limits.resolve_limits`, as the local engine's)."""
+    task = task_cached(spec.task)
+    return plan_agent(spec.agent, task, spec.seed), resolve_limits(task, spec.limits)
 
 
 @functools.lru_cache(maxsize=64)

@@ -48,6 +48,7 @@ from anchorage.errors import InputError
 from anchorage.manifests import API, AgentSpec, TrialSpec
 from anchorage.runtime.podresolver import RESOLVER_ENV, SEARCH_ENV
 from anchorage.trials.agents import AgentPlan, needs_gateway
+from anchorage.trials.limits import LOG_MAX_MB, MIB, LimitsInForce
 
 Manifest = dict[str, Any]
 MANAGED_BY = {"app.kubernetes.io/managed-by": "anchorage"}
@@ -76,7 +77,6 @@ POLICY_CONTAINER = "await-policy"  # the trial pod's last init container: the ag
 HELPER_RESULTS, HELPER_LOGS = "/scratch/results", "/scratch/logs"
 AGENT_HOME = "/root"  # the agent's HOME, as in the local sandbox: the "home" emptyDir (the image's agent user's home)
 AGENT_IMAGE_PATH = "/opt/venv/bin:/opt/anchorage/agents/bin:/usr/local/bin:/usr/bin:/bin"  # images/agent-base's PATH
-DEFAULT_DEADLINE = 14400
 TOKEN_KEY = "token"  # key of the per-trial gateway token in its Secret
 #: Labels that name an object (trial, campaign, scoring run): their value is the name made a label value
 #: (``label_value``: hashed when longer than 63 characters); the full name is in the annotation of the same key.
@@ -366,23 +366,13 @@ def agent_command(plan: AgentPlan) -> list[str]:
     return list(plan.argv)
 
 
-def resources_in_force(spec: TrialSpec, defaults: dict[str, float]) -> dict[str, str]:
-    """The agent container's resources (requests = limits): the Trial's ``limits``, else task.toml's."""
-    limits = spec.limits
-    cpus = limits.cpus or defaults.get("cpus", 2)
-    memory = limits.memory_mb or int(defaults.get("memory_mb", 8192))
-    storage = limits.storage_mb or int(defaults.get("storage_mb", 20480))
-    values: dict[str, str] = {"cpu": f"{int(cpus * 1000)}m", "memory": f"{memory}Mi", "ephemeral-storage": f"{storage}Mi"}
-    gpus = limits.gpus if limits.gpus is not None else int(defaults.get("gpus", 0))
-    if gpus:
-        values["nvidia.com/gpu"] = str(gpus)
+def resources_in_force(limits: LimitsInForce) -> dict[str, str]:
+    """The agent container's resource limits for the limits in force (:func:`anchorage.trials.limits.resolve_limits`)."""
+    values: dict[str, str] = {"cpu": f"{int(limits.cpus * 1000)}m", "memory": f"{limits.memory_mb}Mi",
+                              "ephemeral-storage": f"{limits.storage_mb}Mi"}
+    if limits.gpus:
+        values["nvidia.com/gpu"] = str(limits.gpus)
     return values
-
-
-def deadline(spec: TrialSpec, defaults: dict[str, float]) -> int:
-    """The attempt's ``activeDeadlineSeconds``: the agent timeout of the Trial, else of task.toml, rounded up to
-    whole seconds (rounding down would cut the agent's time, and 0.5 s would be an invalid 0)."""
-    return math.ceil(spec.limits.agent_timeout_sec or defaults.get("agent_timeout_sec", DEFAULT_DEADLINE))
 
 
 def artifact_in_trial(path: str | None) -> str | None:
@@ -412,34 +402,28 @@ def requests_in_force(limits: dict[str, str], config: OperatorConfig) -> dict[st
     return requests
 
 
-def _resources(spec: TrialSpec, defaults: dict[str, float], config: OperatorConfig) -> Manifest:
-    values = resources_in_force(spec, defaults)
+def _resources(limits: LimitsInForce, config: OperatorConfig) -> Manifest:
+    values = resources_in_force(limits)
     return {"requests": requests_in_force(values, config), "limits": dict(values)}
 
 
-MIB = 1024 * 1024
-LOG_LIMIT_MIB = 256
-"""Size of the agent's log folder (the local engine's log quota)."""
 SCRATCH_LIMIT_MIB = 1024
 """Size of the agent's writable HOME (/root) and /tmp, each (the local engine's tmp_mb)."""
 
 
-def folder_quotas(spec: TrialSpec, defaults: dict[str, float]) -> dict[str, int]:
-    """Byte quotas of the agent's results and log folders (the local engine's): ``resultMaxBytes``, default
-    min(storage, 512 MiB); logs min(storage, 256 MiB)."""
-    storage_mib = int(spec.limits.storage_mb or defaults.get("storage_mb") or 20480)
-    return {"results": spec.limits.result_max_bytes or min(storage_mib, 512) * MIB,
-            "logs": min(storage_mib, LOG_LIMIT_MIB) * MIB}
+def folder_quotas(limits: LimitsInForce) -> dict[str, int]:
+    """Byte quotas of the agent's results and log folders (the local engine's): the results' in force
+    (``resultMaxBytes``, default min(storage, 512 MiB)); logs min(storage, 256 MiB)."""
+    return {"results": limits.result_max_bytes, "logs": min(limits.storage_mb, LOG_MAX_MB) * MIB}
 
 
-def writable_volumes(spec: TrialSpec, defaults: dict[str, float]) -> list[Manifest]:
+def writable_volumes(limits: LimitsInForce) -> list[Manifest]:
     """The agent's writable folders as size-limited emptyDirs. Results and logs are memory-backed (a tmpfs of
     the quota + 1 MiB: a write past it fails with ENOSPC, like the local engine's quota tmpfs, and the upload
     sidecar reports the folder as oversized); HOME and /tmp are disk-backed (over the limit, the kubelet
     evicts the pod)."""
-    storage_mib = int(spec.limits.storage_mb or defaults.get("storage_mb") or 20480)
-    scratch = f"{min(storage_mib, SCRATCH_LIMIT_MIB)}Mi"
-    quotas = folder_quotas(spec, defaults)
+    scratch = f"{min(limits.storage_mb, SCRATCH_LIMIT_MIB)}Mi"
+    quotas = folder_quotas(limits)
     volumes: list[Manifest] = [{"name": name, "emptyDir": {"medium": "Memory",
                                                            "sizeLimit": f"{-(-(size + MIB) // MIB)}Mi"}}
                                for name, size in quotas.items()]
@@ -583,10 +567,11 @@ def agent_network(plan: AgentPlan, config: OperatorConfig, gateway_address: str 
     return fields
 
 
-def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_defaults: dict[str, float],
+def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, limits: LimitsInForce,
               config: OperatorConfig, job_name: str, campaign: str | None,
               gateway_address: str | None = None) -> Manifest:
-    """The Job running one attempt of a Trial; ``plan`` is :func:`anchorage.trials.plan_agent`'s; ``gateway_address``
+    """The Job running one attempt of a Trial; ``plan`` is :func:`anchorage.trials.plan_agent`'s, ``limits``
+    :func:`anchorage.trials.limits.resolve_limits`'; ``gateway_address``
     the IP address the gateway URL's host name stands for in the pod (:func:`agent_network`).
 
     Its pod reaches the store only once its agent has ended (label :data:`LABEL_STORE_ACCESS`, added by the operator
@@ -597,7 +582,7 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
     name = trial["metadata"]["name"]
     dest = trial_prefix(trial["metadata"]["namespace"], name, campaign)
     argv = agent_command(plan)
-    timeout = deadline(spec, task_defaults)
+    timeout = limits.deadline_sec
     wrapped = signalled("agent", argv) if plan.replay is not None else timed("agent", argv, timeout)
     fetch_args = ["fetch-task", "--task", spec.task, "--dest", "/task"]
     for folder in sorted(set(plan.binds.values())):
@@ -630,8 +615,7 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
     job_labels = {**labels, **queue_labels(trial_queue(spec, config), spec.workload_priority_class)}
     network = agent_network(plan, config, gateway_address)
     sidecar = _sidecar(config, dest, {"artifacts": HELPER_RESULTS, "agent": HELPER_LOGS}, tmp="upload-tmp",
-                       quotas={"artifacts": folder_quotas(spec, task_defaults)["results"],
-                               "agent": folder_quotas(spec, task_defaults)["logs"]})
+                       quotas={"artifacts": folder_quotas(limits)["results"], "agent": folder_quotas(limits)["logs"]})
     if network.get("dnsPolicy") == "None":
         sidecar["env"] += [{"name": RESOLVER_ENV, "value": ",".join(config.cluster_dns)},
                            {"name": SEARCH_ENV, "value": " ".join(config.cluster_dns_search)}]
@@ -655,11 +639,11 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, task_default
         ],
         "containers": [{
             "name": "agent", "image": spec.agent.image or config.agent_image, "command": wrapped, "env": env,
-            "workingDir": "/root", "resources": _resources(spec, task_defaults, config),
+            "workingDir": "/root", "resources": _resources(limits, config),
             "securityContext": _restricted(seccomp=config.agent_seccomp_profile), "volumeMounts": agent_mounts,
         }],
         "volumes": [{"name": v, "emptyDir": {}} for v in ("task", "run", "upload-tmp")]
-        + writable_volumes(spec, task_defaults),
+        + writable_volumes(limits),
     }
     runtime_class = spec.runtime_class_name or config.runtime_class_name
     if runtime_class:

@@ -4,8 +4,9 @@
 * :mod:`.outcomes` — ``AttemptEnd`` (driver-neutral evidence), ``classify``, ``with_score``,
   ``should_retry``;
 * :mod:`.agents` — the agent-kind registry and ``plan_agent`` (argv, env, gateway, binds);
-* :mod:`.records` — ``TrialRecord``, the model of ``trial.json``;
+* :mod:`.records` — ``TrialRecord``, the model of ``trial.json`` (and its transcript's account);
 * :mod:`.costing` — a trial's cost from the gateway's usage (unknown is not zero);
+* :mod:`.limits` — the limits in force (the Trial's, its campaign's, else ``task.toml``'s);
 * :mod:`.pipeline` — the ordered post-agent steps (score, gates, Lean, panel, CBU) and which driver
   runs which.
 

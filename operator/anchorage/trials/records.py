@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import importlib.metadata
+import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -165,6 +166,18 @@ class TranscriptInfo(_Part):
     bytes: int = 0
     truncated: bool = False
     error: str | None = None
+
+
+def transcript_info(data: bytes) -> TranscriptInfo:
+    """The account of a transcript written as ``data`` (JSON Lines, as the gateway serves it) beside the record."""
+    lines = [json.loads(line) for line in data.splitlines() if line.strip()]
+    return TranscriptInfo(path=TRANSCRIPT, records=len(lines), bytes=len(data),
+                          truncated=any(isinstance(x, dict) and x.get("truncated") is True for x in lines))
+
+
+def transcript_unreadable(problem: object) -> TranscriptInfo:
+    """The account of a transcript the gateway could not give (bookkeeping: never the trial's failure)."""
+    return TranscriptInfo(error=f"the gateway's transcript could not be read: {problem}")
 
 
 class TrialRecord(BaseModel):

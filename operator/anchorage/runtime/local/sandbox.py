@@ -67,6 +67,7 @@ from anchorage.errors import InfrastructureError
 from anchorage.runtime.local import cgroups, identity, interpreter, keyrings, quotas, seccomp, uids, views
 from anchorage.runtime.local.identity import Identity
 from anchorage.trials.agents.templating import expand_references
+from anchorage.trials.limits import LOG_MAX_MB
 
 Mechanism = Literal["bwrap", "unshare", "none"]
 Outcome = Literal["exited", "timeout", "oom", "sandbox_error"]
@@ -103,7 +104,7 @@ class SandboxLimits:
     file_max_bytes: int | None = None
     tmp_mb: int = 1024
     result_max_files: int = 10_000
-    log_max_bytes: int = 256 * MIB
+    log_max_bytes: int = LOG_MAX_MB * MIB
     log_max_files: int = 1_000
 
 

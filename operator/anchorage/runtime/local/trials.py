@@ -35,6 +35,7 @@ from anchorage.tasks import Task
 from anchorage.trials import AgentPlan, AttemptEnd, Phase, Reason, TrialRecord, classify, plan_agent
 from anchorage.trials.agents.plans import missing_replay_message, replayed_message
 from anchorage.trials.costing import trial_cost
+from anchorage.trials.limits import MIB, resolve_limits
 from anchorage.trials.pipeline import protocol_steps, summary
 from anchorage.trials.records import (
     TRANSCRIPT,
@@ -43,13 +44,10 @@ from anchorage.trials.records import (
     PromptInfo,
     ReplayInfo,
     SandboxInfo,
-    TranscriptInfo,
     now,
+    transcript_info,
+    transcript_unreadable,
 )
-
-MIB = 1024 * 1024
-DEFAULT_PIDS = 1024
-DEFAULT_RESULT_MAX_MB = 512
 
 
 class GatewayLike(Protocol):
@@ -116,29 +114,15 @@ def read_record(trial_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def resolve_limits(spec: TrialSpec, task: Task, campaign: Limits) -> sandbox.SandboxLimits:
-    """Trial manifest, then campaign overrides, then ``task.toml`` — first set value wins."""
-    env = task.config.environment
-
-    def pick(name: str) -> Any:
-        for source in (spec.limits, campaign):
-            value = getattr(source, name)
-            if value is not None:
-                return value
-        return None
-
-    memory = pick("memory_mb") or env.memory_mb
-    storage = pick("storage_mb") or env.storage_mb
-    result_max = pick("result_max_bytes") or min(storage, DEFAULT_RESULT_MAX_MB) * MIB
+def sandbox_limits(spec: TrialSpec, task: Task, campaign: Limits) -> sandbox.SandboxLimits:
+    """The sandbox's limits: those in force (:func:`anchorage.trials.limits.resolve_limits`: the Trial's, then the
+    campaign's, then ``task.toml``), with the local engine's derived ones (files up to the storage limit; a tmpfs of
+    at most 1 GiB, within memory and storage)."""
+    limits = resolve_limits(task, spec.limits, campaign)
     return sandbox.SandboxLimits(
-        timeout_sec=float(pick("agent_timeout_sec") or task.config.agent.timeout_sec),
-        cpus=float(pick("cpus") or env.cpus),
-        memory_mb=int(memory),
-        pids=int(pick("pids") or DEFAULT_PIDS),
-        result_max_bytes=int(result_max),
-        file_max_bytes=int(storage) * MIB,
-        tmp_mb=int(min(storage, memory, 1024)),
-    )
+        timeout_sec=limits.timeout_sec, cpus=limits.cpus, memory_mb=limits.memory_mb, pids=limits.pids,
+        result_max_bytes=limits.result_max_bytes, file_max_bytes=limits.storage_mb * MIB,
+        tmp_mb=min(limits.storage_mb, limits.memory_mb, 1024))
 
 
 def _prepare(trial_dir: Path) -> dict[str, Path]:
@@ -221,7 +205,7 @@ def _attempt(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: Loc
         env["PATH"] = f"{agents.bin_dir(plan.cli)}:{sandbox.sandbox_path(runtime.mechanism)}"
     token_env: dict[str, str] = {}
     socket: Path | None = None
-    limits = resolve_limits(job.spec, job.task, runtime.campaign_limits)
+    limits = sandbox_limits(job.spec, job.task, runtime.campaign_limits)
     if plan.needs_gateway:
         gateway = runtime.gateway
         if gateway is None or gateway.unix_socket is None:
@@ -324,12 +308,11 @@ def _transcript(job: TrialJob, plan: AgentPlan, runtime: LocalRuntime, trial_dir
     try:
         lines = runtime.gateway.transcript(job.name)
     except Exception as exc:  # bookkeeping: the trial's outcome stands, the record says what is missing
-        record.transcript = TranscriptInfo(error=f"the gateway's transcript could not be read: {exc}")
+        record.transcript = transcript_unreadable(exc)
         return
-    text = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines)
-    (trial_dir / TRANSCRIPT).write_text(text, encoding="utf-8")
-    record.transcript = TranscriptInfo(path=TRANSCRIPT, records=len(lines), bytes=len(text.encode("utf-8")),
-                                       truncated=any(line.get("truncated") is True for line in lines))
+    data = "".join(json.dumps(line, sort_keys=True) + "\n" for line in lines).encode("utf-8")
+    (trial_dir / TRANSCRIPT).write_bytes(data)
+    record.transcript = transcript_info(data)
 
 
 # ----- the post-agent pipeline (anchorage.trials.pipeline.STEPS, in order) -------------------------------
