@@ -8,11 +8,12 @@ so a misspelt key is reported instead of silently ignored.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from anchorage.agentkinds import NEEDS_MODEL, AgentKind
 from anchorage.errors import InputError
 from anchorage.scoring.profiles import DEFAULT_PROFILE, PROFILES, get_profile
 from anchorage.verify.settings import CbuSettings, PanelSettings
@@ -21,7 +22,6 @@ API_GROUP = "anchorage.dev"
 API_VERSION = "v1alpha1"
 API = f"{API_GROUP}/{API_VERSION}"
 
-AgentKind = Literal["oracle", "replay", "codex", "opencode", "claude-code", "command", "mock"]
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 QUEUE_NAME_DOC = ("Cluster only: the Kueue LocalQueue that admits the trials' Jobs (in the namespace the Jobs run in: "
@@ -47,7 +47,7 @@ class _Model(BaseModel):
 class AgentSpec(_Model):
     """What runs inside the sandbox."""
 
-    kind: AgentKind = Field(description="oracle | replay | codex | opencode | claude-code | command | mock")
+    kind: AgentKind = Field(description=" | ".join(get_args(AgentKind)))
     model: str | None = Field(default=None, description="Model name for model-backed agents (through the gateway).")
     reasoning_effort: str | None = Field(default=None, description="Reasoning effort passed to the agent CLI, e.g. xhigh.")
     command: list[str] | None = Field(
@@ -65,7 +65,7 @@ class AgentSpec(_Model):
             raise ValueError("agent.kind 'command' needs agent.command, e.g. ['my-agent', '{instruction}']")
         if self.kind == "replay" and not self.artifact:
             raise ValueError("agent.kind 'replay' needs agent.artifact (a path or URI of the artifact to replay)")
-        if self.kind in ("codex", "opencode", "claude-code") and not self.model:
+        if self.kind in NEEDS_MODEL and not self.model:
             raise ValueError(f"agent.kind '{self.kind}' needs agent.model")
         return self
 

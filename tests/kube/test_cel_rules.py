@@ -42,7 +42,7 @@ AGENTS = [  # (rule, violating agent, valid agent)
     ("self.kind != 'command' || (has(self.command) && size(self.command) > 0)",
      {"kind": "command"}, {"kind": "command", "command": ["my-agent", "{instruction}"]}),
     ("self.kind != 'replay' || has(self.artifact)", {"kind": "replay"}, {"kind": "replay", "artifact": "/tmp/a.json"}),
-    ("!(self.kind in ['codex', 'opencode', 'claude-code']) || has(self.model)", {"kind": "codex"},
+    ("!(self.kind in ['claude-code', 'codex', 'opencode']) || has(self.model)", {"kind": "codex"},
      {"kind": "codex", "model": "gpt-test"}),
 ]
 ORACLE = {"kind": "oracle"}

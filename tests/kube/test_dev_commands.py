@@ -55,10 +55,10 @@ def test_dev_cluster_serves_kubectl(tmp_path: Path, repo_root: Path, variant: st
         while True:
             explain = subprocess.run(["kubectl", "explain", "trial.spec.agent.kind"], env=env, capture_output=True,
                                      text=True, timeout=60)
-            if "oracle | replay" in explain.stdout or time.monotonic() > deadline:
+            if "opencode | oracle | replay" in explain.stdout or time.monotonic() > deadline:
                 break
             time.sleep(1)
-        assert "oracle | replay" in explain.stdout, explain.stderr
+        assert "opencode | oracle | replay" in explain.stdout, explain.stderr
     finally:
         proc.terminate()
         proc.wait(60)

@@ -107,7 +107,7 @@ def test_crds_apply_after_a_server_side_dry_run_and_become_established(target: T
 
 @pytest.mark.parametrize(("path", "fragment"), [
     ("trials.spec.seed", "Seed index (0-based)."),
-    ("trials.spec.agent.kind", "oracle | replay | codex | opencode | claude-code | command | mock"),
+    ("trials.spec.agent.kind", "claude-code | codex | command | mock | opencode | oracle | replay"),
     ("verificationcampaigns.spec.parallelism", "Max trials running at once."),
     ("scoringruns.spec.campaignRef", "Name of a campaign whose artifacts are rescored."),
 ], ids=["trial-seed", "agent-kind", "campaign-parallelism", "scoringrun-campaignref"])

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from anchorage.agentkinds import NEEDS_MODEL
 from anchorage.manifests import (
     API_GROUP,
     API_VERSION,
@@ -40,8 +41,8 @@ _AGENT_RULES = [
      "message": "agent.kind 'command' needs agent.command, e.g. ['my-agent', '{instruction}']"},
     {"rule": "self.kind != 'replay' || has(self.artifact)",
      "message": "agent.kind 'replay' needs agent.artifact (a path or URI of the artifact to replay)"},
-    {"rule": "!(self.kind in ['codex', 'opencode', 'claude-code']) || has(self.model)",
-     "message": "agent.kind codex, opencode and claude-code need agent.model"},
+    {"rule": f"!(self.kind in [{', '.join(repr(k) for k in NEEDS_MODEL)}]) || has(self.model)",
+     "message": f"agent.kind {', '.join(NEEDS_MODEL[:-1])} and {NEEDS_MODEL[-1]} need agent.model"},
 ]
 _CAMPAIGN_RULES = [
     {"rule": "(has(self.tasks) && size(self.tasks) > 0) || has(self.taskSelector)",

@@ -2,9 +2,9 @@
 
 Called by the local engine (``runtime/local/trials.py``), the operator's Job builder
 (``runtime/kubejobs.py``) and admission (``controller``), and ``anchorage run`` (does a campaign need
-the gateway?). Adding a kind: a module here with a ``KIND`` (see ``codex.py``), its line in
-:data:`KINDS`, its name in ``manifests.AgentKind`` (then ``anchorage dev crds``) — see
-docs/architecture.md, "Add an agent kind". An unknown kind is an error, never another CLI.
+the gateway?). Adding a kind: a module here with a ``KIND`` (see ``codex.py``), then ``anchorage dev crds``
+(regenerates ``anchorage.agentkinds``, the manifests' enum, and the CRDs) — see docs/architecture.md, "Add an agent
+kind". An unknown kind is an error, never another CLI.
 """
 
 from __future__ import annotations
@@ -13,15 +13,13 @@ import dataclasses
 
 from anchorage.errors import InputError
 from anchorage.manifests import AgentSpec
+from anchorage.registry import declared
 from anchorage.tasks import Task
-from anchorage.trials.agents import claude_code, codex, command, mock, opencode, oracle, replay
 from anchorage.trials.agents.plans import DRIVERS, LOCAL, OPERATOR, AgentKind, AgentPlan, Replay
 from anchorage.trials.agents.templating import PLACEHOLDERS, fill
 
-#: Every agent kind, by ``agent.kind``.
-KINDS: dict[str, AgentKind] = {k.name: k for k in (
-    oracle.KIND, replay.KIND, codex.KIND, opencode.KIND, claude_code.KIND, command.KIND, mock.KIND,
-)}
+#: Every agent kind, by ``agent.kind``: what this package's modules declare as ``KIND`` (:mod:`anchorage.registry`).
+KINDS: dict[str, AgentKind] = {k.name: k for k in declared(__name__, __path__, "KIND", AgentKind)}
 
 __all__ = ["DRIVERS", "KINDS", "LOCAL", "OPERATOR", "PLACEHOLDERS", "AgentKind", "AgentPlan", "Replay", "fill",
            "kind_of", "needs_gateway", "plan_agent", "refusal"]

@@ -48,4 +48,5 @@ def plan(spec: AgentSpec, task: Task, seed: int) -> AgentPlan:
                      problem=problem)
 
 
-KIND = AgentKind("claude-code", plan, "the Claude Code CLI through the gateway", gateway="always")
+KIND = AgentKind("claude-code", plan, "the Claude Code CLI through the gateway", gateway="always",
+                 needs_model=True)

@@ -47,4 +47,5 @@ def plan(spec: AgentSpec, task: Task, seed: int) -> AgentPlan:
     return AgentPlan("codex", f"codex ({spec.model})", argv(spec, task.instruction), env, cli="codex")
 
 
-KIND = AgentKind("codex", plan, "the Codex CLI through the gateway", gateway="always")
+KIND = AgentKind("codex", plan, "the Codex CLI through the gateway", gateway="always",
+                 needs_model=True)

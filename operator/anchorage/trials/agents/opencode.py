@@ -60,4 +60,5 @@ def plan(spec: AgentSpec, task: Task, seed: int) -> AgentPlan:
     return AgentPlan("opencode", f"opencode ({spec.model})", argv(spec, task.instruction), env, cli="opencode")
 
 
-KIND = AgentKind("opencode", plan, "the opencode CLI through the gateway", gateway="always")
+KIND = AgentKind("opencode", plan, "the opencode CLI through the gateway", gateway="always",
+                 needs_model=True)

@@ -85,12 +85,15 @@ Planner = Callable[[AgentSpec, Task, int], AgentPlan]
 
 @dataclass(frozen=True)
 class AgentKind:
-    """One agent kind: its name (``agent.kind``), how to plan it, which drivers can run it."""
+    """One agent kind, declared once in its module (``KIND``): its name (``agent.kind``), how to plan it, whether it
+    calls models (``gateway``) and needs ``agent.model``, which drivers can run it."""
 
     name: str
     plan: Planner
     description: str
     gateway: Gateway = "never"
+    #: Whether ``agent.model`` is required (the manifests' validator and the CRDs' rule say so: ``anchorage.agentkinds``).
+    needs_model: bool = False
     drivers: frozenset[str] = DRIVERS
     refusal: str = ""   # why a driver outside ``drivers`` cannot run it, and what to use instead
 
