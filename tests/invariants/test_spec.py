@@ -59,3 +59,15 @@ def test_loading_is_cached_and_follows_edits(tmp_path: Path) -> None:
     again = load_invariants(tmp_path)
     assert again is not None and again.namespace == "Bee"
     assert load_invariants(tmp_path / "nowhere") is None
+
+
+def test_every_form_the_file_accepts_is_a_module_of_the_forms_package() -> None:
+    """The model's ``form`` values, its shape checks and the forms' registry (one module each) cannot drift."""
+    import typing
+
+    from anchorage.invariants import spec
+    from anchorage.invariants.forms import FORMS
+
+    accepted = set(typing.get_args(spec.Invariant.model_fields["form"].annotation))
+    assert accepted == set(spec._SHAPE_CHECKS) == set(FORMS)
+    assert all(FORMS[name].name == name for name in FORMS)

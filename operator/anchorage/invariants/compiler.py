@@ -11,8 +11,6 @@ obligations (missing evidence). Used by :mod:`anchorage.invariants.gates` and :m
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from decimal import Decimal
-from fractions import Fraction
 from typing import Any
 
 from anchorage.invariants.exact import (
@@ -23,37 +21,14 @@ from anchorage.invariants.exact import (
     _step,
     format_path,
     parse_path,
-    pow10,
     resolve,
     to_scaled,
 )
-from anchorage.invariants.expr import Cmp, Either, Mul, Obligation, Pred, Prop, Term
+from anchorage.invariants.expr import Obligation
+from anchorage.invariants.forms import FORMS, Built
 from anchorage.invariants.spec import Invariant, InvariantsFile
 
 Generator = Callable[[Any], list[Obligation]]
-
-
-def scaled_from_fraction(value: Fraction) -> Scaled:
-    """A terminating decimal fraction as a scaled integer (ValueError otherwise)."""
-    k = 0
-    while (value * 10**k).denominator != 1:
-        k += 1
-        if k > 400:
-            raise ValueError(f"{value} is not a terminating decimal")
-    return Scaled(int(value * 10**k), k)
-
-
-_CONSTANTS: dict[int | Decimal, Scaled] = {}
-
-
-def _const(number: int | Decimal) -> Scaled:
-    """A bound from the invariants file as a scaled integer (memoised: bounds repeat)."""
-    cached = _CONSTANTS.get(number)
-    if cached is None:
-        scaled = to_scaled(number)
-        assert scaled is not None, "bounds are validated as finite numbers"
-        cached = _CONSTANTS[number] = scaled
-    return cached
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,90 +71,6 @@ def _expand(data: Any, patterns: list[tuple[Segment, ...]]) -> list[Binding] | N
     return out
 
 
-# ---------------------------------------------------------------------------------------------
-# Per-form builders: (invariant, exact values) -> (proposition, scale, claim)
-
-Built = tuple[Prop, int, Callable[[], str]]
-
-
-def _lits(scale: int, *numbers: Scaled) -> list[int]:
-    return [n.n * pow10(scale - n.k) for n in numbers]
-
-
-def _build_range(inv: Invariant, xs: list[Scaled]) -> Built:
-    x = xs[0]
-    lo = None if inv.lo is None else _const(inv.lo)  # type: ignore[arg-type]
-    hi = None if inv.hi is None else _const(inv.hi)  # type: ignore[arg-type]
-    k = x.k
-    if lo is not None and lo.k > k:
-        k = lo.k
-    if hi is not None and hi.k > k:
-        k = hi.k
-    if lo is not None and hi is not None:
-        return Pred("InRange", (lo.n * pow10(k - lo.k), x.n * pow10(k - x.k), hi.n * pow10(k - hi.k))), k, \
-            lambda: f"{lo} ≤ {x} ≤ {hi}"
-    if lo is not None:
-        return Pred("AtLeast", tuple(_lits(k, lo, x))), k, lambda: f"{lo} ≤ {x}"
-    assert hi is not None
-    return Pred("AtMost", tuple(_lits(k, x, hi))), k, lambda: f"{x} ≤ {hi}"
-
-
-def _build_ordering(inv: Invariant, xs: list[Scaled]) -> Built:
-    k = max(xs[0].k, xs[1].k)
-    strict = inv.op == "<"
-    head = "StrictlyOrdered" if strict else "Ordered"
-    return Pred(head, tuple(_lits(k, xs[0], xs[1]))), k, lambda: f"{xs[0]} {'<' if strict else '≤'} {xs[1]}"
-
-
-def _build_sign(inv: Invariant, xs: list[Scaled]) -> Built:
-    x = xs[0]
-    if inv.op == ">":
-        return Pred("Pos", (x.n,)), x.k, lambda: f"0 < {x}"
-    return Pred("NonNeg", (x.n,)), x.k, lambda: f"0 ≤ {x}"
-
-
-def _build_interval(inv: Invariant, xs: list[Scaled]) -> Built:
-    k = max(xs[0].k, xs[1].k)
-    return Pred("WellFormed", tuple(_lits(k, xs[0], xs[1]))), k, lambda: f"{xs[0]} ≤ {xs[1]}"
-
-
-def _build_finite_domain(inv: Invariant, xs: list[Scaled]) -> Built:
-    x = xs[0]
-    allowed = [_const(v) for v in inv.values or []]
-    k = max(n.k for n in (x, *allowed))
-    lx = x.at(k)
-    parts = tuple(Cmp("=", lx, v.at(k)) for v in allowed)
-    prop: Prop = parts[0] if len(parts) == 1 else Either(parts)
-    return prop, k, lambda: f"{x} ∈ {{{', '.join(str(v) for v in allowed)}}}"
-
-
-def _build_identity(inv: Invariant, xs: list[Scaled]) -> Built:
-    count = len(inv.product or [inv.path])
-    factors, target_value = xs[:count], (xs[count] if isinstance(inv.target, str) else _const(inv.target))  # type: ignore[arg-type]
-    target = target_value.to_fraction()
-    tol = max(
-        Fraction(0) if inv.abs_tol is None else _const(inv.abs_tol).to_fraction(),
-        Fraction(0) if inv.rel_tol is None else _const(inv.rel_tol).to_fraction() * abs(target),
-    )
-    lo, hi = scaled_from_fraction(target - tol), scaled_from_fraction(target + tol)
-    k = max(max(f.k for f in factors), -(-max(lo.k, hi.k) // count))
-    product_scale = k * count
-    term: Term = Mul(tuple(f.at(k) for f in factors)) if count > 1 else factors[0].at(k)
-    def claim() -> str:
-        shown = " × ".join(str(f) for f in factors)
-        return f"{lo} ≤ {shown} ≤ {hi} ({target_value} ± {scaled_from_fraction(tol)})"
-
-    return Pred("WithinBand", (lo.at(product_scale), term, hi.at(product_scale))), product_scale, claim
-
-
-_BUILDERS: dict[str, Callable[[Invariant, list[Scaled]], Built]] = {
-    "range": _build_range,
-    "ordering": _build_ordering,
-    "sign": _build_sign,
-    "interval": _build_interval,
-    "finite_domain": _build_finite_domain,
-    "identity": _build_identity,
-}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,7 +81,7 @@ def _show(raw: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-class _Pattern:
+class Pattern:
     """A compiled path pattern with at most one ``[*]``: direct lookups, path text built once per key."""
 
     __slots__ = ("_texts", "head", "head_text", "segments", "tail", "tail_text", "text", "wild")
@@ -218,7 +109,7 @@ class _Pattern:
         return text
 
 
-def _get(node: Any, segments: tuple[Segment, ...]) -> Any:
+def get_segments(node: Any, segments: tuple[Segment, ...]) -> Any:
     """The value at concrete segments, or MISSING (fast path for plain dicts and lists)."""
     for segment in segments:
         kind = type(node)
@@ -243,7 +134,7 @@ def _element(container: Any, key: Segment) -> Any:
     return MISSING
 
 
-class _Names:
+class TheoremNames:
     """Theorem names ``<name>_<i>_<form>`` by index, built once."""
 
     __slots__ = ("_names", "form", "name")
@@ -268,10 +159,10 @@ EMPTY_SCENARIO = "empty scenario: the list or map has no elements"
 def compile_expansion(inv: Invariant) -> Expander:
     """The path expansion of one invariant: ``data -> [(name, paths, raw values)]`` (shared by checkers)."""
     segments = [parse_path(p) for p in inv.read_paths()]
-    patterns = [_Pattern(s) for s in segments]
+    patterns = [Pattern(s) for s in segments]
     simple = all(s.count(WILDCARD) <= 1 for s in segments) and (patterns[0].wild or not any(p.wild for p in patterns))
     plain_name = f"{inv.name}_{inv.form}"
-    names = _Names(inv)
+    names = TheoremNames(inv)
     texts = tuple(p.text for p in patterns)
     first, rest = patterns[0], patterns[1:]
 
@@ -279,8 +170,8 @@ def compile_expansion(inv: Invariant) -> Expander:
         if not simple:
             return _expand_general(inv, segments, data)
         if not first.wild:
-            return [(plain_name, texts, [_get(data, p.segments) for p in patterns])]
-        container = _get(data, first.head)
+            return [(plain_name, texts, [get_segments(data, p.segments) for p in patterns])]
+        container = get_segments(data, first.head)
         if type(container) is list:
             keys: Any = range(len(container))
         elif isinstance(container, dict):
@@ -291,17 +182,17 @@ def compile_expansion(inv: Invariant) -> Expander:
             return [(plain_name, texts, None)]
         tail, element_path = first.tail, first.element_path
         if not rest:
-            return [(names[index], (element_path(key),), [_get(_element(container, key), tail)])
+            return [(names[index], (element_path(key),), [get_segments(_element(container, key), tail)])
                     for index, key in enumerate(keys)]
-        others = [(p, _get(data, p.head) if p.wild else _get(data, p.segments)) for p in rest]
+        others = [(p, get_segments(data, p.head) if p.wild else get_segments(data, p.segments)) for p in rest]
         out: list[Item] = []
         for index, key in enumerate(keys):
             paths_list = [element_path(key)]
-            raws = [_get(_element(container, key), tail)]
+            raws = [get_segments(_element(container, key), tail)]
             for pattern, base in others:
                 if pattern.wild:
                     paths_list.append(pattern.element_path(key))
-                    raws.append(_get(_element(base, key), pattern.tail))
+                    raws.append(get_segments(_element(base, key), pattern.tail))
                 else:
                     paths_list.append(pattern.text)
                     raws.append(base)
@@ -314,7 +205,7 @@ def compile_expansion(inv: Invariant) -> Expander:
 def compile_invariant(inv: Invariant) -> Generator:
     """The obligation generator of one invariant (exact: scaled integers, one proposition tree each)."""
     expand = compile_expansion(inv)
-    build = _BUILDERS[inv.form]
+    build = FORMS[inv.form].build
     length = inv.measure == "length"
 
     def generate(data: Any) -> list[Obligation]:
@@ -386,4 +277,4 @@ def exact_obligation(inv: Invariant, name: str, paths: tuple[str, ...], raws: li
     """The exact obligation of one expanded field (an :data:`Item` of :func:`compile_expansion`)."""
     if raws is None:
         return _skipped(inv, name, paths, EMPTY_SCENARIO)
-    return _obligation(inv, name, paths, raws, _BUILDERS[inv.form], inv.measure == "length")
+    return _obligation(inv, name, paths, raws, FORMS[inv.form].build, inv.measure == "length")

@@ -17,8 +17,6 @@ from typing import Literal
 from anchorage.invariants.exact import Scaled
 
 CmpOp = Literal["<=", "<", "="]
-Form = Literal["range", "ordering", "identity", "finite_domain", "sign", "interval"]
-FORMS: tuple[str, ...] = ("range", "ordering", "identity", "finite_domain", "sign", "interval")
 
 
 @dataclass(slots=True)

@@ -27,35 +27,30 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from decimal import (
-    MAX_EMAX,
-    MAX_PREC,
-    MIN_EMIN,
-    Context,
-    Decimal,
-    DecimalException,
-    Inexact,
-    InvalidOperation,
-    Rounded,
-)
+from decimal import Decimal, DecimalException
 from pathlib import Path
 from typing import Any
 
 from anchorage import numbers
 from anchorage.invariants import replays
-from anchorage.invariants.compiler import Expander, compile_expansion, exact_obligation, obligations
-from anchorage.invariants.compiler import _get as get_segments
-from anchorage.invariants.compiler import _Names as TheoremNames
-from anchorage.invariants.compiler import _Pattern as Pattern
+from anchorage.invariants.compiler import (
+    Expander,
+    Pattern,
+    TheoremNames,
+    compile_expansion,
+    exact_obligation,
+    get_segments,
+    obligations,
+)
 from anchorage.invariants.exact import MISSING, WILDCARD, loads_exact, parse_path, to_scaled
 from anchorage.invariants.expr import Obligation
+from anchorage.invariants.forms import EXACT, FORMS, Verdict
 from anchorage.invariants.results import GateResult, GateStatus, Severity
 from anchorage.invariants.spec import INVARIANTS_FILE, Invariant, InvariantsFile, load_invariants
 
 Check = Callable[[Any, list[GateResult]], None]
 """A compiled invariant: appends the gate result of every field it expands to."""
 
-Verdict = Callable[..., bool]
 
 
 def check(task_root: Path, data: Any) -> list[GateResult]:
@@ -224,36 +219,14 @@ def _describer(inv: Invariant) -> Describe:
     decimals (:func:`~anchorage.invariants.exact.to_scaled` text); identities ask the reference."""
     form, suffix = inv.form, f" ({inv.source})" if inv.source else ""
 
-    def const(number: Any) -> str:
-        return str(to_scaled(number))
-
     def exact(name: str, paths: tuple[str, ...], status: str, raws: list[Any]) -> tuple[str, dict[str, Any]]:
         result = to_gate_result(exact_obligation(inv, name, paths, raws))
         return result.message, result.values
 
-    claim: Callable[[list[str]], str]
-    if form == "range":
-        lo = None if inv.lo is None else const(inv.lo)
-        hi = None if inv.hi is None else const(inv.hi)
-        if lo is not None and hi is not None:
-            claim = lambda xs: f"{lo} ≤ {xs[0]} ≤ {hi}"  # noqa: E731
-        elif lo is not None:
-            claim = lambda xs: f"{lo} ≤ {xs[0]}"  # noqa: E731
-        else:
-            claim = lambda xs: f"{xs[0]} ≤ {hi}"  # noqa: E731
-    elif form == "ordering":
-        op = "<" if inv.op == "<" else "≤"
-        claim = lambda xs: f"{xs[0]} {op} {xs[1]}"  # noqa: E731
-    elif form == "sign":
-        op = "<" if inv.op == ">" else "≤"
-        claim = lambda xs: f"0 {op} {xs[0]}"  # noqa: E731
-    elif form == "interval":
-        claim = lambda xs: f"{xs[0]} ≤ {xs[1]}"  # noqa: E731
-    elif form == "finite_domain":
-        allowed = "{" + ", ".join(const(v) for v in inv.values or []) + "}"
-        claim = lambda xs: f"{xs[0]} ∈ {allowed}"  # noqa: E731
-    else:
+    made = FORMS[form].claim
+    if made is None:
         return exact
+    claim = made(inv)
     length = inv.measure == "length"
 
     def describe(name: str, paths: tuple[str, ...], status: str, raws: list[Any]) -> tuple[str, dict[str, Any]]:
@@ -268,7 +241,7 @@ def _text(raw: Any) -> str:
     """``str(to_scaled(raw))`` — the plain decimal text, trailing zeros dropped — without the detour."""
     kind = type(raw)
     if kind is Decimal:
-        return format(_EXACT.normalize(raw), "f") if raw else "0"
+        return format(EXACT.normalize(raw), "f") if raw else "0"
     if kind is int:
         return str(raw)
     return str(to_scaled(raw))
@@ -310,56 +283,11 @@ def _length(raw: Any) -> Any:
 
 
 def _verdict(inv: Invariant) -> Verdict:
-    """Exact comparison of the numbers read, as the obligation's predicate states it.
+    """Exact comparison of the numbers read, as the obligation's predicate states it (the form's, :mod:`.forms`).
 
     One-path forms (range, sign, finite_domain) take ``x``; two-path forms (ordering, interval) ``x, y``.
     """
-    form = inv.form
-    if form == "range":
-        lo, hi = inv.lo, inv.hi
-        if lo is not None and hi is not None:
-            return lambda x: lo <= x <= hi
-        if lo is not None:
-            return lambda x: lo <= x
-        return lambda x: x <= hi
-    if form == "ordering":
-        if inv.op == "<":
-            return lambda x, y: x < y
-        return lambda x, y: x <= y
-    if form == "sign":
-        if inv.op == ">":
-            return lambda x: x > 0
-        return lambda x: x >= 0
-    if form == "interval":
-        return lambda x, y: x <= y
-    if form == "finite_domain":
-        allowed = frozenset(inv.values or ())  # equal numbers hash alike: Decimal("1.0") in {1}
-        return lambda x: x in allowed
-    return _identity_verdict(inv)
-
-
-_EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[Inexact, Rounded, InvalidOperation])
-"""Decimal arithmetic without rounding (a rounding would raise, and the reference evaluation decides)."""
-
-
-def _identity_verdict(inv: Invariant) -> Verdict:
-    """``target − tol ≤ Π factors ≤ target + tol`` with ``tol = max(abs_tol, rel_tol·|target|)``, exactly."""
-    count = len(inv.product or [inv.path])
-    fixed_target = None if isinstance(inv.target, str) else inv.target
-    rel_tol, abs_tol = inv.rel_tol, inv.abs_tol
-    multiply, add, subtract, magnitude = _EXACT.multiply, _EXACT.add, _EXACT.subtract, _EXACT.abs
-
-    def verdict(*xs: Any) -> bool:
-        product = xs[0]
-        for factor in xs[1:count]:
-            product = multiply(product, factor)
-        target = xs[count] if fixed_target is None else fixed_target
-        tol = 0 if abs_tol is None else abs_tol
-        if rel_tol is not None:
-            tol = max(tol, multiply(rel_tol, magnitude(target)))
-        return subtract(target, tol) <= product <= add(target, tol)  # type: ignore[no-any-return]
-
-    return verdict
+    return FORMS[inv.form].verdict(inv)
 
 
 def _getter(segments: tuple[Any, ...]) -> Callable[[Any], Any]:
