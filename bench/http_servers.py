@@ -53,7 +53,7 @@ def serve(name: str, port: int) -> None:
     logging.getLogger("aiohttp").setLevel(logging.CRITICAL)
 
     if name == "own":
-        from anchorage.gateway.config import FrontDoorConfig
+        from anchorage.gateway.gatewayconfig import FrontDoorConfig
         from anchorage.gateway.http import HttpServer, Reply, Request, json_reply
 
         def gate(request: Request) -> Reply | None:

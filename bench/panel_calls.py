@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "operator"))
 
 from anchorage.runtime.local import sandbox  # noqa: E402
-from anchorage.runtime.local.gatewaying import start_local_gateway  # noqa: E402
+from anchorage.runtime.local.gatewaystart import start_local_gateway  # noqa: E402
 from anchorage.runtime.local.verifying import SandboxedModelClient  # noqa: E402
 
 MESSAGES = [{"role": "system", "content": "You are a verifier."},

@@ -33,7 +33,7 @@ from anchorage.gateway.scripted import Reply
 from anchorage.gateway.scripts import ScriptBook
 from anchorage.manifests import AgentSpec, Trial, TrialSpec, VerificationCampaign
 from anchorage.runtime.local.engine import resolve_tasks, run_campaign, run_single_trial
-from anchorage.runtime.local.gatewaying import start_local_gateway
+from anchorage.runtime.local.gatewaystart import start_local_gateway
 from anchorage.runtime.local.trials import LocalRuntime
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ import typer
 import yaml
 from jsonschema import Draft7Validator
 
-from anchorage.gateway.config import GatewayConfig
+from anchorage.gateway.gatewayconfig import GatewayConfig
 from anchorage.runtime.kubejobs import OperatorConfig, network_policies
 from charts.conftest import NAMESPACE, Rendered
 from charts.customobjects import custom_object_errors

@@ -185,7 +185,7 @@ def _judged(record: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.slow
 def test_panel_and_cbu_give_the_same_results_on_both_drivers(kube_env: Env, tmp_path: Path, proof_gateway: Gateway,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from anchorage.runtime.local.gatewaying import start_local_gateway
+    from anchorage.runtime.local.gatewaystart import start_local_gateway
 
     monkeypatch.setenv("ANCHORAGE_TASKS", str(PROOF / "tasks"))
     manifest = _proof_campaign()

@@ -268,7 +268,7 @@ def test_a_symlink_out_of_the_results_folder_is_not_followed(tmp_path: Path) -> 
 
 
 def test_unsandboxed_calls_reach_the_gateway_too(tmp_path: Path) -> None:
-    from anchorage.runtime.local.gatewaying import start_local_gateway
+    from anchorage.runtime.local.gatewaystart import start_local_gateway
 
     (tmp_path / "artifacts").mkdir()
     (tmp_path / "artifacts" / "solution.md").write_text((DEMO / "solutions/sound/solution.md").read_text())

@@ -12,7 +12,7 @@ from anchorage.campaigns.documents import load_documents
 from anchorage.manifests import VerificationCampaign
 from anchorage.runtime.local import sandbox
 from anchorage.runtime.local.engine import run_campaign
-from anchorage.runtime.local.gatewaying import start_local_gateway
+from anchorage.runtime.local.gatewaystart import start_local_gateway
 from anchorage.runtime.local.trials import LocalRuntime
 from engine.conftest import campaign_yaml
 

@@ -109,7 +109,7 @@ def test_changed_manifest_is_not_mixed_into_a_run(mechanism: sandbox.Mechanism, 
 def test_mock_agent_reaches_the_real_gateway_and_is_metered(  # type: ignore[no-untyped-def]
     mechanism: sandbox.Mechanism, write_manifest, tmp_path: Path
 ) -> None:
-    from anchorage.runtime.local.gatewaying import start_local_gateway
+    from anchorage.runtime.local.gatewaystart import start_local_gateway
 
     entries = "    - name: mock\n      agent: {kind: mock, model: mock-model}"
     local = start_local_gateway()
@@ -132,7 +132,7 @@ def test_an_upstream_that_reports_no_usage_leaves_the_cost_unknown_up_to_the_lea
     ``cost_usd: null`` with the reason, and the leaderboard shows the row's cost as a lower bound."""
     from anchorage.report.pages import leaderboard_table
     from anchorage.report.tables import to_markdown
-    from anchorage.runtime.local.gatewaying import start_local_gateway
+    from anchorage.runtime.local.gatewaystart import start_local_gateway
 
     silent = tmp_path / "mock.yaml"
     silent.write_text("report_usage: false\n")  # a provider that never reports token usage

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from anchorage.runtime.local import sandbox
-from anchorage.runtime.local.gatewaying import LocalGateway, start_local_gateway
+from anchorage.runtime.local.gatewaystart import LocalGateway, start_local_gateway
 from anchorage.tasks import Task
 from hostile.conftest import RunAttack, write_expected
 

@@ -29,7 +29,7 @@ from prometheus_client import REGISTRY
 from anchorage.manifests import VerificationCampaign
 from anchorage.runtime.local import sandbox
 from anchorage.runtime.local.engine import run_campaign
-from anchorage.runtime.local.gatewaying import start_local_gateway
+from anchorage.runtime.local.gatewaystart import start_local_gateway
 from anchorage.runtime.local.trials import LocalRuntime
 from anchorage.tasks import Task
 from hostile.conftest import PY, write_expected

@@ -28,7 +28,7 @@ from anchorage.gateway.scripted import start_scripted
 from anchorage.gateway.scripts import ScriptBook
 from anchorage.manifests import VerificationCampaign
 from anchorage.runtime.local.engine import resolve_tasks, run_campaign
-from anchorage.runtime.local.gatewaying import start_local_gateway
+from anchorage.runtime.local.gatewaystart import start_local_gateway
 from anchorage.runtime.local.trials import LocalRuntime
 from kube_cluster import RealCluster, Release
 

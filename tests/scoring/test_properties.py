@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from anchorage.scoring import bo_eval, o_eval, panel, score_artifact, score_metric
-from anchorage.scoring.config import Metric, MetricSpec, compile_metric
+from anchorage.scoring.scoreconfig import Metric, MetricSpec, compile_metric
 
 from .conftest import write_task
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from anchorage.scoring import bo_eval, o_eval, panel, score_metric
-from anchorage.scoring.config import Metric, MetricSpec, compile_metric
 from anchorage.scoring.records import MetricResult
+from anchorage.scoring.scoreconfig import Metric, MetricSpec, compile_metric
 
 LEGACY = "legacy_target_distance_to_outstanding"
 MINMAX = "baseline_to_outstanding_target_minmax"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from anchorage.scoring.config import parse_path
+from anchorage.scoring.scoreconfig import parse_path
 from anchorage.scoring.values import lookup, summarise, to_number
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from anchorage.errors import InputError
 from anchorage.tasks import load_task, resolve_task, strip_canary
-from anchorage.tasks.config import TaskConfig, size_to_mb
 from anchorage.tasks.loading import read_task_config
+from anchorage.tasks.taskconfig import TaskConfig, size_to_mb
 
 SCHEMA_14 = """
 schema_version = "1.4"

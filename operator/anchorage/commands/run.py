@@ -129,7 +129,7 @@ def _open_store(uri: str) -> Any:
 
 def _check_gateway_config(path: Path, resources: list[Any]) -> None:
     """A gateway config is read even when no agent needs a model (a bad file is an error, never ignored)."""
-    from anchorage.gateway.config import GatewayConfig
+    from anchorage.gateway.gatewayconfig import GatewayConfig
 
     GatewayConfig.load(path)
     if not any(_needs_model(r) for r in resources):
@@ -203,7 +203,7 @@ def _gateway_if_needed(resources: list[Any], config: Path | None, mock_replies: 
                        scripts: Any = None) -> Any:
     if not any(_needs_model(r) for r in resources):
         return None
-    from anchorage.runtime.local.gatewaying import start_local_gateway
+    from anchorage.runtime.local.gatewaystart import start_local_gateway
 
     return start_local_gateway(config, mock_replies=mock_replies, scripts=scripts)
 

@@ -34,7 +34,7 @@ from anchorage import metrics
 from anchorage.campaigns.aggregation import Row, TrialResult, cost_note, leaderboard
 from anchorage.campaigns.planning import PlannedTrial, plan
 from anchorage.campaigns.selection import campaign_task_names
-from anchorage.controller import gatewaying, kube, kueue, scoring, trials
+from anchorage.controller import kube, kueue, metering, scoring, trials
 from anchorage.controller.caches import TRIALS, Once
 from anchorage.controller.settings import config, store
 from anchorage.controller.trialstate import condition
@@ -541,4 +541,4 @@ async def deleted(type: str | None, body: kopf.Body, **_: Any) -> None:
     _forget(str(body["metadata"].get("uid")))
     _EVENTS.pop((body["metadata"].get("namespace"), name), None)
     metrics.forget_campaign(name)
-    await kube.in_thread(gatewaying.forget_campaign, name, config())
+    await kube.in_thread(metering.forget_campaign, name, config())

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from anchorage import metrics
 from anchorage.campaigns.names import scoring_run_name
-from anchorage.controller import finalizers, gatewaying, kube, policies
+from anchorage.controller import finalizers, kube, metering, policies
 from anchorage.controller.caches import TRIALS, Once
 from anchorage.controller.jobends import first_end, job_result
 from anchorage.controller.recording import attempt_record
@@ -91,7 +91,7 @@ def proceed(trial: Mapping[str, Any], record: TrialRecord, *, repairing: bool = 
         if outcome is None and lost is not None:
             outcome = {"block": {"outcome": None}, "failure": lost}
         if outcome is not None:  # its pod ran to its end: the step's token is revoked, its usage read
-            _apply_protocol(record, step.name, outcome, prefix, gatewaying.settle_step(trial, step.name, config()))
+            _apply_protocol(record, step.name, outcome, prefix, metering.settle_step(trial, step.name, config()))
             continue
         store().put_bytes(f"{prefix}/{ATTEMPT_RECORD}", json.dumps(record.to_json()).encode())
         problem = _launch_protocol(trial, spec, step.name, record)
@@ -127,12 +127,12 @@ def _launch_protocol(trial: Mapping[str, Any], spec: TrialSpec, step: str, recor
     job = kubejobs.protocol_job(dict(trial), step=step, task=spec.task, settings=settings,
                                 artifact=artifact.removeprefix("artifacts/") or None, config=config(), campaign=campaign)
     policies.ensure(job["metadata"]["namespace"], config())
-    return gatewaying.create_protocol_job(job, trial, spec, step)
+    return metering.create_protocol_job(job, trial, spec, step)
 
 
 def _apply_protocol(record: TrialRecord, step: str, outcome: Mapping[str, Any], prefix: str,
                     cost: Mapping[str, Any]) -> None:
-    """A protocol step's outcome and its ``cost`` (:func:`gatewaying.settle_step`: the gateway's usage of the step's
+    """A protocol step's outcome and its ``cost`` (:func:`metering.settle_step`: the gateway's usage of the step's
     account) into the record (its summary), its block into ``score.json``; a failed step (no gateway, every call
     failing) is the platform's."""
     block = {**(outcome.get("block") or {}), **cost}
@@ -161,7 +161,7 @@ def protocol_ended(job: dict[str, Any], result: str) -> None:
             read_json(f"{prefix}/verifier/{step}/outcome.json") is None:
         _apply_protocol(record, step, {"block": {"outcome": None},
                                        "failure": f"the verification.{step} pod ended ({result}) without its outcome"},
-                        prefix, gatewaying.settle_step(trial, step, config()))
+                        prefix, metering.settle_step(trial, step, config()))
     proceed(trial, record)
 
 
@@ -200,7 +200,7 @@ def complete(trial: Mapping[str, Any], record: TrialRecord, *, run: str | None =
         completion_time=now_rfc3339(), scoring_run=run, raw=score.raw if score else None,
         o_eval=score.o_eval if score else None, bo_eval=score.bo_eval if score else None,
         gradable=score.gradable if score else None, cost_usd=record.cost_usd,
-        usage=Usage.model_validate({k: (record.usage or {}).get(v, 0) for k, v in gatewaying.USAGE_FIELDS.items()})
+        usage=Usage.model_validate({k: (record.usage or {}).get(v, 0) for k, v in metering.USAGE_FIELDS.items()})
         if record.usage else None, cost_unknown_reason=record.cost_unknown_reason, observed_generation=generation,
         conditions=typed(conditions))
     if not kube.patch_status("trials", meta["namespace"], meta["name"], final.patch(),

@@ -15,7 +15,7 @@ import kopf
 from pydantic import ValidationError
 
 from anchorage import metrics
-from anchorage.controller import enforcement, finalizers, gatewaying, kube, kueue, policies
+from anchorage.controller import enforcement, finalizers, kube, kueue, metering, policies
 from anchorage.controller.addressing import GatewayAddressError, gateway_address
 from anchorage.controller.settings import config
 from anchorage.controller.trialstate import condition, job_name, task_inputs, trial_spec, typed
@@ -39,7 +39,7 @@ def start_attempt(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> Non
     meta = body["metadata"]
     campaign = kubejobs.named(meta, kubejobs.LABEL_CAMPAIGN)
     admit(spec.agent, spec.verification, OPERATOR)
-    gatewaying.check(spec)  # a model-calling trial needs a token: refuse before anything is written
+    metering.check(spec)  # a model-calling trial needs a token: refuse before anything is written
     body = finalizers.hold_trial(body)  # before its first Job: a deletion then stops it (a lone trial: one write)
     meta = body["metadata"]
     plan, limits = task_inputs(spec)
@@ -74,7 +74,7 @@ def start_attempt(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> Non
                             f"attempt {attempt} {'queued in ' + queue if queue else 'running'} as Job "
                             f"{job['metadata']['name']}")
     policies.ensure(job["metadata"]["namespace"], cfg)
-    gatewaying.create_job(job, body, spec)  # the Job, then a model-calling agent's token Secret
+    metering.create_job(job, body, spec)  # the Job, then a model-calling agent's token Secret
 
 
 def gateway_alias(cfg: kubejobs.OperatorConfig, plan: AgentPlan) -> str | None:

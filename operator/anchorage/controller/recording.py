@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from anchorage.controller import gatewaying
+from anchorage.controller import metering
 from anchorage.controller.podevidence import parse_time
 from anchorage.controller.settings import config, store
 from anchorage.controller.trialstate import read_json, task_cached, task_inputs
@@ -73,14 +73,14 @@ def attempt_record(trial: Mapping[str, Any], spec: TrialSpec, end: AttemptEnd) -
 
 def record_cost(trial: Mapping[str, Any], spec: TrialSpec, record: TrialRecord) -> None:
     """The trial's cost: a model-calling trial's token is revoked and its usage read at the gateway
-    (``gatewaying.settle``: unknown, with the reason, when it cannot be read or priced); others cost 0, and so does a
+    (``metering.settle``: unknown, with the reason, when it cannot be read or priced); others cost 0, and so does a
     trial that never launched (no token was minted)."""
     if not kubejobs.uses_gateway(spec.agent) or not (trial.get("status") or {}).get("phase"):
         cost = trial_cost(None, calls_models=False)
         record.cost_usd, record.cost_source, record.cost_unknown_reason = cost.usd, cost.source, cost.unknown_reason
         return
-    fields = gatewaying.settle(trial, spec, config())
-    recorded = gatewaying.record_fields(fields)
+    fields = metering.settle(trial, spec, config())
+    recorded = metering.record_fields(fields)
     record.usage = recorded.get("usage")
     record.cost_usd, record.cost_source = fields.get("costUSD"), recorded.get("cost_source")
     record.cost_unknown_reason = fields.get("costUnknownReason")
@@ -92,8 +92,8 @@ def record_transcript(trial: Mapping[str, Any], spec: TrialSpec, prefix: str, re
     if not (spec.transcripts and kubejobs.uses_gateway(spec.agent)):
         return
     try:
-        data = gatewaying.read_transcript(trial, config())
-    except gatewaying.GatewayUnreachable as exc:
+        data = metering.read_transcript(trial, config())
+    except metering.GatewayUnreachable as exc:
         record.transcript = transcript_unreadable(exc)
         return
     store().put_bytes(f"{prefix}/{TRANSCRIPT}", data)

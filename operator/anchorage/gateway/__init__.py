@@ -8,7 +8,7 @@ See docs/design-notes.md, section "Gateway".
 """
 
 from anchorage.costs import Usage
-from anchorage.gateway.config import GatewayConfig, RetryConfig, UpstreamConfig
+from anchorage.gateway.gatewayconfig import GatewayConfig, RetryConfig, UpstreamConfig
 from anchorage.gateway.running import BackgroundServer, Gateway, start_gateway
 
 __all__ = ["BackgroundServer", "Gateway", "GatewayConfig", "RetryConfig", "UpstreamConfig", "Usage",

@@ -2,7 +2,7 @@
 
 Built by :func:`anchorage.gateway.running.build` and served on ``admin_port`` — a listener of its own, which
 the trials' network policy does not let agents reach (the chart's port 9090). The operator uses
-``/admin/v1`` (``anchorage.controller.gatewaying``): it revokes a trial's token and reads its usage at the
+``/admin/v1`` (``anchorage.controller.metering``): it revokes a trial's token and reads its usage at the
 trial's end, reads its transcript, and removes a deleted campaign's series from
 ``/metrics``. Prometheus scrapes ``/metrics``; the kubelet probes ``/healthz``.
 The admin token is compared in constant time.

@@ -1,7 +1,7 @@
 """The gateway's front door: what one client or one trial may hold of the model API, and how refusals are said.
 
 Used by the model API's server (:mod:`anchorage.gateway.http`, :mod:`anchorage.gateway.listeners`) with the limits of
-:class:`~anchorage.gateway.config.FrontDoorConfig`: a listener asks :meth:`Doorkeeper.may_accept` before it accepts
+:class:`~anchorage.gateway.gatewayconfig.FrontDoorConfig`: a listener asks :meth:`Doorkeeper.may_accept` before it accepts
 (past a cap it stops accepting; the kernel's backlog holds the rest), a connection is counted against its *client*
 (one trial's socket, one remote address, one peer uid) from accept to close and against the *token* it presented
 (:meth:`Doorkeeper.bind`), and a request body's bytes are reserved against its trial and the whole gateway before
@@ -21,7 +21,7 @@ import weakref
 from collections import defaultdict
 
 from anchorage import metrics
-from anchorage.gateway.config import FrontDoorConfig
+from anchorage.gateway.gatewayconfig import FrontDoorConfig
 
 log = logging.getLogger("anchorage.gateway")
 

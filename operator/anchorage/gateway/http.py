@@ -13,7 +13,7 @@ connection closes after the answer), an ``Upgrade`` request is handed to the han
 after the answer, a malformed request gets one 400 JSON error and the connection closes. When a handler fails
 unexpectedly the client gets a 500 JSON error (logged).
 
-The front door (limits: :class:`~anchorage.gateway.config.FrontDoorConfig`; counts: :mod:`anchorage.gateway.frontdoor`):
+The front door (limits: :class:`~anchorage.gateway.gatewayconfig.FrontDoorConfig`; counts: :mod:`anchorage.gateway.frontdoor`):
 when a request's head is complete, and before a byte of its body is read, the server's *gate* (the gateway's token
 check) admits it or answers for it — then the connection closes, and no ``100 Continue`` was sent; the body's
 declared size is checked (413) and reserved against its trial's and the gateway's bytes in flight (429 / 503); the
@@ -44,8 +44,8 @@ from urllib.parse import unquote
 import httptools
 
 from anchorage.gateway import fastjson
-from anchorage.gateway.config import FrontDoorConfig
 from anchorage.gateway.frontdoor import Doorkeeper
+from anchorage.gateway.gatewayconfig import FrontDoorConfig
 from anchorage.gateway.listeners import Listener, tcp_sockets, unix_socket
 
 log = logging.getLogger("anchorage.gateway")

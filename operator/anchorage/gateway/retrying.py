@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from anchorage.gateway.config import RetryConfig
+from anchorage.gateway.gatewayconfig import RetryConfig
 
 BODY_HINT_KEYS = ("reset_seconds", "retry_after_seconds", "retry_after")
 

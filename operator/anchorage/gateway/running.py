@@ -32,7 +32,7 @@ from anchorage import metrics
 from anchorage.costs import PriceSnapshot, Usage, default_snapshot_path
 from anchorage.errors import InfrastructureError, InputError
 from anchorage.gateway.admin import AdminApp
-from anchorage.gateway.config import GatewayConfig
+from anchorage.gateway.gatewayconfig import GatewayConfig
 from anchorage.gateway.http import HttpServer
 from anchorage.gateway.journal import Journal
 from anchorage.gateway.ledger import Ledger

@@ -45,8 +45,8 @@ from aiohttp import web
 from anchorage import metrics
 from anchorage.costs import TokenCounts
 from anchorage.gateway import fastjson
-from anchorage.gateway.config import FrontDoorConfig, GatewayConfig, UpstreamConfig
 from anchorage.gateway.estimates import Estimate, estimate
+from anchorage.gateway.gatewayconfig import FrontDoorConfig, GatewayConfig, UpstreamConfig
 from anchorage.gateway.http import HttpServer, Reply, Request, json_reply
 from anchorage.gateway.ledger import Ledger, TrialAccount, Unmetered
 from anchorage.gateway.relay import ClientGone, PushRelay

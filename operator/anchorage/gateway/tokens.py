@@ -1,7 +1,7 @@
 """Trial tokens: HMAC-signed claims naming one trial, its entry, an expiry and whether to keep a transcript.
 
 Minted by the gateway's ledger (:meth:`anchorage.gateway.ledger.Ledger.issue`, the local engine) and by the
-operator (``anchorage.controller.gatewaying``, with the secret it shares with the gateway), verified by the
+operator (``anchorage.controller.metering``, with the secret it shares with the gateway), verified by the
 ledger on every request. A token is ``atk-<claims>.<signature>``: the claims are compact JSON
 (``{"t": trial id, "e": entry, "x": expiry in Unix seconds, "c": 1 to capture a transcript}``) in
 base64url, the signature the first 24 bytes of HMAC-SHA256 over those exact bytes. Without the secret a

@@ -6,9 +6,9 @@ Public API (see docs/design-notes.md "Scoring"): :func:`score_artifact` → :cla
 score``, the local engine, the operator and the leaderboard.
 """
 
-from anchorage.scoring.config import Metric, ScoreConfig, parse_score_config
 from anchorage.scoring.records import SCORER_VERSION, MetricResult, ScoreRecord
 from anchorage.scoring.rewards import bo_eval, metric_reward, o_eval, panel
+from anchorage.scoring.scoreconfig import Metric, ScoreConfig, parse_score_config
 from anchorage.scoring.scorer import (
     MAX_ARTIFACT_BYTES,
     load_score_config,

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from anchorage.invariants.spec import load_invariants
-from anchorage.scoring.config import ScoreConfig, compile_config
 from anchorage.scoring.profiles import PAPER, Profile, apply_profile, get_profile, penalises
+from anchorage.scoring.scoreconfig import ScoreConfig, compile_config
 from anchorage.scoring.scorer import ArtifactError, as_task, load_score_model, read_json_file, run_gates
 from anchorage.tasks.profiles import PROFILES_FILE, TaskProfiles, load_profiles
 

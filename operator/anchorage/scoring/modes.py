@@ -3,7 +3,7 @@
 A mode says how a metric is *parsed* (which endpoint is its anchor O, what it needs, whether it is
 excluded by construction, its denominator and default degeneracy band), how it is *rewarded* (SPEC §4,
 and the published report's arithmetic for the ``tbmm-report-2026-09`` profile), and how it is described
-in the JSON *schema* (its name and formula). :data:`MODES` is the registry: ``anchorage.scoring.config``
+in the JSON *schema* (its name and formula). :data:`MODES` is the registry: ``anchorage.scoring.scoreconfig``
 compiles metrics through it, ``anchorage.scoring.rewards`` and ``anchorage.scoring.tbmm_report`` reward through
 the compiled metric's ``rule``, the schema's ``normalization_mode`` enum comes from it. Adding a mode is one
 class here plus a test (docs/architecture.md "add a metric mode").
@@ -16,7 +16,7 @@ from typing import ClassVar, Protocol
 
 
 class MetricSpec(Protocol):
-    """What a mode reads of a ``metrics[]`` entry (:class:`anchorage.scoring.config.MetricSpec`)."""
+    """What a mode reads of a ``metrics[]`` entry (:class:`anchorage.scoring.scoreconfig.MetricSpec`)."""
 
     @property
     def oracle_value(self) -> float | None: ...
@@ -31,7 +31,7 @@ class MetricSpec(Protocol):
 
 
 class Metric(MetricSpec, Protocol):
-    """What a mode reads of a compiled metric (:class:`anchorage.scoring.config.Metric`): the entry's
+    """What a mode reads of a compiled metric (:class:`anchorage.scoring.scoreconfig.Metric`): the entry's
     fields and what compiling adds."""
 
     @property

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from anchorage.errors import InputError, did_you_mean
 from anchorage.invariants.gates import with_severity
 from anchorage.invariants.results import GateResult
-from anchorage.scoring.config import MetricSpec, ScoreConfigModel
+from anchorage.scoring.scoreconfig import MetricSpec, ScoreConfigModel
 from anchorage.tasks.profiles import AnchorValue, BaselinePanel, TaskProfiles
 
 Arithmetic = Literal["seed", "tbmm-report-2026-09"]

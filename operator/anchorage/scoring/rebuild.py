@@ -12,7 +12,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from anchorage.scoring.config import parse_path
+from anchorage.scoring.scoreconfig import parse_path
 
 
 def artifact_from_values(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -11,13 +11,13 @@ per-mode formulas live with their mode in :mod:`anchorage.scoring.modes`:
   value reaching or beating O gets exactly 1.0 — the reference scorer penalised overshoot here; SPEC
   G.2 does not, and a contract test locks it. ``target_value`` / ``exact_value`` penalise both sides.
 * degeneracy band (G.6): the denominator is never below the metric's band floor (see
-  :mod:`anchorage.scoring.config`), so nothing is divided by ~0; the compiled metric carries it.
+  :mod:`anchorage.scoring.scoreconfig`), so nothing is divided by ~0; the compiled metric carries it.
 """
 
 from __future__ import annotations
 
-from anchorage.scoring.config import Domain, Metric
 from anchorage.scoring.modes import reaches_anchor
+from anchorage.scoring.scoreconfig import Domain, Metric
 
 BO_MIN_GAP = 0.10
 _GAP_TOLERANCE = 1e-12  # so that O = 1.0, F = 0.9 (gap 0.09999999999999998 in floats) takes the ≥ 0.10 branch

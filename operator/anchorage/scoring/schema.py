@@ -1,6 +1,6 @@
 """The JSON Schema of ``tests/score_config.json``, generated from the pydantic models (no hand-kept twin).
 
-:func:`generate` builds it from :class:`anchorage.scoring.config.ScoreConfigModel` (so the metric modes,
+:func:`generate` builds it from :class:`anchorage.scoring.scoreconfig.ScoreConfigModel` (so the metric modes,
 directions, domains and extension fields come from one place); the checked-in copy
 ``operator/anchorage/scoring/score_config.schema.json`` is written by ``anchorage dev schemas`` for editors and
 other tools, and ``tests/scoring/test_schema.py`` fails when it drifts. ``anchorage tasks validate``
@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from anchorage.scoring.config import ScoreConfigModel
+from anchorage.scoring.scoreconfig import ScoreConfigModel
 
 SCHEMA_PATH = Path(__file__).with_name("score_config.schema.json")
 
@@ -30,7 +30,7 @@ def generate() -> dict[str, Any]:
         "description": ("The reference format (v3 legacy and v5 target-minmax configurations) plus Anchorage's "
                         "per-metric extensions domain, exclude_reason, degeneracy_band, unit and range. Descriptive "
                         "top-level fields are allowed; metric entries accept only the fields listed. Generated from "
-                        "anchorage.scoring.config by `anchorage dev schemas`; see docs/design-notes.md, Scoring."),
+                        "anchorage.scoring.scoreconfig by `anchorage dev schemas`; see docs/design-notes.md, Scoring."),
     }
 
 

@@ -40,11 +40,11 @@ from anchorage import confined, numbers
 from anchorage.errors import AnchorageError, InfrastructureError, InputError
 from anchorage.invariants.results import GateResult
 from anchorage.scoring import tbmm_report
-from anchorage.scoring.config import Metric, ScoreConfig, ScoreConfigModel, compile_config, validate_config
 from anchorage.scoring.profiles import Profile, apply_profile, get_profile, profile_gates
 from anchorage.scoring.rebuild import with_values
 from anchorage.scoring.records import MetricResult, ScoreRecord
 from anchorage.scoring.rewards import bo_eval, domain_violation, metric_reward, o_eval, panel
+from anchorage.scoring.scoreconfig import Metric, ScoreConfig, ScoreConfigModel, compile_config, validate_config
 from anchorage.scoring.values import lookup, summarise, to_number
 from anchorage.tasks import Task, load_task, locate_artifact, resolve_task
 from anchorage.tasks.profiles import TaskProfiles, load_profiles, profiles_stamp

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from anchorage.invariants.units import REPORT_UNIT_SCALE_MAX, report_percent_reading
-from anchorage.scoring.config import Metric
+from anchorage.scoring.scoreconfig import Metric
 from anchorage.scoring.values import to_number
 
 _PERCENT_TOKENS = ("percent", "percentage", "pct", "index", "score", "rate", "probability", "acceptance",

@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from anchorage.errors import AnchorageError
-from anchorage.scoring.config import ScoreConfig, parse_score_config
 from anchorage.scoring.profiles import PAPER, PROFILES, get_profile
 from anchorage.scoring.schema import problems as schema_problems
+from anchorage.scoring.scoreconfig import ScoreConfig, parse_score_config
 from anchorage.scoring.scorer import ArtifactError, read_json_file, score_artifact, score_metric
 from anchorage.tasks.loading import Task, read_task_config
 from anchorage.tasks.profiles import PROFILES_FILE, TaskProfiles, load_profiles

@@ -5,8 +5,8 @@ Public API (see docs/design-notes.md): :func:`load_task`, :func:`resolve_task`, 
 """
 
 from anchorage.tasks.artifacts import ArtifactLocation, locate_artifact
-from anchorage.tasks.config import TaskConfig
 from anchorage.tasks.loading import Task, list_tasks, load_task, resolve_task, search_dirs, strip_canary
+from anchorage.tasks.taskconfig import TaskConfig
 
 __all__ = [
     "ArtifactLocation",

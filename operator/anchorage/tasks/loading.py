@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from pydantic import ValidationError
 
 from anchorage.errors import InputError, did_you_mean
-from anchorage.tasks.config import TaskConfig
+from anchorage.tasks.taskconfig import TaskConfig
 
 REPO_TASKS = Path(__file__).resolve().parents[3] / "tasks"
 TASKS_ENV = "ANCHORAGE_TASKS"

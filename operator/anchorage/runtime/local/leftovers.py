@@ -1,6 +1,6 @@
 """What a local run leaves on the host, named after its owner so that a later run can remove it.
 
-Called by :mod:`.cgroups` (trial cgroups), :mod:`.quotas` (tmpfs quota mounts), :mod:`.gatewaying` (the
+Called by :mod:`.cgroups` (trial cgroups), :mod:`.quotas` (tmpfs quota mounts), :mod:`.gatewaystart` (the
 gateway's socket folder ``/tmp/anchorage-gw-*``); the engine sweeps at the start of every run
 (``engine.sweep_leftovers``: each module's ``sweep_stale``, no import back into them from here). A run
 removes its own things when it ends; an engine killed with -9 cannot, so each thing carries an *owner

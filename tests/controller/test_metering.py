@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from anchorage.controller import gatewaying
+from anchorage.controller import metering
 from anchorage.errors import InputError
 from anchorage.gateway import Gateway, GatewayConfig, start_gateway
 from anchorage.gateway.mock import MockConfig, RunningMock, start_mock
@@ -33,8 +33,8 @@ ORACLE = TrialSpec.model_validate({"task": "smoke-inventory", "agent": {"kind": 
 def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gateway]:
     monkeypatch.setenv("UNIT_GW_SECRET", SECRET)
     monkeypatch.setenv("UNIT_GW_ADMIN", ADMIN)
-    monkeypatch.setenv(gatewaying.TOKEN_SECRET_ENV, SECRET)
-    monkeypatch.setenv(gatewaying.ADMIN_TOKEN_ENV, ADMIN)
+    monkeypatch.setenv(metering.TOKEN_SECRET_ENV, SECRET)
+    monkeypatch.setenv(metering.ADMIN_TOKEN_ENV, ADMIN)
     prices = tmp_path / "prices.yaml"
     prices.write_text(PRICES)
     mock: RunningMock = start_mock()
@@ -65,12 +65,12 @@ def config(gateway: Gateway) -> OperatorConfig:
 
 
 def test_settle_reads_exact_usage_and_revokes_the_token(gateway: Gateway) -> None:
-    token = mint_token(SECRET.encode(), gatewaying.trial_id(TRIAL))
+    token = mint_token(SECRET.encode(), metering.trial_id(TRIAL))
     status, reply = chat(gateway, token)
     assert status == 200
     usage = reply["usage"]
     assert isinstance(usage, dict)
-    fields = gatewaying.settle(TRIAL, MODEL, config(gateway))
+    fields = metering.settle(TRIAL, MODEL, config(gateway))
     cached = usage["prompt_tokens_details"]["cached_tokens"]
     expected = ((usage["prompt_tokens"] - cached) * 2.0 + cached * 1.0 + usage["completion_tokens"] * 8.0) / 1e6
     assert fields["costUSD"] == pytest.approx(expected, rel=1e-9) and fields["costUnknownReason"] is None
@@ -80,19 +80,19 @@ def test_settle_reads_exact_usage_and_revokes_the_token(gateway: Gateway) -> Non
                                "unmeteredRequests": 0}
     assert chat(gateway, token)[0] == 401, "the token is revoked at the trial's end"
     other = {"metadata": {**TRIAL["metadata"], "uid": "ffff"}}  # the same name re-created: a fresh ledger
-    assert chat(gateway, mint_token(SECRET.encode(), gatewaying.trial_id(other)))[0] == 200
-    record = gatewaying.record_fields(fields)
+    assert chat(gateway, mint_token(SECRET.encode(), metering.trial_id(other)))[0] == 200
+    record = metering.record_fields(fields)
     assert record["cost_usd"] == fields["costUSD"] and record["usage"]["input_tokens"] == usage["prompt_tokens"]
 
 
 def test_a_protocol_steps_token_is_revoked_and_its_usage_priced_when_its_pod_ends(gateway: Gateway) -> None:
     """A panel/CBU pod's own account: the operator revokes its token at the step's end and records what the gateway
     metered — the same fields as the local engine (``protocol_cost``), the agent's account untouched."""
-    agent = mint_token(SECRET.encode(), gatewaying.trial_id(TRIAL))
-    step = mint_token(SECRET.encode(), gatewaying.step_account(TRIAL, "panel"))
+    agent = mint_token(SECRET.encode(), metering.trial_id(TRIAL))
+    step = mint_token(SECRET.encode(), metering.step_account(TRIAL, "panel"))
     replies = [chat(gateway, step)[1]["usage"] for _ in range(2)]
     assert all(isinstance(u, dict) for u in replies)
-    cost = gatewaying.settle_step(TRIAL, "panel", config(gateway))
+    cost = metering.settle_step(TRIAL, "panel", config(gateway))
     assert chat(gateway, step)[0] == 401, "the step's token is revoked when its pod ends"
     assert chat(gateway, agent)[0] == 200, "the agent's token is another account"
     inputs = sum(int(u["prompt_tokens"]) for u in replies)  # type: ignore[index]
@@ -102,33 +102,33 @@ def test_a_protocol_steps_token_is_revoked_and_its_usage_priced_when_its_pod_end
     assert cost["usage"]["output_tokens"] == outputs
     assert cost["cost_usd"] == pytest.approx(((inputs - cached) * 2.0 + cached * 1.0 + outputs * 8.0) / 1e6, rel=1e-9)
     assert cost["cost_source"] == costing.GATEWAY_SOURCE and cost["cost_unknown_reason"] is None
-    assert gatewaying.settle_step(TRIAL, "cbu", config(gateway)) == costing.protocol_cost([]), "cbu never called"
+    assert metering.settle_step(TRIAL, "cbu", config(gateway)) == costing.protocol_cost([]), "cbu never called"
 
 
 def test_a_protocol_steps_cost_is_unknown_without_an_admin_token(gateway: Gateway,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(gatewaying.ADMIN_TOKEN_ENV)
-    cost = gatewaying.settle_step(TRIAL, "panel", config(gateway))
+    monkeypatch.delenv(metering.ADMIN_TOKEN_ENV)
+    cost = metering.settle_step(TRIAL, "panel", config(gateway))
     assert cost["cost_usd"] is None and cost["usage"] is None
-    assert gatewaying.ADMIN_TOKEN_ENV in cost["cost_unknown_reason"] and "verification.panel" in cost["cost_unknown_reason"]
+    assert metering.ADMIN_TOKEN_ENV in cost["cost_unknown_reason"] and "verification.panel" in cost["cost_unknown_reason"]
 
 
 def test_cost_is_unknown_when_the_gateway_cannot_be_reached(gateway: Gateway) -> None:
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
-    fields = gatewaying.settle(TRIAL, MODEL, OperatorConfig(gateway_url=f"http://127.0.0.1:{port}/v1",
+    fields = metering.settle(TRIAL, MODEL, OperatorConfig(gateway_url=f"http://127.0.0.1:{port}/v1",
                                                             gateway_admin_url=f"http://127.0.0.1:{port}"))
     assert fields["costUSD"] is None and fields["usage"] is None
     assert "could not be read" in fields["costUnknownReason"] and f"127.0.0.1:{port}" in fields["costUnknownReason"]
-    record = gatewaying.record_fields({k: v for k, v in fields.items() if v is not None})
+    record = metering.record_fields({k: v for k, v in fields.items() if v is not None})
     assert record["cost_usd"] is None and "could not be read" in record["cost_unknown_reason"]
 
 
 def test_cost_is_unknown_for_an_unpriced_model(gateway: Gateway) -> None:
-    token = mint_token(SECRET.encode(), gatewaying.trial_id(TRIAL))
+    token = mint_token(SECRET.encode(), metering.trial_id(TRIAL))
     assert chat(gateway, token, model="mystery-model")[0] == 200
-    fields = gatewaying.settle(TRIAL, MODEL, config(gateway))
+    fields = metering.settle(TRIAL, MODEL, config(gateway))
     assert fields["costUSD"] is None and "mystery-model" in fields["costUnknownReason"]
     assert fields["usage"]["requests"] == 1, "the tokens are still recorded"
 
@@ -138,36 +138,36 @@ def test_cost_is_unknown_when_the_upstream_reported_no_usage(tmp_path: Path, mon
     the reason says how many, and usage.unmeteredRequests counts them."""
     monkeypatch.setenv("UNIT_GW_SECRET", SECRET)
     monkeypatch.setenv("UNIT_GW_ADMIN", ADMIN)
-    monkeypatch.setenv(gatewaying.ADMIN_TOKEN_ENV, ADMIN)
+    monkeypatch.setenv(metering.ADMIN_TOKEN_ENV, ADMIN)
     prices = tmp_path / "prices.yaml"
     prices.write_text(PRICES)
     with start_mock(MockConfig(report_usage=False)) as mock, start_gateway(GatewayConfig.model_validate({
             "upstreams": [{"name": "mock", "base_url": mock.url}], "prices": str(prices), "admin_port": 0,
             "token_secret_env": "UNIT_GW_SECRET", "admin_token_env": "UNIT_GW_ADMIN"})) as running:
-        token = mint_token(SECRET.encode(), gatewaying.trial_id(TRIAL))
+        token = mint_token(SECRET.encode(), metering.trial_id(TRIAL))
         assert chat(running, token)[0] == 200 and chat(running, token)[0] == 200
-        fields = gatewaying.settle(TRIAL, MODEL, config(running))
+        fields = metering.settle(TRIAL, MODEL, config(running))
     assert fields["costUSD"] is None and "2 request(s)" in fields["costUnknownReason"]
     assert "metered" in fields["costUnknownReason"]
     assert fields["usage"]["unmeteredRequests"] == 2 and fields["usage"]["requests"] == 2
-    record = gatewaying.record_fields({k: v for k, v in fields.items() if v is not None})
+    record = metering.record_fields({k: v for k, v in fields.items() if v is not None})
     assert record["cost_usd"] is None and "metered" in record["cost_unknown_reason"]
     assert record["usage"]["unmetered_requests"] == 2
 
 
 def test_cost_is_unknown_without_an_admin_token(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(gatewaying.ADMIN_TOKEN_ENV)
-    fields = gatewaying.settle(TRIAL, MODEL, config(gateway))
-    assert fields["costUSD"] is None and gatewaying.ADMIN_TOKEN_ENV in fields["costUnknownReason"]
-    assert gatewaying.settle(TRIAL, ORACLE, config(gateway)) == {"costUSD": 0.0, "usage": None,
+    monkeypatch.delenv(metering.ADMIN_TOKEN_ENV)
+    fields = metering.settle(TRIAL, MODEL, config(gateway))
+    assert fields["costUSD"] is None and metering.ADMIN_TOKEN_ENV in fields["costUnknownReason"]
+    assert metering.settle(TRIAL, ORACLE, config(gateway)) == {"costUSD": 0.0, "usage": None,
                                                                  "costUnknownReason": None}
 
 
 def test_check_refuses_a_model_trial_without_the_token_secret(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(gatewaying.TOKEN_SECRET_ENV, raising=False)
-    gatewaying.check(ORACLE)  # no model, no token needed
+    monkeypatch.delenv(metering.TOKEN_SECRET_ENV, raising=False)
+    metering.check(ORACLE)  # no model, no token needed
     with pytest.raises(InputError, match="ANCHORAGE_GATEWAY_TOKEN_SECRET is not set") as info:
-        gatewaying.check(MODEL)
+        metering.check(MODEL)
     assert "gateway.tokenSecret.name" in str(info.value)
 
 

@@ -39,9 +39,9 @@ def start_local_gateway(config_path: Path | None = None, *, mock_replies: Path |
 
     ``mock_replies`` is a :class:`~anchorage.gateway.mock.MockConfig` YAML (``replies[{marker, reply}]``):
     scripted, still labelled, replies of the mock model (the verification-panel demo and tests). ``front_door``:
-    limits of :class:`~anchorage.gateway.config.FrontDoorConfig` that replace the config's (tests).
+    limits of :class:`~anchorage.gateway.gatewayconfig.FrontDoorConfig` that replace the config's (tests).
     """
-    from anchorage.gateway.config import GatewayConfig
+    from anchorage.gateway.gatewayconfig import GatewayConfig
     from anchorage.gateway.mock import MockConfig, MockUpstream
     from anchorage.gateway.running import BackgroundServer, start_gateway
 
