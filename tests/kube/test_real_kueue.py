@@ -243,7 +243,7 @@ def test_two_teams_share_a_quota_of_two_by_their_fair_sharing_weights(kueue_clus
     assert 0.6 <= share <= 0.8, f"team-a's share {share:.2f} is not what weights 3:1 give ({used}, order {order})"
 
 
-@pytest.mark.slow  # a 40 s low-priority campaign preempted and run again, beside its run without a queue: ~3 minutes
+@pytest.mark.slow  # a 20 s low-priority campaign preempted and run again, beside its run without a queue: ~90 s
 def test_a_higher_priority_campaign_preempts_and_the_preempted_trials_finish_as_if_never_preempted(
         kueue_cluster: RealCluster) -> None:
     real = kueue_cluster

@@ -26,7 +26,7 @@ LOST = "node-3"
 CAMPAIGN = "lost-node"
 
 pytestmark = [pytest.mark.cluster,
-              pytest.mark.slow]  # a node joins, is lost and its trials retried elsewhere: about four minutes
+              pytest.mark.slow]  # a node joins, is lost and its trials retried elsewhere: about two minutes
 
 
 @pytest.fixture
