@@ -120,6 +120,11 @@ class RealCluster:
         trials: dict[str, Any] = {"platformFailures": {"unschedulableSeconds": 45, "containerStartSeconds": 30}}
         if simulated:
             trials["networkPolicies"] = {"requireEnforcement": False}
+        else:
+            # a lost real node's pods evicted 10 s after the node lifecycle controller marks it (its lease 20 s
+            # unrenewed, controlplane), not the chart's 60 s: the same eviction by the taint manager, the same
+            # node_lost evidence, sooner (only tests/kube/test_real_node_loss.py loses a node)
+            trials["platformFailures"]["nodeLostSeconds"] = 10
         base = cluster.merge_values(cluster.release_values(self.images, self.s3, trials_namespace),
                                     {"operator": {"logFormat": "plain"}, "trials": trials})
         if registry_only:

@@ -9,7 +9,7 @@
 * only ended Jobs with a known role and the operator's label reach the handlers, never the first listing;
 * a re-listed ended Job is handed on only when its trial is known to wait for it; a peering pause drops events.
 
-The operator's kill -9 tests (``test_real_operator.py``: 20 kills during a 300-trial campaign;
+The operator's kill -9 tests (``test_real_operator.py``: 10 kills during a 150-trial campaign;
 ``tests/controller/test_crash_safety.py`` on the fake) run through this watch too: nothing created twice,
 nothing lost.
 """

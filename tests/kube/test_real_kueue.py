@@ -209,7 +209,7 @@ def test_two_teams_share_a_quota_of_two_by_their_fair_sharing_weights(kueue_clus
     real = kueue_cluster
     _queues(real, "kueue-fair", 2, {"team-a": 3, "team-b": 1}, fair=True)
     names = ("fair-a", "fair-b")
-    docs = [_campaign(name, team, [{"name": "e", "agent": _agent(8)}], seeds=6, parallelism=6, queue=team)
+    docs = [_campaign(name, team, [{"name": "e", "agent": _agent(5)}], seeds=6, parallelism=6, queue=team)
             for name, team in zip(names, TEAM_NAMESPACES, strict=True)]
     watch = PodWatch(real)
     try:
@@ -243,7 +243,7 @@ def test_two_teams_share_a_quota_of_two_by_their_fair_sharing_weights(kueue_clus
     assert 0.6 <= share <= 0.8, f"team-a's share {share:.2f} is not what weights 3:1 give ({used}, order {order})"
 
 
-@pytest.mark.slow  # a 40 s low-priority campaign preempted and run again, beside its run without a queue: ~3 minutes
+@pytest.mark.slow  # a 20 s low-priority campaign preempted and run again, beside its run without a queue: ~90 s
 def test_a_higher_priority_campaign_preempts_and_the_preempted_trials_finish_as_if_never_preempted(
         kueue_cluster: RealCluster) -> None:
     real = kueue_cluster
@@ -252,7 +252,7 @@ def test_a_higher_priority_campaign_preempts_and_the_preempted_trials_finish_as_
     real.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": name},
          "value": value} for name, value in (("anchorage-low", 100), ("anchorage-high", 1000))]))
-    entries = [{"name": "right", "agent": _agent(40)}, {"name": "off", "agent": _agent(40, scale=1.3)}]
+    entries = [{"name": "right", "agent": _agent(20)}, {"name": "off", "agent": _agent(20, scale=1.3)}]
     low = _campaign("prio-low", ns, entries, queue="prio", priority="anchorage-low", retries=2)
     reference = _campaign("prio-reference", ns, entries)  # the same campaign without a queue: never preempted
     real.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([low, reference]))
