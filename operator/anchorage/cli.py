@@ -10,15 +10,15 @@ Command modules import their heavy dependencies inside the command functions, so
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import sys
+from types import FunctionType
 
 import typer
 
 from anchorage import __version__, commands
 from anchorage.commands import EXIT_BAD_INPUT, EXIT_CODES_HELP, EXIT_INFRASTRUCTURE
 from anchorage.errors import AnchorageError, InfrastructureError
+from anchorage.registry import declared
 from anchorage.text import readable
 
 app = typer.Typer(
@@ -45,11 +45,8 @@ def _root(
 
 
 def _register_commands() -> None:
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        register = getattr(module, "register", None)
-        if callable(register):
-            register(app)
+    for register in declared(commands.__name__, commands.__path__, "register", FunctionType):
+        register(app)
 
 
 _register_commands()
