@@ -7,8 +7,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml devcluster/pyproject.toml constraints.txt | sha1sum | cut -c1-12)
 SYSTEM_PACKAGES := bubblewrap libseccomp2 prometheus poppler-utils iproute2 chromium buildah debootstrap \
 	containerd runc containernetworking-plugins iptables ipset conntrack
-#: pytest's workers: two (the machine's cores), the real-cluster tests all on one of them (one cluster per session)
-PYTEST_WORKERS ?= -n 2 --dist loadgroup
+#: pytest's workers: three on the machine's two cores — the real-cluster tests in two groups, each on a worker with a
+#: session cluster of its own (tests/budget.py), mostly waiting on their pods, and one worker for the rest
+PYTEST_WORKERS ?= -n 3 --dist loadgroup
 
 .PHONY: demo test test-fast lint unit system venv agents kube s3 images images-cached lock clean
 
@@ -22,7 +23,7 @@ test:
 	@bash tools/testrun.sh
 
 ## test-fast: one area quickly, for developers (not what CI runs): the tests that need no cluster and are not slow,
-## on two workers; narrow it further with PYTEST_ARGS (e.g. PYTEST_ARGS=tests/scoring)
+## on three workers; narrow it further with PYTEST_ARGS (e.g. PYTEST_ARGS=tests/scoring)
 test-fast: venv system
 	$(BIN)/python -m pytest $(PYTEST_WORKERS) -m "not slow and not cluster" $(PYTEST_ARGS)
 

@@ -1,10 +1,14 @@
 """Where a test run's time goes, and the workers' grouping: a pytest plugin (``tests/conftest.py`` loads it).
 
-* With pytest-xdist (``make test`` runs two workers, ``--dist loadgroup``), every test that uses the real cluster (the
-  ``cluster`` marker, or the ``real_cluster`` fixture) joins one group, so one worker starts the session's cluster
-  once and runs them all while the other worker runs the rest; such a test without a timeout of its own gets
-  :data:`CLUSTER_TIMEOUT`.
-* At the end, the time per test folder (setup + call + teardown, summed over the workers) and the tests over
+* With pytest-xdist (``make test`` runs three workers, ``--dist loadgroup``), every test that uses the real cluster
+  (the ``cluster`` marker, or the ``real_cluster`` fixture) joins one of two groups, and each group runs on one worker
+  that starts its own session cluster once (a network slot of its own: ``anchorage_devcluster.network``) and runs the
+  group's tests on it, while the third worker runs the rest (and the cluster workers take pure tests once their group
+  is done). The modules in :data:`SECOND_CLUSTER` form the second group: about half of the cluster time, so the two
+  cluster workers end together. Without xdist both groups share one cluster. Such a test without a timeout of its
+  own gets :data:`CLUSTER_TIMEOUT`.
+* At the end, the time per test folder (setup + call + teardown, summed over the workers), each worker's busy time
+  (how even the split was: the busiest worker is the run's critical path) and the tests over
   :data:`SLOW_SEC` that carry no ``slow`` marker — each long test must say why it is long (``pytest.mark.slow`` with a
   one-line reason beside it), so the budget stays readable. The 25 slowest tests come from ``--durations=25``.
 """
@@ -20,8 +24,16 @@ SLOW_SEC = 30.0
 #: A real-cluster test's timeout, its fixtures included: the first of them starts the session's cluster (images
 #: built when their content changed, nodes, store, chart: minutes on two cores).
 CLUSTER_TIMEOUT = 2400
+#: The real-cluster test modules of the second session cluster (see above): Kueue's, a lost node's, the images'
+#: registries', the agent kinds' and the chart's second releases — about half of the cluster time, none of them needing
+#: what the first group's modules leave behind. Balanced by the busy time per worker this report prints.
+SECOND_CLUSTER = frozenset({
+    "tests/kube/test_real_kueue.py", "tests/kube/test_real_node_loss.py", "tests/kube/test_images_on_cluster.py",
+    "tests/kube/test_real_agent_kinds.py", "tests/charts/test_chart_real_cluster.py",
+})
 _by_folder: collections.Counter[str] = collections.Counter()
 _by_test: collections.Counter[str] = collections.Counter()
+_by_worker: collections.Counter[str] = collections.Counter()
 _marked_slow: set[str] = set()
 
 
@@ -30,7 +42,7 @@ def _group(item: pytest.Item, name: str) -> None:
     ``@name`` suffix its own hook writes to ``Item._nodeid``, which pytest 9 no longer reads (a node's id is ``_id``):
     without this every worker would start its own session cluster. The suffix is written here, where pytest reads it."""
     item.add_marker(pytest.mark.xdist_group(name))
-    if getattr(item.config.option, "loadgroup", False) and not item.nodeid.endswith(f"@{name}"):
+    if getattr(item.config.option, "dist", None) == "loadgroup" and not item.nodeid.endswith(f"@{name}"):
         from _pytest.nodeid import coerce_node_id
 
         item._id = coerce_node_id(f"{item.nodeid}@{name}")
@@ -42,7 +54,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         uses_cluster = item.get_closest_marker("cluster") is not None or "real_cluster" in getattr(
             item, "fixturenames", ())
         if uses_cluster:
-            _group(item, "cluster")
+            _group(item, "cluster-2" if item.nodeid.split("::", 1)[0] in SECOND_CLUSTER else "cluster")
             if item.get_closest_marker("timeout") is None:  # the first one also waits for the cluster to start
                 item.add_marker(pytest.mark.timeout(CLUSTER_TIMEOUT))
 
@@ -53,6 +65,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     folder = "/".join(parts[:2]) if len(parts) > 2 else parts[0]
     _by_folder[folder] += report.duration
     _by_test[report.nodeid] += report.duration
+    node = getattr(report, "node", None)  # under xdist, the controller's reports name the worker that ran them
+    _by_worker[node.gateway.id if node is not None else "main"] += report.duration
     if "slow" in report.keywords:
         _marked_slow.add(report.nodeid)
 
@@ -65,6 +79,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for folder, seconds in sorted(_by_folder.items(), key=lambda kv: -kv[1]):
         write(f"  {seconds:8.1f} s  {folder}")
     write(f"  {sum(_by_folder.values()):8.1f} s  in all")
+    terminalreporter.section("busy time per worker (the longest is the run's critical path)")
+    for worker, seconds in sorted(_by_worker.items()):
+        write(f"  {seconds:8.1f} s  {worker}")
     unmarked = sorted(((s, n) for n, s in _by_test.items() if s > SLOW_SEC and n not in _marked_slow), reverse=True)
     if unmarked:
         terminalreporter.section(f"tests over {SLOW_SEC:.0f} s without a slow marker (add one, with its reason)")

@@ -6,7 +6,7 @@
 #   builds    in parallel, each with its own prefix:    go      the Kubernetes, node, registry and S3 binaries
 #                                                       images  the agent, verifier, operator and task images
 #                                                       agents  the pinned agent CLIs (npm)
-#   lint      ruff, mypy strict, import-linter          tests   pytest (PYTEST_ARGS; two workers, see pyproject)
+#   lint      ruff, mypy strict, import-linter          tests   pytest (PYTEST_ARGS; three workers, see Makefile)
 #
 # Every phase runs even when one before failed (a lint failure still shows the tests); the exit status is 1 when
 # any failed. A second run reuses what is cached by version or content (binaries, images, CLIs, reproductions).

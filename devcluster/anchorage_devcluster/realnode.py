@@ -262,6 +262,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
             "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
                              "nodefs.inodesFree": "1%"},
+            # a pressure condition (the host's disk briefly full: the nodes share it) lifts 30 s after it ends, not
+            # the default 5 minutes of a tainted node that schedules nothing
+            "evictionPressureTransitionPeriod": "30s",
             "serializeImagePulls": False, "podPidsLimit": 4096, "maxPods": 110,
             "rotateCertificates": False, "serverTLSBootstrap": False,
             "shutdownGracePeriod": "0s", "registerNode": True,
