@@ -1,6 +1,7 @@
 """The extension points' one idiom: each entry is a module of its package that declares it as a module-level
-constant (an agent kind's ``KIND``, a command module's ``register``), and the registry is what the package's modules
-declare — adding an entry is adding a module, with nothing to list elsewhere.
+constant (an agent kind's ``KIND``, an invariant form's ``FORM``, a replay check's ``CHECK``, a command module's
+``register``), and the registry is what the package's modules declare (:func:`declared`; named entries by their names:
+:func:`by_name`) — adding an entry is adding a module, with nothing to list elsewhere.
 
 Facts other layers need before they can import a registry (the manifests' enum of agent kinds, the CRDs' rules) are
 generated from it and drift-tested (``anchorage dev crds``).
@@ -11,9 +12,19 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Iterable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class Named(Protocol):
+    """An entry that has a name (an agent kind, an invariant form, a replay check)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=Named)
 
 
 def declared(package: str, path: Iterable[str], attribute: str, kind: type[T]) -> list[T]:
@@ -24,4 +35,15 @@ def declared(package: str, path: Iterable[str], attribute: str, kind: type[T]) -
         value = getattr(importlib.import_module(f"{package}.{info.name}"), attribute, None)
         if isinstance(value, kind):
             found.append(value)
+    return found
+
+
+def by_name(entries: Iterable[N], what: str) -> dict[str, N]:
+    """The entries by their names, in their order; two entries of one name are an error (a ValueError naming the
+    ``what`` and the name), never one silently hiding the other."""
+    found: dict[str, N] = {}
+    for entry in entries:
+        if entry.name in found:
+            raise ValueError(f"{what} {entry.name!r} is declared twice")
+        found[entry.name] = entry
     return found

@@ -118,7 +118,7 @@ def test_answer_templates_hold_the_plans(run_dir: Path, artifact: dict[str, Any]
 
 def test_replay_check_accepts_the_anchor(task: Path) -> None:
     expected = json.loads((task / "tests" / "expected_result.json").read_text(encoding="utf-8"))
-    results = get("crop_planting_revenue")(expected)
+    results = get("crop_planting_revenue").run(expected)
     assert len(results) == 6
     assert all(r.status == "passed" for r in results), [r.message for r in results if r.status != "passed"]
 
@@ -131,7 +131,7 @@ def test_replay_check_rejects_profit_above_the_ceiling(task: Path) -> None:
     q1 = forged["experiment_result"]["q1"]
     q1["waste_profit_yuan"] = round(limits["waste_profit"] + 1000.0, 2)
     q1["waste_revenue_yuan"] = q1["waste_profit_yuan"] + q1["waste_cost_yuan"]
-    results = {r.name: r for r in get("crop_planting_revenue")(forged)}
+    results = {r.name: r for r in get("crop_planting_revenue").run(forged)}
     failed = {name for name, r in results.items() if r.hard_error}
     assert failed == {"crop_planting_waste_profit_ceiling"}   # revenue (+ real cost) stays below its own ceiling
     assert "ceiling" in results["crop_planting_waste_profit_ceiling"].message
@@ -141,7 +141,7 @@ def test_replay_check_flags_inconsistent_balance_as_warning(task: Path) -> None:
     expected = json.loads((task / "tests" / "expected_result.json").read_text(encoding="utf-8"))
     forged = json.loads(json.dumps(expected))
     forged["experiment_result"]["q1"]["discount_cost_yuan"] *= 3
-    result = {r.name: r for r in get("crop_planting_revenue")(forged)}["crop_planting_discount_balance"]
+    result = {r.name: r for r in get("crop_planting_revenue").run(forged)}["crop_planting_discount_balance"]
     assert result.status == "failed" and result.severity == "warning" and not result.hard_error
 
 
@@ -149,7 +149,7 @@ def test_replay_check_never_hard_fails_an_empty_artifact() -> None:
     artifacts: list[dict[str, Any]] = [{}, {"experiment_result": {}},
                                        {"experiment_result": {"q1": {"waste_profit_yuan": "n/a"}}}]
     for artifact in artifacts:
-        results = get("crop_planting_revenue")(artifact)
+        results = get("crop_planting_revenue").run(artifact)
         assert results and all(r.status == "missing" and r.severity == "warning" for r in results)
 
 
@@ -159,7 +159,7 @@ def test_replay_check_without_the_official_data_is_missing_evidence(task: Path, 
 
     monkeypatch.setattr(crop_planting, "_task_data_dirs", lambda: [tmp_path / "nowhere"])
     expected = json.loads((task / "tests" / "expected_result.json").read_text(encoding="utf-8"))
-    results = {r.name: r for r in get("crop_planting_revenue")(expected)}
+    results = {r.name: r for r in get("crop_planting_revenue").run(expected)}
     ceiling = results["crop_planting_waste_profit_ceiling"]
     assert ceiling.status == "missing" and ceiling.severity == "warning" and "not found" in ceiling.message
     assert results["crop_planting_waste_balance"].status == "passed"   # needs no data

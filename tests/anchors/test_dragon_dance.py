@@ -88,13 +88,13 @@ def test_scored_fields_match_the_expected_result(task: Path, run: tuple[dict[str
 
 
 def test_replay_accepts_the_anchor(run: tuple[dict[str, Any], str]) -> None:
-    results = get("dragon_dance_speed")(run[0])
+    results = get("dragon_dance_speed").run(run[0])
     assert all(r.status == "passed" for r in results), [r.message for r in results]
 
 
 def test_replay_rejects_the_integer_second_answer() -> None:
     paper = {"experiment_result": {"q5": {"max_head_speed_mps": 1.406276, "max_speed_ratio_when_head_1mps": 1.422195}}}
-    results = {r.name: r for r in get("dragon_dance_speed")(paper)}
+    results = {r.name: r for r in get("dragon_dance_speed").run(paper)}
     limit = results["dragon_q5_handle_limit"]
     assert limit.hard_error and "2.2568 m/s" in limit.message and "EXCEEDS" in limit.message
     assert results["dragon_q5_ratio_replay"].status == "failed"
@@ -104,16 +104,16 @@ def test_replay_rejects_the_integer_second_answer() -> None:
 
 def test_replay_rejects_a_self_inconsistent_claim() -> None:
     claim = {"experiment_result": {"q5": {"max_head_speed_mps": 1.24, "max_speed_ratio_when_head_1mps": 1.9}}}
-    results = {r.name: r for r in get("dragon_dance_speed")(claim)}
+    results = {r.name: r for r in get("dragon_dance_speed").run(claim)}
     assert results["dragon_q5_claimed_limit"].hard_error
     assert not results["dragon_q5_handle_limit"].hard_error
 
 
 def test_replay_never_hard_fails_an_empty_artifact() -> None:
-    results = get("dragon_dance_speed")({})
+    results = get("dragon_dance_speed").run({})
     assert results and all(r.status == "missing" and r.severity == "warning" for r in results)
     odd = {"experiment_result": {"q5": {"max_head_speed_mps": "fast"}}}
-    assert not any(r.hard_error for r in get("dragon_dance_speed")(odd))
+    assert not any(r.hard_error for r in get("dragon_dance_speed").run(odd))
 
 
 def test_the_scorer_gives_the_reproduction_full_marks(task: Path, run: tuple[dict[str, Any], str], tmp_path: Path) -> None:

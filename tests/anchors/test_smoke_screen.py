@@ -74,7 +74,7 @@ def test_scored_fields_reach_the_expected_result(task: Path, artifact: dict[str,
 
 @slow
 def test_replay_accepts_the_anchor_plan(artifact: dict[str, Any]) -> None:
-    results = get("smoke_screen_coverage")(artifact)
+    results = get("smoke_screen_coverage").run(artifact)
     assert not failed(results), {k: v.message for k, v in failed(results).items()}
     assert {r.name for r in results} >= {"smoke_q5_union_le_sum_M1", "smoke_q5_total", "smoke_q5_speed",
                                          "smoke_q5_drops", "smoke_q5_lifetime", "smoke_q5_kinematics",
@@ -91,7 +91,7 @@ def mutate(artifact: dict[str, Any], fn: Any) -> dict[str, Any]:
 def test_replay_rejects_an_inflated_union(artifact: dict[str, Any]) -> None:
     def inflate(d: dict[str, Any]) -> None:
         d["experiment_result"]["q5_union_duration_s"]["M1"] += 5.0
-    bad = failed(get("smoke_screen_coverage")(mutate(artifact, inflate)))
+    bad = failed(get("smoke_screen_coverage").run(mutate(artifact, inflate)))
     assert bad["smoke_q5_union_le_sum_M1"].hard_error and "sum of parts" in bad["smoke_q5_union_le_sum_M1"].message
     assert bad["smoke_q5_total"].hard_error
 
@@ -105,7 +105,7 @@ def test_replay_rejects_speed_drop_gap_and_lifetime(artifact: dict[str, Any]) ->
         if twin:
             twin[0]["drop_time_s"] = rows[1]["drop_time_s"] + 0.5
         rows[1]["individual_duration_s"] = 25.0
-    bad = failed(get("smoke_screen_coverage")(mutate(artifact, break_plan)))
+    bad = failed(get("smoke_screen_coverage").run(mutate(artifact, break_plan)))
     assert bad["smoke_q5_speed"].hard_error and "150.000 m/s" in bad["smoke_q5_speed"].message
     assert bad["smoke_q5_lifetime"].hard_error and "25.000 s" in bad["smoke_q5_lifetime"].message
     assert "smoke_q5_kinematics" in bad                       # the faster drone no longer reaches its points
@@ -115,14 +115,14 @@ def test_replay_rejects_speed_drop_gap_and_lifetime(artifact: dict[str, Any]) ->
 def test_replay_rejects_teleporting_drops(artifact: dict[str, Any]) -> None:
     def move(d: dict[str, Any]) -> None:
         d["q5"]["strategies"][0]["explode_x"] += 50.0
-    bad = failed(get("smoke_screen_coverage")(mutate(artifact, move)))
+    bad = failed(get("smoke_screen_coverage").run(mutate(artifact, move)))
     assert bad["smoke_q5_kinematics"].hard_error and "burst point" in bad["smoke_q5_kinematics"].message
     assert set(bad) <= {"smoke_q5_kinematics", "smoke_q5_whole_target_replay", "smoke_q5_shielding_replay"}
 
 
 def test_replay_rejects_the_reference_plan_for_changing_headings(reference_dir: Path) -> None:
     reference = json.loads((reference_dir / "tasks" / SLUG / "tests" / "expected_result.json").read_text(encoding="utf-8"))
-    bad = failed(get("smoke_screen_coverage")(reference))
+    bad = failed(get("smoke_screen_coverage").run(reference))
     assert set(bad) == {"smoke_q5_one_heading", "smoke_q5_whole_target_replay"}   # the seed's replay passes it
     assert bad["smoke_q5_one_heading"].hard_error                 # the statement fixes one heading per drone
     assert not bad["smoke_q5_whole_target_replay"].hard_error    # the whole-target criterion is a modelling choice
@@ -136,7 +136,7 @@ def test_replay_flags_an_overclaimed_part(artifact: dict[str, Any]) -> None:
         row = d["q5"]["strategies"][0]
         row["individual_duration_s"] += 2.0
         row["durations_s"][row["target_missile"]] += 2.0
-    bad = failed(get("smoke_screen_coverage")(mutate(artifact, overclaim)))
+    bad = failed(get("smoke_screen_coverage").run(mutate(artifact, overclaim)))
     assert set(bad) == {"smoke_q5_whole_target_replay", "smoke_q5_shielding_replay"}
     assert not bad["smoke_q5_whole_target_replay"].hard_error
     # 5.78 s claimed for a cloud the seed's coverage replay gives 4.02 s: beyond its max(0.3 s, 25 %), a penalty
@@ -146,7 +146,7 @@ def test_replay_flags_an_overclaimed_part(artifact: dict[str, Any]) -> None:
 def test_replay_never_hard_fails_an_empty_artifact() -> None:
     empties: list[dict[str, Any]] = [{}, {"q5": {"strategies": "none"}}, {"q5": {"strategies": []}}]
     for data in empties:
-        results = get("smoke_screen_coverage")(data)
+        results = get("smoke_screen_coverage").run(data)
         assert results and not any(r.hard_error for r in results)
 
 

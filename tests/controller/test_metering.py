@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from anchorage.controller import metering
+from anchorage.controller.trialstate import task_inputs
 from anchorage.errors import InputError
 from anchorage.gateway import Gateway, GatewayConfig, start_gateway
 from anchorage.gateway.mock import MockConfig, RunningMock, start_mock
@@ -70,7 +71,7 @@ def test_settle_reads_exact_usage_and_revokes_the_token(gateway: Gateway) -> Non
     assert status == 200
     usage = reply["usage"]
     assert isinstance(usage, dict)
-    fields = metering.settle(TRIAL, MODEL, config(gateway))
+    fields = metering.settle(TRIAL, config(gateway))
     cached = usage["prompt_tokens_details"]["cached_tokens"]
     expected = ((usage["prompt_tokens"] - cached) * 2.0 + cached * 1.0 + usage["completion_tokens"] * 8.0) / 1e6
     assert fields["costUSD"] == pytest.approx(expected, rel=1e-9) and fields["costUnknownReason"] is None
@@ -117,8 +118,8 @@ def test_cost_is_unknown_when_the_gateway_cannot_be_reached(gateway: Gateway) ->
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
-    fields = metering.settle(TRIAL, MODEL, OperatorConfig(gateway_url=f"http://127.0.0.1:{port}/v1",
-                                                            gateway_admin_url=f"http://127.0.0.1:{port}"))
+    fields = metering.settle(TRIAL, OperatorConfig(gateway_url=f"http://127.0.0.1:{port}/v1",
+                                                   gateway_admin_url=f"http://127.0.0.1:{port}"))
     assert fields["costUSD"] is None and fields["usage"] is None
     assert "could not be read" in fields["costUnknownReason"] and f"127.0.0.1:{port}" in fields["costUnknownReason"]
     record = metering.record_fields({k: v for k, v in fields.items() if v is not None})
@@ -128,7 +129,7 @@ def test_cost_is_unknown_when_the_gateway_cannot_be_reached(gateway: Gateway) ->
 def test_cost_is_unknown_for_an_unpriced_model(gateway: Gateway) -> None:
     token = mint_token(SECRET.encode(), metering.trial_id(TRIAL))
     assert chat(gateway, token, model="mystery-model")[0] == 200
-    fields = metering.settle(TRIAL, MODEL, config(gateway))
+    fields = metering.settle(TRIAL, config(gateway))
     assert fields["costUSD"] is None and "mystery-model" in fields["costUnknownReason"]
     assert fields["usage"]["requests"] == 1, "the tokens are still recorded"
 
@@ -146,7 +147,7 @@ def test_cost_is_unknown_when_the_upstream_reported_no_usage(tmp_path: Path, mon
             "token_secret_env": "UNIT_GW_SECRET", "admin_token_env": "UNIT_GW_ADMIN"})) as running:
         token = mint_token(SECRET.encode(), metering.trial_id(TRIAL))
         assert chat(running, token)[0] == 200 and chat(running, token)[0] == 200
-        fields = metering.settle(TRIAL, MODEL, config(running))
+        fields = metering.settle(TRIAL, config(running))
     assert fields["costUSD"] is None and "2 request(s)" in fields["costUnknownReason"]
     assert "metered" in fields["costUnknownReason"]
     assert fields["usage"]["unmeteredRequests"] == 2 and fields["usage"]["requests"] == 2
@@ -157,17 +158,15 @@ def test_cost_is_unknown_when_the_upstream_reported_no_usage(tmp_path: Path, mon
 
 def test_cost_is_unknown_without_an_admin_token(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(metering.ADMIN_TOKEN_ENV)
-    fields = metering.settle(TRIAL, MODEL, config(gateway))
+    fields = metering.settle(TRIAL, config(gateway))
     assert fields["costUSD"] is None and metering.ADMIN_TOKEN_ENV in fields["costUnknownReason"]
-    assert metering.settle(TRIAL, ORACLE, config(gateway)) == {"costUSD": 0.0, "usage": None,
-                                                                 "costUnknownReason": None}
 
 
 def test_check_refuses_a_model_trial_without_the_token_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(metering.TOKEN_SECRET_ENV, raising=False)
-    metering.check(ORACLE)  # no model, no token needed
+    metering.check(ORACLE, task_inputs(ORACLE)[0])  # no model, no token needed
     with pytest.raises(InputError, match="ANCHORAGE_GATEWAY_TOKEN_SECRET is not set") as info:
-        metering.check(MODEL)
+        metering.check(MODEL, task_inputs(MODEL)[0])
     assert "gateway.tokenSecret.name" in str(info.value)
 
 

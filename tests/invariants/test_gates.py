@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from anchorage.invariants import replays
 from anchorage.invariants.gates import check, hard_errors
-from anchorage.invariants.replays import replay_check
+from anchorage.invariants.replays import ReplayCheck
 from anchorage.invariants.results import GateResult
 from anchorage.invariants.spec import load_invariants
 from anchorage.tasks.profiles import load_profiles
@@ -146,12 +147,12 @@ def test_exactness_at_the_boundary(tmp_path: Path) -> None:
     assert {r.name: r.status for r in below}["ratio_identity"] == "failed"
 
 
-@replay_check("test_exploding_replay")
 def _exploding(data: Any) -> list[GateResult]:
     raise ZeroDivisionError("boom")
 
 
-def test_a_crashing_or_unknown_replay_is_a_warning(tmp_path: Path) -> None:
+def test_a_crashing_or_unknown_replay_is_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(replays.CHECKS, "test_exploding_replay", ReplayCheck("test_exploding_replay", _exploding))
     task = _task(tmp_path, "namespace: R\nreplay: [test_exploding_replay, no_such_replay]\n")
     results = check(task, {"a": 1})
     assert [r.status for r in results] == ["missing", "missing"]
@@ -172,13 +173,29 @@ def test_dragon_identity_holds_for_the_corrected_anchor_and_rejects_the_paper_va
 
 
 @pytest.mark.parametrize("slug", SLUGS)
-def test_every_named_replay_check_is_registered(slug: str) -> None:
-    from anchorage.invariants import replays
-
+def test_every_named_replay_check_is_declared(slug: str) -> None:
     spec = load_invariants(TASKS / slug)
     assert spec is not None
     for name in spec.replay:
-        assert callable(replays.get(name)), name
+        assert replays.get(name).name == name
+
+
+def test_the_replay_checks_are_what_the_modules_declare() -> None:
+    import importlib
+    import pkgutil
+
+    modules = [importlib.import_module(f"{replays.__name__}.{m.name}") for m in pkgutil.iter_modules(replays.__path__)]
+    assert sorted(replays.CHECKS) == sorted(m.CHECK.name for m in modules)
+    with pytest.raises(KeyError, match="unknown replay check 'nope'; known: crop_planting_revenue, dragon_dance_speed"):
+        replays.get("nope")
+
+
+def test_two_checks_of_one_name_are_an_error() -> None:
+    from anchorage.registry import by_name
+
+    twice = [ReplayCheck("twice", _exploding), ReplayCheck("twice", lambda data: [])]
+    with pytest.raises(ValueError, match="replay check 'twice' is declared twice"):
+        by_name(twice, "replay check")
 
 
 _JSON = st.recursive(

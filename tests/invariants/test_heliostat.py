@@ -15,7 +15,7 @@ SLUG = "cumcm-2023-a-heliostat-field"
 
 
 def _run(data: Any) -> dict[str, Any]:
-    return {r.name: r for r in get("heliostat_design")(data)}
+    return {r.name: r for r in get("heliostat_design").run(data)}
 
 
 @pytest.fixture
@@ -58,5 +58,5 @@ def test_width_below_height_and_area_tolerance() -> None:
 
 def test_empty_artifact_is_missing_evidence_only() -> None:
     for data in ({}, {"reproduced": {"design_summary": []}}, {"reproduced": "x"}):
-        results = get("heliostat_design")(data)
+        results = get("heliostat_design").run(data)
         assert results and all(r.status == "missing" and r.severity == "warning" for r in results)

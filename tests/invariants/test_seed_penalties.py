@@ -36,7 +36,7 @@ def read(path: Path) -> Any:
 
 
 def results(check_name: str, data: Any) -> dict[str, Any]:
-    return {r.name: r for r in get(check_name)(data)}
+    return {r.name: r for r in get(check_name).run(data)}
 
 
 # --- smoke screen: the seed's coverage replay -------------------------------------------------------------

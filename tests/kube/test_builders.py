@@ -13,6 +13,7 @@ from anchorage.runtime import kubejobs
 from anchorage.runtime.kubejobs import OperatorConfig
 from anchorage.tasks import load_task, resolve_task
 from anchorage.trials import plan_agent
+from anchorage.trials.agents import needs_gateway
 from anchorage.trials.limits import resolve_limits
 
 K8S = "1.30.0"
@@ -254,7 +255,7 @@ def test_model_calling_agents_read_their_token_from_the_jobs_secret(agent: dict[
 def test_agents_without_a_model_get_neither_gateway_nor_token(agent: dict[str, Any]) -> None:
     env = {e["name"] for e in _job(agent)["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert not env & {"OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
-    assert not kubejobs.uses_gateway(TrialSpec.model_validate({"task": "smoke-inventory", "agent": agent}).agent)
+    assert not needs_gateway(TrialSpec.model_validate({"task": "smoke-inventory", "agent": agent}).agent)
 
 
 def test_gateway_token_secret_is_valid_and_owned_by_the_job() -> None:

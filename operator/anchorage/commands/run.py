@@ -132,7 +132,7 @@ def _check_gateway_config(path: Path, resources: list[Any]) -> None:
     from anchorage.gateway.gatewayconfig import GatewayConfig
 
     GatewayConfig.load(path)
-    if not any(_needs_model(r) for r in resources):
+    if not any(_calls_models(r) for r in resources):
         typer.secho(f"note: --gateway-config {path}: no agent or protocol of this file calls a model, so no gateway "
                     "is started", fg="yellow", err=True)
 
@@ -189,7 +189,8 @@ def _publish_score(campaign: str, item: Any, record: dict[str, Any]) -> None:
                            float(bo_eval) if isinstance(bo_eval, int | float) else None)
 
 
-def _needs_model(resource: Any) -> bool:
+def _calls_models(resource: Any) -> bool:
+    """Whether a Trial's or a campaign's agents (their kinds' answer) or its verification protocols call models."""
     from anchorage.manifests import Trial
     from anchorage.trials.agents import needs_gateway
 
@@ -201,7 +202,7 @@ def _needs_model(resource: Any) -> bool:
 
 def _gateway_if_needed(resources: list[Any], config: Path | None, mock_replies: Path | None = None,
                        scripts: Any = None) -> Any:
-    if not any(_needs_model(r) for r in resources):
+    if not any(_calls_models(r) for r in resources):
         return None
     from anchorage.runtime.local.gatewaystart import start_local_gateway
 

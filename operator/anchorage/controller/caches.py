@@ -1,6 +1,7 @@
-"""What the operator holds between events: which keys it acted on (:class:`Once`), the latest watched body of each
-unfinished Trial and ScoringRun (:class:`Latest`: :data:`TRIALS`, :data:`RUNS`), and the lone objects' safety net
-(:class:`Watchdog`).
+"""What the operator holds between events: which keys it acted on (:class:`Once`), what it computed once for the
+events of one object (:class:`Memo`: a trial's plan, ``controller.trialstate.task_inputs``), the latest watched body
+of each unfinished Trial and ScoringRun (:class:`Latest`: :data:`TRIALS`, :data:`RUNS`), and the lone objects' safety
+net (:class:`Watchdog`).
 
 Per process and in memory: a restarted operator starts empty and repairs from the cluster and the store.
 """
@@ -11,8 +12,8 @@ import asyncio
 import collections
 import logging
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, Generic, TypeVar
 
 import kopf
 from pydantic import ValidationError
@@ -20,6 +21,8 @@ from pydantic import ValidationError
 from anchorage.controller import enforcement, kube
 from anchorage.errors import AnchorageError
 from anchorage.runtime import kubejobs
+
+V = TypeVar("V")
 
 
 class Once:
@@ -44,6 +47,29 @@ class Once:
         """Act on ``key`` again next time (the action failed)."""
         with self._lock:
             self._seen.pop(key, None)
+
+
+class Memo(Generic[V]):
+    """Values computed once per key (the newest ``size``): what each event of one object would compute again, the
+    same for the same key. A computation that raises keeps nothing (the next event tries again)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._values: collections.OrderedDict[Hashable, V] = collections.OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, compute: Callable[[], V]) -> V:
+        """The value of ``key``: held, else ``compute()``'s (then held)."""
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+        value = compute()  # outside the lock: two threads may compute one key at once, and hold the same value
+        with self._lock:
+            self._values[key] = value
+            if len(self._values) > self._size:
+                self._values.popitem(last=False)
+        return value
 
 
 class Latest:

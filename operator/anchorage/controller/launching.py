@@ -39,10 +39,10 @@ def start_attempt(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> Non
     meta = body["metadata"]
     campaign = kubejobs.named(meta, kubejobs.LABEL_CAMPAIGN)
     admit(spec.agent, spec.verification, OPERATOR)
-    metering.check(spec)  # a model-calling trial needs a token: refuse before anything is written
+    plan, limits = task_inputs(spec)
+    metering.check(spec, plan)  # a model-calling trial needs a token: refuse before anything is written
     body = finalizers.hold_trial(body)  # before its first Job: a deletion then stops it (a lone trial: one write)
     meta = body["metadata"]
-    plan, limits = task_inputs(spec)
     cfg = config()
     ns = cfg.trials_namespace or meta["namespace"]
     if attempt == 0:  # a trial starts only where its NetworkPolicies are confirmed enforced (else it waits, saying why)
@@ -74,7 +74,7 @@ def start_attempt(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> Non
                             f"attempt {attempt} {'queued in ' + queue if queue else 'running'} as Job "
                             f"{job['metadata']['name']}")
     policies.ensure(job["metadata"]["namespace"], cfg)
-    metering.create_job(job, body, spec)  # the Job, then a model-calling agent's token Secret
+    metering.create_job(job, body, spec, plan)  # the Job, then a model-calling agent's token Secret
 
 
 def gateway_alias(cfg: kubejobs.OperatorConfig, plan: AgentPlan) -> str | None:

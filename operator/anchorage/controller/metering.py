@@ -1,7 +1,7 @@
 """The operator's side of the model gateway: per-trial tokens, their Secrets, revocation and cost.
 
 Called by ``anchorage.controller.launching`` (an attempt's start), ``recording`` and ``finishing`` (a trial's end) and
-``scoring`` (the ``trial.json`` record). A model-calling trial (:func:`anchorage.runtime.kubejobs.uses_gateway`) gets
+``scoring`` (the ``trial.json`` record). A model-calling trial (its plan's ``needs_gateway``, the agent kind's answer) gets
 a token the operator mints itself with the secret it shares with the gateway (``ANCHORAGE_GATEWAY_TOKEN_SECRET``;
 ``anchorage.gateway.tokens.mint_token``): the token names exactly this trial (namespace, name and uid, so a re-created
 Trial of the same name gets a fresh ledger), its entry and campaign (the labels of the gateway's token and cost
@@ -40,7 +40,8 @@ from anchorage.errors import InputError
 from anchorage.gateway.tokens import EXPIRY_MARGIN_SECONDS, mint_token
 from anchorage.manifests import TrialSpec
 from anchorage.runtime import kubejobs
-from anchorage.runtime.kubejobs import OperatorConfig, uses_gateway
+from anchorage.runtime.kubejobs import OperatorConfig
+from anchorage.trials import AgentPlan
 from anchorage.trials.costing import protocol_cost, trial_cost
 
 TOKEN_SECRET_ENV = "ANCHORAGE_GATEWAY_TOKEN_SECRET"
@@ -64,9 +65,10 @@ def _token_secret() -> bytes | None:
     return value.encode("utf-8") if value else None
 
 
-def check(spec: TrialSpec) -> None:
-    """Refuse a model-calling trial the operator cannot give a token to (before anything is written)."""
-    if uses_gateway(spec.agent) and _token_secret() is None:
+def check(spec: TrialSpec, plan: AgentPlan) -> None:
+    """Refuse a model-calling trial (``plan``: its agent's) the operator cannot give a token to (before anything is
+    written)."""
+    if plan.needs_gateway and _token_secret() is None:
         raise InputError(
             f"agent kind {spec.agent.kind!r} (model {spec.agent.model!r}) calls models through the gateway, but the "
             f"operator cannot mint its token: environment variable {TOKEN_SECRET_ENV} is not set",
@@ -74,17 +76,18 @@ def check(spec: TrialSpec) -> None:
                  f"by hand, export {TOKEN_SECRET_ENV} to the secret the gateway's token_secret_env names")
 
 
-def create_job(job: dict[str, Any], trial: Mapping[str, Any], spec: TrialSpec) -> None:
-    """Create the attempt's Job; for a model-calling agent then its token Secret, owned by the Job.
+def create_job(job: dict[str, Any], trial: Mapping[str, Any], spec: TrialSpec, plan: AgentPlan) -> None:
+    """Create the attempt's Job; for a model-calling agent (``plan``: its agent's) then its token Secret, owned by the
+    Job.
 
     Idempotent: a Job or Secret that exists already (409) is taken as created; the Job's uid then
     comes from a GET. The agent container waits for the Secret (the kubelet retries
     CreateContainerConfigError), so the Job may come first.
     """
-    if not uses_gateway(spec.agent):
+    if not plan.needs_gateway:
         kube.create_job(job)
         return
-    check(spec)
+    check(spec, plan)
     secret = _token_secret()
     assert secret is not None
     uid = kube.create_job_uid(job)
@@ -140,14 +143,11 @@ def _unknown(reason: str) -> dict[str, Any]:
     return {"costUSD": None, "usage": None, "costUnknownReason": reason}
 
 
-def settle(trial: Mapping[str, Any], spec: TrialSpec, cfg: OperatorConfig) -> dict[str, Any]:
-    """Status fields of the trial's cost at its end (``costUSD``, ``usage``, ``costUnknownReason``).
-
-    For a model-calling trial: revoke its token (best effort), then read its usage at the gateway.
-    Nulls remove stale fields (the status is merge-patched).
+def settle(trial: Mapping[str, Any], cfg: OperatorConfig) -> dict[str, Any]:
+    """Status fields of a model-calling trial's cost at its end (``costUSD``, ``usage``, ``costUnknownReason``): its
+    token revoked (best effort), then its usage read at the gateway. Nulls remove stale fields (the status is
+    merge-patched).
     """
-    if not uses_gateway(spec.agent):
-        return {"costUSD": 0.0, "usage": None, "costUnknownReason": None}
     usage, unreadable = revoke_and_read(trial_id(trial), cfg, "trial")
     return cost_fields(usage) if usage is not None else _unknown(str(unreadable))
 

@@ -19,7 +19,7 @@ from anchorage.controller.settings import config, store
 from anchorage.controller.trialstate import read_json, task_cached, task_inputs
 from anchorage.manifests import TrialSpec
 from anchorage.runtime import kubejobs
-from anchorage.trials import AttemptEnd, TrialRecord, classify
+from anchorage.trials import AgentPlan, AttemptEnd, TrialRecord, classify
 from anchorage.trials.agents.plans import replayed_message
 from anchorage.trials.costing import trial_cost
 from anchorage.trials.records import (
@@ -67,19 +67,19 @@ def attempt_record(trial: Mapping[str, Any], spec: TrialSpec, end: AttemptEnd) -
     started = parse_time(status.get("startTime"))
     if started is not None:
         record.durations.agent_sec = round(time.time() - started, 3)
-    record_cost(trial, spec, record)
+    record_cost(trial, plan, record)
     return record
 
 
-def record_cost(trial: Mapping[str, Any], spec: TrialSpec, record: TrialRecord) -> None:
-    """The trial's cost: a model-calling trial's token is revoked and its usage read at the gateway
-    (``metering.settle``: unknown, with the reason, when it cannot be read or priced); others cost 0, and so does a
-    trial that never launched (no token was minted)."""
-    if not kubejobs.uses_gateway(spec.agent) or not (trial.get("status") or {}).get("phase"):
+def record_cost(trial: Mapping[str, Any], plan: AgentPlan, record: TrialRecord) -> None:
+    """The trial's cost: a model-calling trial's (``plan``: its agent's) token is revoked and its usage read at the
+    gateway (``metering.settle``: unknown, with the reason, when it cannot be read or priced); others cost 0, and so
+    does a trial that never launched (no token was minted)."""
+    if not plan.needs_gateway or not (trial.get("status") or {}).get("phase"):
         cost = trial_cost(None, calls_models=False)
         record.cost_usd, record.cost_source, record.cost_unknown_reason = cost.usd, cost.source, cost.unknown_reason
         return
-    fields = metering.settle(trial, spec, config())
+    fields = metering.settle(trial, config())
     recorded = metering.record_fields(fields)
     record.usage = recorded.get("usage")
     record.cost_usd, record.cost_source = fields.get("costUSD"), recorded.get("cost_source")
@@ -89,7 +89,7 @@ def record_cost(trial: Mapping[str, Any], spec: TrialSpec, record: TrialRecord) 
 def record_transcript(trial: Mapping[str, Any], spec: TrialSpec, prefix: str, record: TrialRecord) -> None:
     """``transcripts: true``: the gateway's transcript of the trial (all its attempts) as ``transcript.jsonl``
     beside ``trial.json`` in the store; a gateway that cannot be read is recorded, never fatal."""
-    if not (spec.transcripts and kubejobs.uses_gateway(spec.agent)):
+    if not (spec.transcripts and task_inputs(spec)[0].needs_gateway):
         return
     try:
         data = metering.read_transcript(trial, config())

@@ -1,5 +1,6 @@
 """What every step of a Trial's handling reads of it: its spec as the model, its task (loaded once per task), its
-folder in the store and the records there, its attempt's Job, and its status conditions.
+agent's plan and the limits in force (computed once per spec), its folder in the store and the records there, its
+attempt's Job, and its status conditions.
 
 Shared by the modules that handle a Trial — :mod:`~anchorage.controller.launching` (an attempt's start),
 :mod:`~anchorage.controller.recording` (its record), :mod:`~anchorage.controller.attempts` (its end),
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from anchorage.campaigns.names import child_name
+from anchorage.controller.caches import Memo
 from anchorage.controller.settings import config, store
 from anchorage.manifests import TrialSpec
 from anchorage.runtime import kubejobs
@@ -72,11 +74,24 @@ def task_cached(task_name: str) -> Task:
     return load_task(resolve_task(task_name))
 
 
+#: Each spec's plan and limits, computed once: an attempt's start, its end and its record read the same.
+_INPUTS: Memo[tuple[AgentPlan, LimitsInForce]] = Memo()
+
+
 def task_inputs(spec: TrialSpec) -> tuple[AgentPlan, LimitsInForce]:
     """The agent's plan (the lifecycle core's, as the local engine's) and the limits in force (the Trial's, which
-    carry its campaign's, else task.toml's: :func:`anchorage.trials.limits.resolve_limits`, as the local engine's)."""
-    task = task_cached(spec.task)
-    return plan_agent(spec.agent, task, spec.seed), resolve_limits(task, spec.limits)
+    carry its campaign's, else task.toml's: :func:`anchorage.trials.limits.resolve_limits`, as the local engine's).
+
+    Computed once per what they depend on — the task (loaded once per name: :func:`task_cached`), the seed, the
+    agent and the limits of the spec — for every event of the trial's attempts (:class:`~anchorage.controller.caches.Memo`):
+    a changed spec is planned anew."""
+    key = (spec.task, spec.seed, spec.agent.model_dump_json(), spec.limits.model_dump_json())
+
+    def compute() -> tuple[AgentPlan, LimitsInForce]:
+        task = task_cached(spec.task)
+        return plan_agent(spec.agent, task, spec.seed), resolve_limits(task, spec.limits)
+
+    return _INPUTS.get(key, compute)
 
 
 @functools.lru_cache(maxsize=64)

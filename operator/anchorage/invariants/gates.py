@@ -105,14 +105,14 @@ def to_gate_result(ob: Obligation) -> GateResult:
 def run_replay(name: str, data: Any) -> list[GateResult]:
     """Run one named replay check; a crash on odd input is a warning, never a hard error."""
     try:
-        check_fn = replays.get(name)
+        replay = replays.get(name)
     except KeyError as exc:
         return [GateResult(name=name, form="replay", paths=(), status="missing", severity="warning", message=str(exc))]
     if not isinstance(data, Mapping):
         return [GateResult(name=name, form="replay", paths=(), status="missing", severity="warning",
                            message=f"artifact is not a JSON object (got {type(data).__name__})")]
     try:
-        return list(check_fn(data))
+        return list(replay.run(data))
     except Exception as exc:  # a replay must never turn malformed input into a hard error
         return [GateResult(name=name, form="replay", paths=(), status="missing", severity="warning",
                            message=f"replay check could not read the artifact: {type(exc).__name__}: {exc}")]

@@ -25,8 +25,8 @@ that account, and only the containers that read or write the store (``upload``, 
 projected with the store's audience (``AWS_WEB_IDENTITY_TOKEN_FILE``, ``AWS_ROLE_ARN``); the pod's annotations tell the
 EKS and Azure identity webhooks to skip every other container.
 
-A model-calling agent (:func:`uses_gateway`) gets ``OPENAI_BASE_URL`` and ``ANTHROPIC_BASE_URL`` (the gateway) and its per-trial
-token as ``OPENAI_API_KEY`` and ``ANTHROPIC_API_KEY`` through ``secretKeyRef`` to the Secret
+A model-calling agent (its plan's ``needs_gateway``) gets ``OPENAI_BASE_URL`` and ``ANTHROPIC_BASE_URL`` (the gateway)
+and its per-trial token as ``OPENAI_API_KEY`` and ``ANTHROPIC_API_KEY`` through ``secretKeyRef`` to the Secret
 ``<job>-gateway`` (:func:`gateway_token_secret`), which the operator creates right after the Job, owned
 by it; the kubelet holds the agent container until the Secret exists.
 """
@@ -45,9 +45,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from anchorage import agents
 from anchorage.campaigns.names import child_name, label_value
 from anchorage.errors import InputError
-from anchorage.manifests import API, AgentSpec, TrialSpec
+from anchorage.manifests import API, TrialSpec
 from anchorage.runtime.podresolver import RESOLVER_ENV, SEARCH_ENV
-from anchorage.trials.agents import AgentPlan, needs_gateway
+from anchorage.trials.agents import AgentPlan
 from anchorage.trials.limits import LOG_MAX_MB, MIB, LimitsInForce
 
 Manifest = dict[str, Any]
@@ -298,12 +298,6 @@ def gateway_host(config: OperatorConfig) -> str | None:
     except ValueError:
         return host or None
     return None
-
-
-def uses_gateway(agent: AgentSpec) -> bool:
-    """Whether the agent calls models (and so gets the gateway and a token): the agent-kind registry's
-    answer (:func:`anchorage.trials.agents.needs_gateway`), the same as the local engine's."""
-    return needs_gateway(agent)
 
 
 def token_secret_name(job_name: str) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 from anchorage.invariants.exact import Scaled, pow10, to_scaled
 from anchorage.invariants.expr import Prop
 from anchorage.invariants.spec import Invariant
-from anchorage.registry import declared
+from anchorage.registry import by_name, declared
 
 Built = tuple[Prop, int, Callable[[], str]]
 """A form's obligation: the proposition over scaled integer literals, its scale, and the claim's text (lazily)."""
@@ -74,4 +74,4 @@ def scaled_from_fraction(value: Fraction) -> Scaled:
 
 
 #: Every form, by name: what this package's modules declare as ``FORM`` (:mod:`anchorage.registry`).
-FORMS: dict[str, InvariantForm] = {f.name: f for f in declared(__name__, __path__, "FORM", InvariantForm)}
+FORMS: dict[str, InvariantForm] = by_name(declared(__name__, __path__, "FORM", InvariantForm), "invariant form")

@@ -1,54 +1,38 @@
-"""Registry of named replay checks (tier C): physical feasibility that needs computation.
+"""The named replay checks (tier C): physical feasibility that needs computation.
 
-A task's ``tests/invariants.yaml`` names replay checks under ``replay:``; each name maps to a
-function here that takes the parsed artifact and returns :class:`GateResult` records. Modules in
-this package register their checks with :func:`replay_check` when imported; :func:`get` imports
-them all on first use.
+A task's ``tests/invariants.yaml`` names replay checks under ``replay:``. Each is one module of this package that
+declares it as ``CHECK`` (:class:`ReplayCheck`: the name, and the function that takes the parsed artifact and returns
+:class:`GateResult` records); the registry, :data:`CHECKS`, is what the modules declare (:mod:`anchorage.registry`).
+Adding a check is adding a module.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from anchorage.invariants.results import GateResult
-
-ReplayCheck = Callable[[Mapping[str, Any]], list[GateResult]]
-_REGISTRY: dict[str, ReplayCheck] = {}
-_loaded = False
+from anchorage.registry import by_name, declared
 
 
-def replay_check(name: str) -> Callable[[ReplayCheck], ReplayCheck]:
-    """Register ``fn`` under ``name`` (the name used in invariants.yaml)."""
+@dataclass(frozen=True)
+class ReplayCheck:
+    """One replay check, declared once in its module (``CHECK``)."""
 
-    def decorate(fn: ReplayCheck) -> ReplayCheck:
-        if name in _REGISTRY and _REGISTRY[name] is not fn:
-            raise ValueError(f"replay check {name!r} registered twice")
-        _REGISTRY[name] = fn
-        return fn
-
-    return decorate
+    #: The name a task's ``tests/invariants.yaml`` gives under ``replay:``.
+    name: str
+    #: The check over the artifact's exact data (numbers ``Decimal``/int: :func:`anchorage.invariants.gates.check`).
+    run: Callable[[Mapping[str, Any]], list[GateResult]]
 
 
-def _load_all() -> None:
-    global _loaded
-    if not _loaded:
-        for info in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{info.name}")
-        _loaded = True
+#: Every replay check, by name: what this package's modules declare as ``CHECK`` (two of one name are an error).
+CHECKS: dict[str, ReplayCheck] = by_name(declared(__name__, __path__, "CHECK", ReplayCheck), "replay check")
 
 
 def get(name: str) -> ReplayCheck:
     """The replay check called ``name``; KeyError lists the known names."""
-    _load_all()
     try:
-        return _REGISTRY[name]
+        return CHECKS[name]
     except KeyError:
-        raise KeyError(f"unknown replay check {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
-
-
-def names() -> list[str]:
-    _load_all()
-    return sorted(_REGISTRY)
+        raise KeyError(f"unknown replay check {name!r}; known: {', '.join(sorted(CHECKS))}") from None

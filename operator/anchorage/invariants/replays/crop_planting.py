@@ -1,6 +1,6 @@
 """Replay check for CUMCM 2024 C (crop planting), Q1: revenue and profit ceilings from the data.
 
-Registered as ``crop_planting_revenue`` and named in the task's ``tests/invariants.yaml``; run by
+Declared as ``crop_planting_revenue`` (``CHECK``) and named in the task's ``tests/invariants.yaml``; run by
 :func:`anchorage.invariants.gates.check`. The rule, for each Q1 case (``waste``: surplus unsold;
 ``discount``: surplus sold at 50 %), on ``experiment_result.q1.<case>_{profit,revenue,cost}_yuan``:
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from anchorage.invariants.exact import to_fraction
-from anchorage.invariants.replays import replay_check
+from anchorage.invariants.replays import ReplayCheck
 from anchorage.invariants.results import GateResult
 
 SLUG = "cumcm-2024-c-crop-planting"
@@ -196,7 +196,6 @@ def _balance_check(case: str, q1: Mapping[str, Any]) -> GateResult:
                       values={"revenue": float(revenue), "cost": float(cost), "profit": float(profit)})
 
 
-@replay_check("crop_planting_revenue")
 def crop_planting_revenue(data: Mapping[str, Any]) -> list[GateResult]:
     """Q1 profit/revenue ceilings (hard) and revenue - cost = profit (warning), both cases."""
     result = data.get("experiment_result") if isinstance(data, Mapping) else None
@@ -208,3 +207,6 @@ def crop_planting_revenue(data: Mapping[str, Any]) -> list[GateResult]:
     out = [_ceiling_check(case, kind, q1, limits) for case in CASES for kind in ("profit", "revenue")]
     out += [_balance_check(case, q1) for case in CASES]
     return out
+
+
+CHECK = ReplayCheck("crop_planting_revenue", crop_planting_revenue)

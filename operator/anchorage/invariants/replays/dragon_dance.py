@@ -1,6 +1,6 @@
 """Replay check for CUMCM 2024 A (bench dragon), Q5: no handle may exceed 2 m/s.
 
-Registered as ``dragon_dance_speed`` and named in the task's ``tests/invariants.yaml``; run by
+Declared as ``dragon_dance_speed`` (``CHECK``) and named in the task's ``tests/invariants.yaml``; run by
 :func:`anchorage.invariants.gates.check`. It reads ``experiment_result.q5.max_head_speed_mps``
 (v) and ``experiment_result.q5.max_speed_ratio_when_head_1mps`` (k, the claimed peak
 handle/head speed ratio).
@@ -29,7 +29,7 @@ from fractions import Fraction
 from typing import Any
 
 from anchorage.invariants.exact import to_fraction
-from anchorage.invariants.replays import replay_check
+from anchorage.invariants.replays import ReplayCheck
 from anchorage.invariants.results import GateResult, Severity
 
 PEAK_RATIO = Fraction("1.604793")
@@ -99,8 +99,10 @@ def _ratio_replay(ratio: Fraction | None) -> GateResult:
                  severity="warning")
 
 
-@replay_check("dragon_dance_speed")
 def dragon_dance_speed(data: Mapping[str, Any]) -> list[GateResult]:
     """Q5 handle-speed limit replayed at the artifact's head speed, plus its own claim."""
     head, ratio = _get(data, HEAD_PATH), _get(data, RATIO_PATH)
     return [_handle_limit(head), _claimed_limit(head, ratio), _ratio_replay(ratio)]
+
+
+CHECK = ReplayCheck("dragon_dance_speed", dragon_dance_speed)

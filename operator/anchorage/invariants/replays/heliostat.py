@@ -1,6 +1,6 @@
 """Replay check for CUMCM 2023 A (heliostat field): the design constraints of the statement.
 
-Registered as ``heliostat_design`` and named in the task's ``tests/invariants.yaml``; run by
+Declared as ``heliostat_design`` (``CHECK``) and named in the task's ``tests/invariants.yaml``; run by
 :func:`anchorage.invariants.gates.check`. For every designed field (rows of
 ``reproduced.design_summary`` for q2 and q3, and the paper targets of q2/q3) it checks, exactly:
 
@@ -21,7 +21,7 @@ from fractions import Fraction
 from typing import Any
 
 from anchorage.invariants.exact import to_fraction
-from anchorage.invariants.replays import replay_check
+from anchorage.invariants.replays import ReplayCheck
 from anchorage.invariants.results import GateResult
 
 RATED_POWER_MW = Fraction(60)
@@ -117,7 +117,6 @@ def _f(value: Fraction | None) -> str | None:
     return str(value.numerator) if value.denominator == 1 else f"{float(value):.10g}"
 
 
-@replay_check("heliostat_design")
 def heliostat_design(data: Mapping[str, Any]) -> list[GateResult]:
     """Design constraints of every q2/q3 heliostat field in the artifact."""
     designs = _designs(data)
@@ -132,3 +131,6 @@ def heliostat_design(data: Mapping[str, Any]) -> list[GateResult]:
             results = [r for r in results if r.status != "missing" or any(q.rsplit(".", 1)[1] in record for q in r.paths)]
         out.extend(results)
     return out
+
+
+CHECK = ReplayCheck("heliostat_design", heliostat_design)

@@ -1,6 +1,6 @@
 """Replay check for MCM 2025 B (Juneau tourism): invalid acceptance/sustainability units (seed G.4, the Juneau class).
 
-Registered as ``juneau_units`` and named in the task's ``tests/invariants.yaml``; run by
+Declared as ``juneau_units`` (``CHECK``) and named in the task's ``tests/invariants.yaml``; run by
 :func:`anchorage.invariants.gates.check`. It reads the two indices of the final answer,
 ``experiment_result.resident_acceptance_index`` and ``experiment_result.sustainability_score``.
 
@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from anchorage import numbers
-from anchorage.invariants.replays import replay_check
+from anchorage.invariants.replays import ReplayCheck
 from anchorage.invariants.results import GateResult
 from anchorage.invariants.units import (
     PERCENT_SCALE,
@@ -159,7 +159,9 @@ def _report_units(data: Mapping[str, Any], field: Field) -> GateResult:
                    shown)
 
 
-@replay_check("juneau_units")
 def juneau_units(data: Mapping[str, Any]) -> list[GateResult]:
     """The seed's unit check and the report's, per index (see the module docstring)."""
     return [*(_seed_units(data, f) for f in FIELDS), *(_report_units(data, f) for f in FIELDS)]
+
+
+CHECK = ReplayCheck("juneau_units", juneau_units)

@@ -1,6 +1,6 @@
 """Replay check for MCM 2025 C (Olympic medals): a degenerate great-coach effect (seed G.4, the Olympics class).
 
-Registered as ``olympics_coach_effect`` and named in the task's ``tests/invariants.yaml``; run by
+Declared as ``olympics_coach_effect`` (``CHECK``) and named in the task's ``tests/invariants.yaml``; run by
 :func:`anchorage.invariants.gates.check`. The coach effect is the medal gain a great coach brings, as the
 final question asks for it: ``great_coach_model.recommendations[i].estimated_medal_count_gain`` of the three
 scored recommendations (the fourth is excluded from the panel, G.3). Each gives one result,
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from anchorage import numbers
-from anchorage.invariants.replays import replay_check
+from anchorage.invariants.replays import ReplayCheck
 from anchorage.invariants.results import GateResult
 from anchorage.invariants.units import non_finite
 
@@ -131,7 +131,9 @@ def _one(data: Mapping[str, Any], index: int) -> GateResult:
                       values=values)
 
 
-@replay_check("olympics_coach_effect")
 def olympics_coach_effect(data: Mapping[str, Any]) -> list[GateResult]:
     """One result per scored recommendation (see the module docstring)."""
     return [_one(data, i) for i in range(SCORED)]
+
+
+CHECK = ReplayCheck("olympics_coach_effect", olympics_coach_effect)

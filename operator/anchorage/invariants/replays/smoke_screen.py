@@ -1,6 +1,6 @@
 """Replay check for CUMCM 2025 A (smoke screen), Q5: the plan must be flyable and its totals honest.
 
-Registered as ``smoke_screen_coverage`` and named in the task's ``tests/invariants.yaml``; run by
+Declared as ``smoke_screen_coverage`` (``CHECK``) and named in the task's ``tests/invariants.yaml``; run by
 :func:`anchorage.invariants.gates.check` (so by the scorer on every artifact of the task). It reads the
 Q5 plan ``q5.strategies`` (or ``experiment_result.q5.strategies``) and the per-missile union
 ``experiment_result.q5_union_duration_s`` (or ``q5.union_duration_s``), and replays, exactly (``Decimal``
@@ -81,7 +81,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from anchorage.invariants.exact import Scaled
-from anchorage.invariants.replays import replay_check
+from anchorage.invariants.replays import ReplayCheck
 from anchorage.invariants.results import GateResult, Severity
 
 if TYPE_CHECKING:
@@ -758,7 +758,6 @@ def _held_to(criterion: _Criterion, counts: list[int], slots: dict[str, int], cl
                  severity=criterion.severity, values={"replayed_s": replayed, **extra})
 
 
-@replay_check("smoke_screen_coverage")
 def smoke_screen_coverage(data: Mapping[str, Any]) -> list[GateResult]:
     """Q5 plan feasibility and union-of-coverage honesty (see the module docstring)."""
     prefix, plan = _first(data, "q5.strategies", "experiment_result.q5.strategies")
@@ -771,3 +770,6 @@ def smoke_screen_coverage(data: Mapping[str, Any]) -> list[GateResult]:
         rows = [_read_row(prefix, i, r) for i, r in enumerate(plan)]
         return (_union_checks(prefix, rows, upath, union) + _plan_checks(prefix, rows)
                 + _replay_claims(prefix, rows, upath, union))
+
+
+CHECK = ReplayCheck("smoke_screen_coverage", smoke_screen_coverage)

@@ -157,10 +157,11 @@ def run_trial(job: TrialJob, trial_dir: Path, runtime: LocalRuntime, *, attempt:
     prompt = job.task.instruction
     (dirs["agent"] / "prompt.txt").write_text(prompt, encoding="utf-8")
     record.prompt = PromptInfo(sha256=hashlib.sha256(prompt.encode()).hexdigest(), delivered=plan.delivers_prompt)
-    outcome = classify(_attempt(job, plan, dirs, runtime, record))
-    record.end(outcome.phase, outcome.reason, outcome.message)
+    end = _attempt(job, plan, dirs, runtime, record)
     _cost(job, plan, runtime, record)
     _transcript(job, plan, runtime, trial_dir, record)
+    outcome = classify(end)
+    record.end(outcome.phase, outcome.reason, outcome.message)
     if record.phase is not Phase.INFRASTRUCTURE_FAILED:
         _pipeline(job, runtime, dirs, trial_dir, record)
     record.finished_at = now()

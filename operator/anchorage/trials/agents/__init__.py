@@ -13,13 +13,13 @@ import dataclasses
 
 from anchorage.errors import InputError
 from anchorage.manifests import AgentSpec
-from anchorage.registry import declared
+from anchorage.registry import by_name, declared
 from anchorage.tasks import Task
 from anchorage.trials.agents.plans import DRIVERS, LOCAL, OPERATOR, AgentKind, AgentPlan, Replay
 from anchorage.trials.agents.templating import PLACEHOLDERS, fill
 
 #: Every agent kind, by ``agent.kind``: what this package's modules declare as ``KIND`` (:mod:`anchorage.registry`).
-KINDS: dict[str, AgentKind] = {k.name: k for k in declared(__name__, __path__, "KIND", AgentKind)}
+KINDS: dict[str, AgentKind] = by_name(declared(__name__, __path__, "KIND", AgentKind), "agent kind")
 
 __all__ = ["DRIVERS", "KINDS", "LOCAL", "OPERATOR", "PLACEHOLDERS", "AgentKind", "AgentPlan", "Replay", "fill",
            "kind_of", "needs_gateway", "plan_agent", "refusal"]
