@@ -76,7 +76,7 @@ def engine(trials: int, mechanism: sandbox.Mechanism, scratch: Path) -> tuple[fl
     started = time.perf_counter()
     outcome = run_campaign(campaign, scratch / "runs", runtime)
     wall = time.perf_counter() - started
-    inside = sum(r["durations"]["agent_sec"] for r in outcome.records)
+    inside = sum(r.durations.agent_sec or 0.0 for r in outcome.records)
     assert len(outcome.records) == trials, "use a --trials that is a multiple of ceil(trials / 100)"
     return wall, inside
 

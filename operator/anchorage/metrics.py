@@ -21,11 +21,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from anchorage.trials.phases import Phase
+
+if TYPE_CHECKING:  # annotations only: the gateway, which reports here too, does not load the scorer
+    from anchorage.scoring.records import ScoreRecord
 
 OTHER = "other"
 #: Campaign label of a trial run on its own (a lone Trial, not part of a VerificationCampaign).
@@ -269,23 +272,18 @@ def board_scores(campaign: str, board: Any) -> None:
 OBLIGATION_OUTCOMES = ("proved", "unconfirmed", "failed", "missing")
 
 
-def score_checked(campaign: str | None, task: str, score: Mapping[str, Any]) -> None:
+def score_checked(campaign: str | None, task: str, score: ScoreRecord) -> None:
     """Count a scorer record's gates (``gates[]``: every result by status, failures by severity) and
     obligations (``obligations{}``: counts by outcome). Called by each driver once per scored trial."""
     campaign = campaign_label(campaign)
-    for gate in score.get("gates") or ():
-        if not isinstance(gate, Mapping):
-            continue
-        status = str(gate.get("status") or "missing")
-        GATES.labels(campaign, task, status).inc()
-        if status == "failed":
-            GATE_FAILURES.labels(campaign, task, str(gate.get("severity") or "hard")).inc()
-    obligations = score.get("obligations") or {}
-    if isinstance(obligations, Mapping):
-        for outcome in OBLIGATION_OUTCOMES:
-            count = obligations.get(outcome)
-            if isinstance(count, int) and not isinstance(count, bool) and count > 0:
-                OBLIGATIONS.labels(campaign, task, outcome).inc(count)
+    for gate in score.gates:
+        GATES.labels(campaign, task, gate.status).inc()
+        if gate.status == "failed":
+            GATE_FAILURES.labels(campaign, task, gate.severity).inc()
+    for outcome in OBLIGATION_OUTCOMES:
+        count = score.obligations.get(outcome)
+        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+            OBLIGATIONS.labels(campaign, task, outcome).inc(count)
 
 
 def gates_checked(campaign: str | None, task: str, severities: Iterable[str]) -> None:
@@ -377,7 +375,7 @@ def operator_trial_scored(trial: Mapping[str, Any], o_eval: float | None, bo_eva
     SEED_MEANS.add(campaign, entry, task, profile, name, o_eval, bo_eval)
 
 
-def operator_score_checked(trial: Mapping[str, Any], score: Mapping[str, Any]) -> None:
+def operator_score_checked(trial: Mapping[str, Any], score: ScoreRecord) -> None:
     """A Trial's scorer record arrived: count its gates and obligations (:func:`score_checked`)."""
     campaign, _, task = trial_labels(trial)
     score_checked(campaign, task, score)

@@ -78,7 +78,7 @@ def campaign(installed: None, mechanism: Any, tmp_path_factory: pytest.TempPathF
         refused = websocket_refusals() - refused
     finally:
         local.stop()
-    records = {(r["entry"], r["task"]): r for r in outcome.records}
+    records = {(r.entry, r.task): r.to_json() for r in outcome.records}
     yield Ran(records, replies, outcome.directory, refused)
 
 
@@ -184,7 +184,7 @@ def test_a_missing_cli_is_an_infrastructure_failure_naming_the_install_command(
     local = start_local_gateway()
     try:
         runtime = LocalRuntime(mechanism=mechanism, base_dir=tmp_path, gateway=local.gateway)
-        record = run_single_trial(trial, tmp_path / "runs", runtime)
+        record = run_single_trial(trial, tmp_path / "runs", runtime).to_json()
     finally:
         local.stop()
     assert record["phase"] == "InfrastructureFailed" and record["reason"] == "sandbox_error"

@@ -12,6 +12,7 @@ from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from anchorage import metrics
+from score_records import gate, score_record
 
 from .conftest import REPO, Env
 
@@ -105,8 +106,7 @@ def test_a_deleted_campaign_takes_its_series_along() -> None:
              "spec": {"task": "t-gone", "entry": "e"}}
     metrics.campaign_trial_counts("gone", {"gone-s0": "e"}, {"gone-s0": "Running"})
     metrics.operator_trial_scored(trial, 1.0, 1.0, "paper@1")
-    metrics.operator_score_checked(trial, {"gates": [{"status": "failed", "severity": "hard"}],
-                                           "obligations": {"proved": 2, "failed": 1}})
+    metrics.operator_score_checked(trial, score_record(gates=[gate("g", "failed")], obligations={"proved": 2, "failed": 1}))
     metrics.record_tokens("gone", "e", None, input_tokens=5, cached_input_tokens=0, output_tokens=1,
                           reasoning_tokens=0, cost_usd=0.5)
     metrics.campaign_trial_counts("kept", {"kept-s0": "e"}, {"kept-s0": "Running"})

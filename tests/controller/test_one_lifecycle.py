@@ -59,7 +59,7 @@ def _scored_json(path: Path) -> dict[str, Any]:
 @pytest.mark.parametrize("agent", sorted(AGENTS))
 def test_the_same_trial_gives_the_same_record_on_both_drivers(agent: str, kube_env: Env, tmp_path: Path) -> None:
     manifest = _trial(f"same-{agent}", AGENTS[agent])
-    local = run_single_trial(Trial.model_validate(manifest), tmp_path / "local", _local_runtime(tmp_path))
+    local = run_single_trial(Trial.model_validate(manifest), tmp_path / "local", _local_runtime(tmp_path)).to_json()
     kube_env.start_operator()
     kube_env.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(manifest))
     folder = kube_env.store / "_trials" / "default" / manifest["metadata"]["name"]
@@ -85,7 +85,7 @@ def test_a_missing_replay_artifact_ends_the_trial_alike_on_both_drivers(kube_env
     operator learns it from its own fetch-task container's exit code in the Pod's status."""
     manifest = _trial("no-replay", {"kind": "replay", "artifact": str(tmp_path / "nowhere" / "{task}.json")})
     manifest["spec"]["retries"] = 2
-    local = run_single_trial(Trial.model_validate(manifest), tmp_path / "local", _local_runtime(tmp_path))
+    local = run_single_trial(Trial.model_validate(manifest), tmp_path / "local", _local_runtime(tmp_path)).to_json()
     kube_env.start_operator()
     kube_env.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(manifest))
     folder = kube_env.store / "_trials" / "default" / "no-replay"
@@ -118,7 +118,7 @@ def test_the_same_campaign_gives_the_same_leaderboard_on_both_drivers(kube_env: 
     board = json.loads((kube_env.store / "twin" / "leaderboard.json").read_text())
     assert board["rows"] == json.loads(json.dumps(dataclasses.asdict(local.board)["rows"]))
     assert [r["entry"] for r in board["rows"]] == ["oracle", "empty"] and board["rows"][0]["o_eval_mean"] == 1.0
-    for record in local.records:
+    for record in (r.to_json() for r in local.records):
         cluster = json.loads((kube_env.store / "twin" / record["name"] / "trial.json").read_text())
         assert _comparable(cluster) == _comparable(record), record["name"]
         assert _scored_json(kube_env.store / "twin" / record["name"] / "score.json") == \
@@ -195,7 +195,8 @@ def test_panel_and_cbu_give_the_same_results_on_both_drivers(kube_env: Env, tmp_
         local = run_campaign(VerificationCampaign.model_validate(manifest), tmp_path / "local", runtime)
     finally:
         local_gateway.stop()
-    outcomes = {r["entry"]: (r["panel"]["outcome"], r["cbu"]["utility"]) for r in local.records}
+    written = [r.to_json() for r in local.records]   # as trial.json holds them
+    outcomes = {r["entry"]: (r["panel"]["outcome"], r["cbu"]["utility"]) for r in written}
     assert outcomes["sound"] == ("confirmed", 1.0) and outcomes["flawed"] == ("refuted", 0.0), outcomes
 
     kube_env.env["ANCHORAGE_TASKS"] = str(PROOF / "tasks")
@@ -208,7 +209,7 @@ def test_panel_and_cbu_give_the_same_results_on_both_drivers(kube_env: Env, tmp_
     kube_env.wait_for(lambda: (folder / "leaderboard.json").is_file(), 300, "the judged campaign's leaderboard")
     board = json.loads((folder / "leaderboard.json").read_text())
     assert board["rows"] == json.loads(json.dumps(dataclasses.asdict(local.board)["rows"]))
-    for record in local.records:
+    for record in written:
         cluster = json.loads((folder / record["name"] / "trial.json").read_text())
         assert _judged(cluster) == _judged(record), record["name"]
         assert _comparable(cluster) == _comparable(record), record["name"]
@@ -222,7 +223,7 @@ def test_panel_and_cbu_give_the_same_results_on_both_drivers(kube_env: Env, tmp_
             assert score[step]["usage"]["requests"] == local_score[step]["usage"]["requests"] == record[step]["calls"]
             assert {k: score[step][k] for k in COST_KEYS} == {k: local_score[step][k] for k in COST_KEYS}
     jobs = {j["metadata"]["name"]: j for j in kube_env.objects("batch", "jobs")}
-    stepped = [(r["name"], step) for r in local.records for step in PROTOCOL_KEYS if r[step]["calls"]]
+    stepped = [(r["name"], step) for r in written for step in PROTOCOL_KEYS if r[step]["calls"]]
     assert stepped and {f"{name}-{step}" for name, step in stepped} <= set(jobs)
     for name, step in stepped:  # each step's token was revoked when its pod ended
         secret = kube_env.get("secret", f"{name}-{step}-gateway")

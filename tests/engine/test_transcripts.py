@@ -33,7 +33,7 @@ def test_transcripts_are_opt_in_per_entry_and_campaign(mechanism: sandbox.Mechan
         outcome = run_campaign(campaign, tmp_path / "runs", runtime)
     finally:
         local.stop()
-    records = {r["entry"]: r for r in outcome.records}
+    records = {r.entry: r.to_json() for r in outcome.records}
     kept, default = records["kept"], records["default"]
     assert default["transcript"] is None and not (outcome.directory / default["name"] / "transcript.jsonl").exists()
     info = kept["transcript"]

@@ -25,7 +25,7 @@ def _run(path: Path, runs: Path, mechanism: sandbox.Mechanism, gateway: object =
     assert isinstance(campaign, VerificationCampaign)
     runtime = LocalRuntime(mechanism=mechanism, base_dir=path.parent, gateway=gateway)  # type: ignore[arg-type]
     outcome = run_campaign(campaign, runs, runtime)
-    return {r["entry"]: r for r in outcome.records}
+    return {r.entry: r.to_json() for r in outcome.records}
 
 
 def test_outcomes_are_recorded_states(mechanism: sandbox.Mechanism, write_manifest, tmp_path: Path,  # type: ignore[no-untyped-def]
@@ -146,7 +146,7 @@ def test_an_upstream_that_reports_no_usage_leaves_the_cost_unknown_up_to_the_lea
                                                                         gateway=local.gateway))
     finally:
         local.stop()
-    [record] = outcome.records
+    [record] = [r.to_json() for r in outcome.records]
     assert record["phase"] == "Succeeded", record
     assert record["cost_usd"] is None and "metered" in record["cost_unknown_reason"]
     assert record["usage"]["unmetered_requests"] == 1 and record["usage"]["input_tokens"] == 0

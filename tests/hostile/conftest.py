@@ -97,7 +97,7 @@ def attack(tmp_path: Path, smoke_task: Task) -> Callable[..., Attack]:
         runtime = LocalRuntime(mechanism=mechanism, base_dir=tmp_path, gateway=gateway)
         folder = tmp_path / "runs" / name
         record = run_trial(job, folder, runtime)
-        return Attack(record, folder)
+        return Attack(record.to_json(), folder)
 
     return run
 

@@ -192,7 +192,7 @@ def test_one_agents_flood_costs_the_other_trials_nothing(mechanism: sandbox.Mech
     try:
         runtime = LocalRuntime(mechanism=mechanism, base_dir=tmp_path, gateway=local.gateway)
         warm = run_campaign(_campaign(smoke_task, 0, 1, False), tmp_path / "runs", runtime)  # imports, scorer
-        assert [r["phase"] for r in warm.records] == ["Succeeded"], warm.records
+        assert [r.phase for r in warm.records] == ["Succeeded"], warm.records
         unauthorized = REGISTRY.get_sample_value("anchorage_gateway_refusals_total", {"reason": "unauthorized"}) or 0
         probe_socket = local.gateway.open_trial_socket("probe")
         token = local.gateway.issue_token("probe")
@@ -201,7 +201,7 @@ def test_one_agents_flood_costs_the_other_trials_nothing(mechanism: sandbox.Mech
             outcome = run_campaign(_campaign(smoke_task, SECONDS, 3, True), tmp_path / "runs", runtime)
     finally:
         local.stop()
-    records = {r["entry"]: r for r in outcome.records}
+    records = {r.entry: r.to_json() for r in outcome.records}
     attacker = records.pop("attacker")
     said = (outcome.directory / attacker["name"] / "agent" / "stdout.log").read_text()
     for record in records.values():

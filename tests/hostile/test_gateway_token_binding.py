@@ -78,7 +78,7 @@ def test_a_token_used_by_another_trials_agent_is_refused_and_billed_to_nobody(
         outcome = run_campaign(campaign, tmp_path / "runs", runtime)
     finally:
         local.stop()
-    records = {r["entry"]: r for r in outcome.records}
+    records = {r.entry: r.to_json() for r in outcome.records}
     said = {name: (outcome.directory / r["name"] / "agent" / "stdout.log").read_text() for name, r in records.items()}
     assert said["thief"].splitlines() == ["launcher 401 True"] * 3 + ["socket 401"], said["thief"]
     assert said["victim"].splitlines() == ["own 200"], said["victim"]

@@ -9,6 +9,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from anchorage import metrics
+from score_records import gate, score_record
 
 FORBIDDEN_LABELS = {"trial", "trial_id", "pod", "token"}
 
@@ -52,9 +53,10 @@ def test_campaign_labels_are_bounded_and_forgetting_frees_a_place(monkeypatch: p
 
 
 def test_score_checked_counts_gates_by_status_failures_by_severity_and_obligations_by_outcome() -> None:
-    score = {"gates": [{"status": "passed", "severity": "hard"}, {"status": "failed", "severity": "hard"},
-                       {"status": "failed", "severity": "warning"}, {"status": "missing", "severity": "warning"}],
-             "obligations": {"total": 6, "proved": 3, "unconfirmed": 0, "failed": 2, "missing": 1, "checker": "python"}}
+    score = score_record(gates=[gate("a", "passed"), gate("b", "failed"), gate("c", "failed", "warning"),
+                                gate("d", "missing", "warning")],
+                         obligations={"total": 6, "proved": 3, "unconfirmed": 0, "failed": 2, "missing": 1,
+                                      "checker": "python"})
     metrics.score_checked("camp-g", "task-g", score)
 
     def value(name: str, **labels: str) -> float | None:
@@ -65,7 +67,6 @@ def test_score_checked_counts_gates_by_status_failures_by_severity_and_obligatio
     assert value("anchorage_gate_failures_total", severity="warning") == 1
     assert [value("anchorage_obligations_checked_total", outcome=o) for o in ("proved", "failed", "missing")] == [3, 2, 1]
     assert value("anchorage_obligations_checked_total", outcome="unconfirmed") is None  # zero counts add no series
-    metrics.score_checked("camp-g", "task-g", {"gates": "not a list", "obligations": None})  # odd records: no crash
 
 
 def test_helpers_update_collectors_and_serve_exposes_them() -> None:

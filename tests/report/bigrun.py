@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from anchorage.campaigns.names import trial_name
-from anchorage.trials.records import ScoreInfo, TrialRecord
+from anchorage.trials.records import SCORE_KEYS, ScoreInfo, TrialRecord
 
 TASKS = ("smoke-inventory", "cumcm-2024-a-dragon-dance", "cumcm-2024-b-production-decision",
          "cumcm-2024-c-crop-planting")
@@ -59,7 +59,8 @@ def make_trials(trials: int = 10_000, name: str = "big", seed: int = 0) -> list[
                           "seed": s, "cost_usd": 0.0 if oracle else 0.0012,
                           "message": "" if oracle else f"{len(failed)} gate(s) failed as warnings under paper@1: "
                                                        + ", ".join(failed),
-                          "score": ScoreInfo.of(score).model_dump(mode="json")}
+                          "score": ScoreInfo.model_validate({k: score[k] for k in SCORE_KEYS if score.get(k) is not None})
+                          .model_dump(mode="json")}
                 out.append((record, score))
     return out
 

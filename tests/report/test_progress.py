@@ -7,17 +7,23 @@ import io
 from anchorage.campaigns.planning import PlannedTrial
 from anchorage.manifests import AgentSpec, TrialSpec
 from anchorage.report.progress import Progress
+from anchorage.trials import Phase, Reason, TrialRecord
 
 
 def _item(seed: int) -> PlannedTrial:
     return PlannedTrial(f"c-e-t-s{seed}", "e", "t", seed, TrialSpec(task="t", agent=AgentSpec(kind="oracle")))
 
 
+def _record(phase: Phase, reason: Reason, message: str = "") -> TrialRecord:
+    return TrialRecord(name="c-e-t-s0", entry="e", task="t", seed=0, driver="local", phase=phase, reason=reason,
+                       message=message)
+
+
 def _drive(progress: Progress) -> None:
-    progress.event("reused", _item(0), {"phase": "Succeeded", "reason": "completed"})
+    progress.event("reused", _item(0), _record(Phase.SUCCEEDED, Reason.COMPLETED))
     progress.event("started", _item(1), None)
     progress.event("started", _item(2), None)
-    progress.event("finished", _item(1), {"phase": "Failed", "reason": "timeout"})
+    progress.event("finished", _item(1), _record(Phase.FAILED, Reason.TIMEOUT))
 
 
 def test_plain_lines_when_not_a_tty() -> None:
@@ -39,8 +45,8 @@ def test_rich_bar_on_a_terminal() -> None:
 
 
 def test_an_infrastructure_failure_says_why_and_the_fix_as_it_happens() -> None:
-    record = {"phase": "InfrastructureFailed", "reason": "sandbox_error",
-              "message": "the codex CLI is not installed \x1b[2J— install it with: anchorage agents install codex"}
+    record = _record(Phase.INFRASTRUCTURE_FAILED, Reason.SANDBOX_ERROR,
+                     "the codex CLI is not installed \x1b[2J— install it with: anchorage agents install codex")
     for live in (False, True):
         stream = io.StringIO()
         with Progress(1, title="c", stream=stream, live=live) as progress:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from anchorage.trials import AttemptEnd, Outcome, Phase, Reason, classify, should_retry, with_score
+from score_records import gate, score_record
 
 CASES = [
     ("clean exit", AttemptEnd(exit_code=0), Phase.SUCCEEDED, Reason.COMPLETED),
@@ -35,10 +36,10 @@ def test_the_agents_exit_code_never_makes_an_infrastructure_failure(code: int | 
 
 def test_no_artifact_after_scoring() -> None:
     ok = Outcome(Phase.SUCCEEDED, Reason.COMPLETED)
-    assert with_score(ok, {"gradable": False, "artifact": None, "error": "missing artifact x"}).reason is Reason.NO_ARTIFACT
-    assert with_score(ok, {"gradable": True, "artifact": "a.json"}) == ok
+    assert with_score(ok, score_record(error="missing artifact x")).reason is Reason.NO_ARTIFACT
+    assert with_score(ok, score_record(gradable=True, artifact="a.json")) == ok
     failed = Outcome(Phase.FAILED, Reason.TIMEOUT)
-    assert with_score(failed, {"gradable": False, "artifact": None}) == failed
+    assert with_score(failed, score_record()) == failed
 
 
 def test_only_infrastructure_failures_are_retried_and_only_as_often_as_asked() -> None:
@@ -49,17 +50,15 @@ def test_only_infrastructure_failures_are_retried_and_only_as_often_as_asked() -
 
 def test_a_scored_trial_names_what_the_scorer_found_wrong() -> None:
     ok = Outcome(Phase.SUCCEEDED, Reason.COMPLETED)
-    gates = [{"name": "bit", "status": "failed", "severity": "hard"},
-             {"name": "pitch", "status": "failed", "severity": "warning"},
-             {"name": "speed", "status": "passed", "severity": "hard"}]
-    hard = with_score(ok, {"gradable": True, "artifact": "a.json", "hard_gate_failed": True, "gates": gates,
-                           "penalty": "hard gate failed: bit (R = 0, O-Eval 0, BO-Eval -1)", "profile_ref": "paper@1"})
+    gates = [gate("bit", "failed"), gate("pitch", "failed", "warning"), gate("speed", "passed")]
+    hard = with_score(ok, score_record(gradable=True, artifact="a.json", hard_gate_failed=True, gates=gates,
+                                       penalty="hard gate failed: bit (R = 0, O-Eval 0, BO-Eval -1)", profile_ref="paper@1"))
     assert (hard.phase, hard.reason) == (Phase.SUCCEEDED, Reason.COMPLETED)   # still scored, not the phase's business
     assert hard.message == ("hard gate failed: bit (R = 0, O-Eval 0, BO-Eval -1); "
                             "1 gate(s) failed as warnings under paper@1: pitch")
-    bad = with_score(ok, {"gradable": False, "artifact": "a.json", "error": "invalid JSON at line 1"})
+    bad = with_score(ok, score_record(artifact="a.json", error="invalid JSON at line 1"))
     assert bad.message == "ungradable: invalid JSON at line 1"
-    clean = with_score(ok, {"gradable": True, "artifact": "a.json", "gates": gates[2:]})
+    clean = with_score(ok, score_record(gradable=True, artifact="a.json", gates=gates[2:]))
     assert clean == ok and clean.message == ""
     kept = Outcome(Phase.SUCCEEDED, Reason.COMPLETED, "replayed artifact")
-    assert with_score(kept, {"gradable": True, "artifact": "a.json", "gates": gates}) == kept
+    assert with_score(kept, score_record(gradable=True, artifact="a.json", gates=gates)) == kept

@@ -9,6 +9,7 @@ from anchorage.costs import Usage
 from anchorage.trials import Phase, Reason, TrialRecord
 from anchorage.trials.costing import NO_MODEL_SOURCE, protocol_cost, total_usage, trial_cost
 from anchorage.trials.records import TIMING_FIELDS
+from score_records import score_record
 
 
 def _record() -> TrialRecord:
@@ -31,12 +32,12 @@ def test_records_refuse_hand_made_keys() -> None:
 
 def test_a_score_names_its_profile_and_a_missing_artifact_is_the_models_failure() -> None:
     record = _record()
-    record.apply_score({"raw": 0.9, "o_eval": 0.9, "bo_eval": 0.5, "gradable": True, "artifact": "/x/a.json",
-                        "profile": "paper", "profile_ref": "paper@1", "scorer_version": "s1"}, "artifacts/a.json")
+    record.apply_score(score_record(raw=0.9, o_eval=0.9, bo_eval=0.5, gradable=True, artifact="/x/a.json",
+                                    profile="paper", profile_ref="paper@1", scorer_version="s1"), "artifacts/a.json")
     assert (record.phase, record.scoring_profile, record.versions.scorer) == (Phase.SUCCEEDED, "paper@1", "s1")
     assert record.score is not None and record.score.o_eval == 0.9 and record.artifact is not None
     empty = _record()
-    empty.apply_score({"gradable": False, "artifact": None, "error": "missing artifact x"}, None)
+    empty.apply_score(score_record(error="missing artifact x"), None)
     assert (empty.phase, empty.reason) == (Phase.FAILED, Reason.NO_ARTIFACT)
 
 

@@ -60,17 +60,18 @@ def oracle(
     runtime = LocalRuntime(mechanism=sandbox.detect_mechanism(), base_dir=Path.cwd())
     job = TrialJob(trial.metadata.name, task, trial.spec, "oracle")
     record = run_with_retries(job, runs_dir / trial.metadata.name, runtime)
-    score = record.get("score") or {}
-    code = phases_exit_code([record["phase"]])
+    score = record.score
+    code = phases_exit_code([record.phase])
     if as_json:
         print_json({"task": task.slug, "imported_anchor": False, "folder": str(runs_dir / trial.metadata.name),
-                    "phase": record["phase"], "reason": record["reason"], "message": record.get("message", ""),
-                    "duration_sec": record["durations"]["total_sec"], "score": score or None})
+                    "phase": record.phase, "reason": record.reason, "message": record.message,
+                    "duration_sec": record.durations.total_sec,
+                    "score": score.model_dump(mode="json") if score is not None else None})
         raise typer.Exit(code)
-    typer.echo(f"{task.slug}: {record['phase']} ({record['reason']}) in {record['durations']['total_sec']:.1f}s "
-               f"{record.get('message', '')}".rstrip())
-    if score.get("raw") is not None:
-        typer.echo(f"  raw {score['raw']:.6f} (anchor panel {score['oracle_raw']:.6f})  O-Eval {score['o_eval']:.4f}"
-                   f"  gradable {score['gradable']}")
+    typer.echo(f"{task.slug}: {record.phase} ({record.reason}) in {record.durations.total_sec:.1f}s "
+               f"{record.message}".rstrip())
+    if score is not None and score.raw is not None:
+        typer.echo(f"  raw {score.raw:.6f} (anchor panel {score.oracle_raw:.6f})  O-Eval {score.o_eval:.4f}"
+                   f"  gradable {score.gradable}")
     typer.echo(f"  folder: {runs_dir / trial.metadata.name}")
     raise typer.Exit(code)

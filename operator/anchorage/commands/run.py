@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from anchorage.commands import JSON_HELP, phases_exit_code, print_json
+
+if TYPE_CHECKING:  # the CLI imports what a command runs only when it runs
+    from anchorage.trials import TrialRecord
 
 UNSANDBOXED_WARNING = (
     "WARNING: --unsandboxed: agents run as plain processes on this host with full network and file access. "
@@ -151,7 +154,7 @@ class _Published:
         self.counts: dict[tuple[str, str], int] = {}
 
 
-def _publish(campaign: str, kind: str, item: Any, record: dict[str, Any] | None, state: _Published) -> None:
+def _publish(campaign: str, kind: str, item: Any, record: TrialRecord | None, state: _Published) -> None:
     """Feed one engine event to the Prometheus collectors (bounded labels: no trial names).
 
     Scores are published as trials finish (the mean over the seeds scored so far, under the profile that
@@ -170,23 +173,21 @@ def _publish(campaign: str, kind: str, item: Any, record: dict[str, Any] | None,
     elif record is not None:
         if kind == "finished":
             bump("Running", -1)
-            duration = (record.get("durations") or {}).get("total_sec")
-            metrics.trial_finished(campaign, item.entry, item.task, str(record.get("phase")),
-                                   str(record.get("reason")), duration)
-        bump(str(record.get("phase")), 1)
+            metrics.trial_finished(campaign, item.entry, item.task, str(record.phase), str(record.reason),
+                                   record.durations.total_sec)
+        bump(str(record.phase), 1)
         _publish_score(campaign, item, record)
     metrics.set_trial_counts(campaign, state.counts)
 
 
-def _publish_score(campaign: str, item: Any, record: dict[str, Any]) -> None:
+def _publish_score(campaign: str, item: Any, record: TrialRecord) -> None:
     from anchorage import metrics
 
-    score = record.get("score") or {}
-    o_eval, bo_eval = score.get("o_eval"), score.get("bo_eval")
-    if not isinstance(o_eval, int | float):
+    score = record.score
+    if score is None or score.o_eval is None:
         return  # unscored (infrastructure failure): nothing to show, never a zero
-    metrics.SEED_MEANS.add(campaign, item.entry, item.task, record.get("scoring_profile"), item.name, float(o_eval),
-                           float(bo_eval) if isinstance(bo_eval, int | float) else None)
+    metrics.SEED_MEANS.add(campaign, item.entry, item.task, record.scoring_profile, item.name, score.o_eval,
+                           score.bo_eval)
 
 
 def _calls_models(resource: Any) -> bool:
@@ -246,27 +247,26 @@ def _run_trial(trial: Any, runs_dir: Path, runtime: Any, as_json: bool, store: A
     folder = runs_dir / trial.metadata.name
     if not as_json:
         _print_trial(record, folder)
-    return {"kind": "Trial", "name": record["name"], "folder": str(folder), "phase": record["phase"],
-            "reason": record["reason"], "message": record.get("message", ""), "score": record.get("score"),
-            "cost_usd": record.get("cost_usd"), "cost_unknown_reason": record.get("cost_unknown_reason"),
-            "phases": [record["phase"]]}
+    return {"kind": "Trial", "name": record.name, "folder": str(folder), "phase": record.phase,
+            "reason": record.reason, "message": record.message,
+            "score": record.score.model_dump(mode="json") if record.score else None,
+            "cost_usd": record.cost_usd, "cost_unknown_reason": record.cost_unknown_reason, "phases": [record.phase]}
 
 
-def _print_trial(record: dict[str, Any], folder: Path) -> None:
+def _print_trial(record: TrialRecord, folder: Path) -> None:
     from anchorage.commands import shown
     from anchorage.report.tables import fixed
 
-    score = record.get("score") or {}
-    typer.echo(shown(f"trial {record['name']}: {record['phase']} ({record['reason']}) {record.get('message', '')}"
-                     .rstrip()))
-    if score.get("raw") is not None:
-        typer.echo(f"  raw {fixed(score.get('raw'))}  O-Eval {fixed(score.get('o_eval'))}  BO-Eval "
-                   f"{fixed(score.get('bo_eval'), sign=True)}  gradable {score.get('gradable')}")
-    if record.get("panel"):
-        panel = record["panel"]
+    score = record.score
+    typer.echo(shown(f"trial {record.name}: {record.phase} ({record.reason}) {record.message}".rstrip()))
+    if score is not None and score.raw is not None:
+        typer.echo(f"  raw {fixed(score.raw)}  O-Eval {fixed(score.o_eval)}  BO-Eval "
+                   f"{fixed(score.bo_eval, sign=True)}  gradable {score.gradable}")
+    if record.panel:
+        panel = record.panel
         typer.echo(f"  panel: {panel.get('outcome')} (status {panel.get('status')}, {panel.get('calls')} calls)")
-    if record.get("cbu"):
-        typer.echo(f"  CBU: {record['cbu'].get('utility')} ({record['cbu'].get('outcome')})")
+    if record.cbu:
+        typer.echo(f"  CBU: {record.cbu.get('utility')} ({record.cbu.get('outcome')})")
     typer.echo(f"  folder: {folder}")
 
 
@@ -283,7 +283,7 @@ def _run_campaign(campaign: Any, runs_dir: Path, runtime: Any, plots: bool, publ
     published = _Published()
     with Progress(total, title=name) as progress:
 
-        def on_event(kind: str, item: Any, record: dict[str, Any] | None) -> None:
+        def on_event(kind: str, item: Any, record: TrialRecord | None) -> None:
             if selection.wants(item):
                 progress.event(kind, item, record)
             if publish:
@@ -294,7 +294,8 @@ def _run_campaign(campaign: Any, runs_dir: Path, runtime: Any, plots: bool, publ
         from anchorage import metrics
 
         metrics.board_scores(name, outcome.board)
-    outputs = write_outputs(outcome.directory, campaign.metadata.name, outcome.board, outcome.records, with_plots=plots)
+    outputs = write_outputs(outcome.directory, campaign.metadata.name, outcome.board,
+                            [r.to_json() for r in outcome.records], with_plots=plots)
     unpublished = outcome.extra.get("unpublished") or []
     if store is not None:
         from anchorage.runtime.local.publishing import Publisher, outputs_of
@@ -310,12 +311,12 @@ def _run_campaign(campaign: Any, runs_dir: Path, runtime: Any, plots: bool, publ
     selected = outcome.extra.get("selected", outcome.records)
     counts: dict[str, int] = {}
     for record in selected:
-        key = f"{record.get('phase')}/{record.get('reason')}"
+        key = f"{record.phase}/{record.reason}"
         counts[key] = counts.get(key, 0) + 1
     return {"kind": "VerificationCampaign", "name": name, "folder": str(outcome.directory), "ran": outcome.ran,
             "resumed": outcome.reused, "not_run": outcome.extra.get("not_run", 0), "counts": counts,
             "leaderboard": board_rows(outcome.board), "outputs": {k: str(v) for k, v in outputs.items()},
-            "phases": [r.get("phase") for r in selected], "unpublished": unpublished}
+            "phases": [r.phase for r in selected], "unpublished": unpublished}
 
 
 def board_rows(board: Any) -> list[dict[str, Any]]:
@@ -359,16 +360,17 @@ def _print_board(outcome: Any, outputs: dict[str, Path]) -> None:
     console.print(markup(f"report: {outputs['html']}  ·  leaderboard: {outputs['md']}"))
 
 
-def infrastructure_lines(records: list[dict[str, Any]], *, examples: int = 3) -> list[str]:
+def infrastructure_lines(records: list[TrialRecord], *, examples: int = 3) -> list[str]:
     """The platform's failures among ``records``, grouped by reason and message (the message says why and, where
     the platform knows it, the fix — e.g. the install command of a missing agent CLI)."""
     from anchorage.commands import shown
+    from anchorage.trials import Phase
 
     groups: dict[tuple[str, str], list[str]] = {}
     for record in records:
-        if record.get("phase") == "InfrastructureFailed":
-            key = (str(record.get("reason") or "unknown"), shown(record.get("message") or "no message recorded"))
-            groups.setdefault(key, []).append(str(record.get("name")))
+        if record.phase is Phase.INFRASTRUCTURE_FAILED:
+            key = (str(record.reason or "unknown"), shown(record.message or "no message recorded"))
+            groups.setdefault(key, []).append(record.name)
     if not groups:
         return []
     total = sum(len(names) for names in groups.values())

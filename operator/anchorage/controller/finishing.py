@@ -39,6 +39,7 @@ from anchorage.manifests import TrialSpec
 from anchorage.runtime import kubejobs
 from anchorage.runtime.kubeconditions import carry, lifecycle, state_of
 from anchorage.runtime.kubestatus import TrialStatus, Usage, now_rfc3339
+from anchorage.scoring.records import ScoreRecord
 from anchorage.trials import AttemptEnd, Phase, Reason, TrialRecord
 from anchorage.trials.costing import protocol_cost
 from anchorage.trials.pipeline import PROTOCOL_SUMMARY, protocol_steps, summary
@@ -169,12 +170,17 @@ def _apply_scores(trial: Mapping[str, Any], record: TrialRecord, run: Mapping[st
     """The verifier's record (``score.json``) into the trial's record, its gates and obligations counted (the
     scorer reports, the driver counts); a verifier that failed is the platform's."""
     status = run.get("status") or {}
-    score = read_json(f"{prefix}/score.json") if status.get("phase") == "Succeeded" else None
-    if score is None:
+    data = read_json(f"{prefix}/score.json") if status.get("phase") == "Succeeded" else None
+    if data is None:
         record.end(Phase.INFRASTRUCTURE_FAILED, Reason.SANDBOX_ERROR,
                    f"the verifier did not score the artifact: {status.get('message') or 'no score record'}")
         return
-    record.apply_score(score, kubejobs.artifact_in_trial(score.get("artifact")), f"{kubejobs.SCRATCH_IN}/0")
+    try:
+        score = ScoreRecord.from_dict(data)
+    except ValueError as exc:
+        record.end(Phase.INFRASTRUCTURE_FAILED, Reason.SANDBOX_ERROR, f"the verifier's {prefix}/score.json: {exc}")
+        return
+    record.apply_score(score, kubejobs.artifact_in_trial(score.artifact), f"{kubejobs.SCRATCH_IN}/0")
     metrics.operator_score_checked(trial, score)
 
 

@@ -15,6 +15,8 @@ from typing import Any, TextIO
 
 from anchorage.campaigns.planning import PlannedTrial
 from anchorage.text import readable
+from anchorage.trials.phases import Phase
+from anchorage.trials.records import TrialRecord
 
 
 class Progress:
@@ -58,15 +60,15 @@ class Progress:
         seconds = (time.monotonic() - self._started) / finished * left
         return f"{seconds:.0f}s"
 
-    def event(self, kind: str, item: PlannedTrial, record: dict[str, Any] | None) -> None:
+    def event(self, kind: str, item: PlannedTrial, record: TrialRecord | None) -> None:
         with self._lock:
             self._count(kind, record)
             line = why = None
             if kind == "finished" and record is not None:
-                line = (f"[{self.done}/{self.total}] {item.name}: {record.get('phase')} ({record.get('reason')})"
+                line = (f"[{self.done}/{self.total}] {item.name}: {record.phase} ({record.reason})"
                         f" · {self.status()} · ETA {self.eta()}")
-                if record.get("phase") == "InfrastructureFailed":   # the platform's failure: why, and the fix
-                    why = f"  {item.name}: {readable(record.get('message') or 'no message recorded')}"
+                if record.phase is Phase.INFRASTRUCTURE_FAILED:   # the platform's failure: why, and the fix
+                    why = f"  {item.name}: {readable(record.message or 'no message recorded')}"
             if self._bar is not None:
                 self._bar.update(self._task, completed=self.done, status=self.status())
                 if why is not None:
@@ -78,7 +80,7 @@ class Progress:
                 if why is not None:
                     print(why, file=self.stream, flush=True)
 
-    def _count(self, kind: str, record: dict[str, Any] | None) -> None:
+    def _count(self, kind: str, record: TrialRecord | None) -> None:
         if kind == "started":
             self.running += 1
             return
@@ -87,8 +89,8 @@ class Progress:
         if kind == "reused":
             self.reused += 1
         self.done += 1
-        phase = (record or {}).get("phase")
-        if phase == "Failed":
+        phase = record.phase if record is not None else None
+        if phase is Phase.FAILED:
             self.failed += 1
-        elif phase == "InfrastructureFailed":
+        elif phase is Phase.INFRASTRUCTURE_FAILED:
             self.infra += 1

@@ -1,13 +1,18 @@
 """The score record: what one scored artifact produced, with every input needed to recompute it.
 
 Built by :mod:`anchorage.scoring.scorer`; consumed by ``anchorage score --json``, the local engine
-(``score.json`` in the trial folder), the operator (ScoringRun status) and the leaderboard. Field
-meanings are documented in docs/design-notes.md "Scoring".
+(``score.json`` in the trial folder), the operator (ScoringRun status) and the leaderboard. Both drivers pass the
+record itself into the trial's record (``TrialRecord.apply_score``); ``to_dict()`` is what ``score.json`` holds
+(the protocol steps add their blocks beside it) and :meth:`ScoreRecord.from_dict` reads it back where it is read
+(the operator takes the verifier's from the store). Field meanings are documented in docs/design-notes.md
+"Scoring".
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,13 +111,20 @@ class ScoreRecord:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ScoreRecord:
-        """Rebuild a record from ``to_dict()`` output (e.g. a trial's score.json when a run resumes)."""
-        fields = {k: v for k, v in data.items() if k not in ("metrics", "gates")}
-        metrics = [MetricResult(**m) for m in data.get("metrics", [])]
-        gates = [GateResult(**{**{k: v for k, v in g.items() if k != "hard_error"}, "paths": tuple(g["paths"])})
-                 for g in data.get("gates", [])]
-        return cls(**fields, metrics=metrics, gates=gates)
+    def from_dict(cls, data: Mapping[str, Any]) -> ScoreRecord:
+        """Rebuild a record from ``to_dict()`` output (a trial's ``score.json`` where it is read: the operator takes
+        the verifier's from the store). Keys that are not the scorer's are left out: the blocks the protocol steps
+        add to ``score.json`` (``panel``, ``cbu``) and anything a newer scorer wrote. ValueError when ``data`` is not
+        a score record."""
+        known = {f.name for f in dataclasses.fields(cls)} - {"metrics", "gates"}
+        try:
+            fields = {k: v for k, v in data.items() if k in known}
+            metrics = [MetricResult(**m) for m in data.get("metrics", [])]
+            gates = [GateResult(**{**{k: v for k, v in g.items() if k != "hard_error"}, "paths": tuple(g["paths"])})
+                     for g in data.get("gates", [])]
+            return cls(**fields, metrics=metrics, gates=gates)
+        except (TypeError, KeyError, AttributeError) as exc:
+            raise ValueError(f"not a score record: {exc}") from None
 
     def reward_map(self) -> dict[str, float]:
         """Harbor ``reward.json``: a flat map of numbers; ``reward`` is O-Eval (in [0, 1])."""

@@ -14,11 +14,13 @@ it writes are the agent's: they can make a trial ``Failed`` (``agent_error``, ..
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from anchorage.trials.phases import Phase, Reason
+
+if TYPE_CHECKING:  # annotations only: the lifecycle core does not load the scorer
+    from anchorage.scoring.records import ScoreRecord
 
 
 @dataclass(frozen=True)
@@ -109,31 +111,31 @@ def classify(end: AttemptEnd) -> Outcome:
     return Outcome(Phase.SUCCEEDED, Reason.COMPLETED)
 
 
-def with_score(outcome: Outcome, score: Mapping[str, Any]) -> Outcome:
+def with_score(outcome: Outcome, score: ScoreRecord) -> Outcome:
     """After scoring: a run that ended well but left no artifact is the model's ``no_artifact``; a scored run
     whose message is empty says what the scorer found wrong (ungradable, failed gates), so a trial's line
     never reads "Succeeded" with nothing while its ``score.json`` lists failed gates."""
     if outcome.phase is not Phase.SUCCEEDED:
         return outcome
-    error = str(score.get("error") or "")
-    if (not score.get("gradable") and score.get("artifact") is None) or error.startswith("missing artifact"):
+    error = score.error or ""
+    if (not score.gradable and score.artifact is None) or error.startswith("missing artifact"):
         return _failed(Reason.NO_ARTIFACT, error or "no artifact was written")
     if outcome.message:
         return outcome
     return Outcome(outcome.phase, outcome.reason, score_findings(score))
 
 
-def score_findings(score: Mapping[str, Any]) -> str:
+def score_findings(score: ScoreRecord) -> str:
     """What a score record found wrong, in one line: ungradable, the hard-gate penalty, failed warning gates."""
-    if error := str(score.get("error") or ""):
-        return f"ungradable: {error}"
-    gates = [g for g in score.get("gates") or [] if isinstance(g, Mapping) and g.get("status") == "failed"]
-    hard = [str(g.get("name")) for g in gates if g.get("severity") == "hard"]
-    warned = [str(g.get("name")) for g in gates if g.get("severity") != "hard"]
-    profile = score.get("profile_ref") or score.get("profile") or "the profile"
+    if score.error:
+        return f"ungradable: {score.error}"
+    gates = [g for g in score.gates if g.status == "failed"]
+    hard = [g.name for g in gates if g.severity == "hard"]
+    warned = [g.name for g in gates if g.severity != "hard"]
+    profile = score.profile_ref or score.profile or "the profile"
     parts = []
-    if hard or score.get("hard_gate_failed"):
-        parts.append(str(score.get("penalty") or f"hard gate failed: {', '.join(hard)}"))
+    if hard or score.hard_gate_failed:
+        parts.append(score.penalty or f"hard gate failed: {', '.join(hard)}")
     if warned:
         shown = ", ".join(warned[:6]) + (f" and {len(warned) - 6} more" if len(warned) > 6 else "")
         parts.append(f"{len(warned)} gate(s) failed as warnings under {profile}: {shown}")

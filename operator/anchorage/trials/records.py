@@ -1,8 +1,11 @@
 """``trial.json`` as a pydantic model: the one shape both drivers write (never built by hand).
 
 Written by the local engine (``runtime/local/trials.py``) and the operator (``controller/trials.py``)
-through :meth:`TrialRecord.to_json`; read back (as plain dicts) by the aggregation, ``anchorage
-report`` and resume. The Trial's status mirrors its headline fields (``runtime/kubestatus.py``).
+through :meth:`TrialRecord.to_json`; read back as this model where a driver continues from it (the local
+engine's resume and store, the operator's attempt record), as written (plain dicts: any version's records) by
+the aggregation and ``anchorage report``. The scorer's record comes in as a
+:class:`~anchorage.scoring.records.ScoreRecord` (:meth:`TrialRecord.apply_score`). The Trial's status mirrors
+its headline fields (``runtime/kubestatus.py``).
 Unknown is not zero: ``cost_usd`` is None when the cost is unknown and ``cost_unknown_reason`` says
 why. Every record says which driver, sandbox mechanism and limits, scoring profile and versions
 made it.
@@ -10,12 +13,12 @@ made it.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import importlib.metadata
 import json
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,8 +26,11 @@ from anchorage.manifests import TrialSpec
 from anchorage.trials.outcomes import Outcome, with_score
 from anchorage.trials.phases import Phase, Reason
 
+if TYPE_CHECKING:  # annotations only: reading records does not load the scorer
+    from anchorage.scoring.records import ScoreRecord
+
 API_VERSION = "anchorage.dev/v1alpha1"
-#: Keys of the scorer's record (``ScoreRecord.to_dict()``) kept in the trial record's ``score``.
+#: Fields of the scorer's record (:class:`~anchorage.scoring.records.ScoreRecord`) kept in the trial record's ``score``.
 SCORE_KEYS = ("raw", "oracle_raw", "baseline_raw", "baseline_source", "o_eval", "bo_eval", "gradable",
               "hard_gate_failed", "error")
 #: Timestamps and timings: the fields that differ between two runs of the same trial.
@@ -107,8 +113,8 @@ class ScoreInfo(_Part):
     error: str | None = None
 
     @classmethod
-    def of(cls, score: Mapping[str, Any]) -> ScoreInfo:
-        return cls.model_validate({k: score.get(k) for k in SCORE_KEYS if score.get(k) is not None})
+    def of(cls, score: ScoreRecord) -> ScoreInfo:
+        return cls.model_validate({k: getattr(score, k) for k in SCORE_KEYS})
 
 
 class ArtifactInfo(_Part):
@@ -227,19 +233,20 @@ class TrialRecord(BaseModel):
         """Set the trial's phase, reason and message."""
         self.phase, self.reason, self.message = phase, reason, message
 
-    def apply_score(self, score: Mapping[str, Any], artifact_path: str | None, results_dir: str | None = None) -> None:
+    def apply_score(self, score: ScoreRecord, artifact_path: str | None, results_dir: str | None = None) -> None:
         """The scorer's record (``score.json``) into this record: headline numbers, the profile (``name@version``)
         and scorer that made them, the artifact (``artifact_path``: relative to the trial's folder) — and a
         run that left no artifact becomes the model's ``no_artifact`` (:func:`~anchorage.trials.with_score`).
         ``results_dir``: where this driver's scorer looked for the artifact; the record's notes name it
         ``artifacts`` (the trial's folder), so both drivers write the same words."""
         if results_dir:
-            score = {**score, **{key: in_trial_terms(score.get(key), results_dir) for key in ("error", "recovery_note")}}
+            score = dataclasses.replace(score, error=in_trial_terms(score.error, results_dir),
+                                        recovery_note=in_trial_terms(score.recovery_note, results_dir))
         self.score = ScoreInfo.of(score)
-        self.scoring_profile = score.get("profile_ref") or score.get("profile")
-        self.versions.scorer = score.get("scorer_version")
-        self.artifact = ArtifactInfo(path=artifact_path, recovered_from=score.get("recovered_from"),
-                                     recovery_note=score.get("recovery_note") or "")
+        self.scoring_profile = score.profile_ref or score.profile
+        self.versions.scorer = score.scorer_version
+        self.artifact = ArtifactInfo(path=artifact_path, recovered_from=score.recovered_from,
+                                     recovery_note=score.recovery_note)
         outcome = with_score(self.outcome(), score)
         self.end(outcome.phase, outcome.reason, outcome.message)
 

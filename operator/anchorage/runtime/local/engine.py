@@ -40,22 +40,23 @@ from anchorage.runtime.local.trials import (
     infrastructure_failure,
     read_record,
     run_trial,
+    write_record,
 )
 from anchorage.store import ArtifactStore
 from anchorage.tasks import Task, load_task, resolve_task
-from anchorage.trials import Outcome, Phase, Reason, is_terminal, should_retry
+from anchorage.trials import Phase, Reason, TrialRecord, is_terminal, should_retry
 from anchorage.trials.admission import admit
 from anchorage.trials.agents import LOCAL
 from anchorage.trials.records import AttemptInfo, now
 
-Event = Callable[[str, PlannedTrial, dict[str, Any] | None], None]
+Event = Callable[[str, PlannedTrial, TrialRecord | None], None]
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class CampaignOutcome:
     directory: Path
-    records: list[dict[str, Any]]
+    records: list[TrialRecord]
     board: Leaderboard
     ran: int
     reused: int
@@ -138,36 +139,31 @@ def read_record_file(path: Path) -> dict[str, Any] | None:
 
 
 def run_with_retries(job: TrialJob, trial_dir: Path, runtime: LocalRuntime, *,
-                     earlier: list[AttemptInfo] | None = None) -> dict[str, Any]:
+                     earlier: list[AttemptInfo] | None = None) -> TrialRecord:
     """Run a trial; rerun it only after an infrastructure failure, at most ``spec.retries`` times.
 
     ``earlier``: attempts of a previous run of this trial (``--retry-infra``): numbering continues after them
     and they stay in ``previous_attempts``; the retry budget is the spec's again."""
     attempts: list[AttemptInfo] = list(earlier or [])
     first = len(attempts) + 1
-    record: dict[str, Any] = {}
     for done in range(1, job.spec.retries + 2):
         attempt = first + done - 1
         record = run_trial(job, trial_dir, runtime, attempt=attempt)
-        outcome = Outcome(Phase(record["phase"]), Reason(record["reason"]), record.get("message") or "")
-        if not should_retry(outcome, done, job.spec.retries):
+        if not should_retry(record.outcome(), done, job.spec.retries):
             break
-        attempts.append(AttemptInfo(attempt=attempt, reason=outcome.reason, message=outcome.message))
+        attempts.append(AttemptInfo(attempt=attempt, reason=record.reason, message=record.message))
     if attempts:
-        record["previous_attempts"] = [a.model_dump(mode="json") for a in attempts]
-        write_json_atomic(trial_dir / "trial.json", record)
+        record.previous_attempts = attempts
+        write_record(trial_dir, record)
     return record
 
 
-def earlier_attempts(record: dict[str, Any]) -> list[AttemptInfo]:
+def earlier_attempts(record: TrialRecord) -> list[AttemptInfo]:
     """A finished record's attempts (its earlier ones and its own) for a rerun that keeps them."""
-    attempts = [AttemptInfo.model_validate(a) for a in record.get("previous_attempts") or []]
-    attempts.append(AttemptInfo(attempt=int(record.get("attempt") or len(attempts) + 1),
-                                reason=record.get("reason"), message=str(record.get("message") or "")))
-    return attempts
+    return [*record.previous_attempts, AttemptInfo(attempt=record.attempt, reason=record.reason, message=record.message)]
 
 
-def record_engine_failure(job: TrialJob, trial_dir: Path, exc: BaseException) -> dict[str, Any]:
+def record_engine_failure(job: TrialJob, trial_dir: Path, exc: BaseException) -> TrialRecord:
     """Record an unexpected engine exception as the trial's infrastructure failure."""
     reason = Reason.STORAGE_ERROR if isinstance(exc, OSError) else Reason.SANDBOX_ERROR
     return infrastructure_failure(job, trial_dir, reason, f"the engine failed on this trial: {type(exc).__name__}: {exc}")
@@ -226,15 +222,14 @@ def run_campaign(
         if publisher is not None:
             publisher.publish_files(directory, ["campaign.json"])
             _sync_with_store(publisher, planned, directory, unpublished)
-        records: dict[str, dict[str, Any]] = {}
+        records: dict[str, TrialRecord] = {}
         earlier: dict[str, list[AttemptInfo]] = {}
         todo: list[PlannedTrial] = []
         for item in planned:
             record = read_record(directory / item.name)
-            finished = record is not None and is_terminal(record.get("phase"))
+            finished = record is not None and is_terminal(record.phase)
             if record is not None and finished and not (
-                    selection.retry_infra and selection.wants(item)
-                    and record.get("phase") == str(Phase.INFRASTRUCTURE_FAILED)):
+                    selection.retry_infra and selection.wants(item) and record.phase is Phase.INFRASTRUCTURE_FAILED):
                 records[item.name] = record
                 notify("reused", item, record)
             elif selection.wants(item):
@@ -252,7 +247,7 @@ def run_campaign(
             _run_all(todo, tasks, directory, runtime, campaign.spec.parallelism, records, notify, earlier,
                      publisher, unpublished)
     ordered = [records[p.name] for p in planned if p.name in records]
-    board = leaderboard([TrialResult.from_record(r) for r in ordered], campaign.spec.baseline,
+    board = leaderboard([TrialResult.from_record(r.to_json()) for r in ordered], campaign.spec.baseline,
                         [(p.entry, p.task, p.seed) for p in planned])
     selected = [records[p.name] for p in planned if p.name in records and selection.wants(p)]
     return CampaignOutcome(directory, ordered, board, ran=len(ordered) - reused, reused=reused,
@@ -267,14 +262,14 @@ def _sync_with_store(publisher: Publisher, planned: list[PlannedTrial], director
     stored = publisher.stored_records()
     for item in planned:
         theirs, ours = stored.get(item.name), read_record(directory / item.name)
-        if theirs is not None and is_terminal(theirs.get("phase")):
+        if theirs is not None and is_terminal(theirs.phase):
             if ours != theirs:
                 publisher.fetch(item.name, directory / item.name)
-        elif ours is not None and is_terminal(ours.get("phase")):
+        elif ours is not None and is_terminal(ours.phase):
             _publish(publisher, item.name, directory / item.name, unpublished)
 
 
-def _publish(publisher: Publisher, trial: str, trial_dir: Path, unpublished: list[str]) -> dict[str, Any] | None:
+def _publish(publisher: Publisher, trial: str, trial_dir: Path, unpublished: list[str]) -> TrialRecord | None:
     """Publish a finished trial; a store that keeps failing costs the upload (listed, published by a rerun), never
     the trial's result. Returns the record another run stored first, if one did."""
     try:
@@ -290,7 +285,7 @@ def _publish(publisher: Publisher, trial: str, trial_dir: Path, unpublished: lis
 
 def _run_all(
     todo: list[PlannedTrial], tasks: dict[str, Task], directory: Path, runtime: LocalRuntime, parallelism: int,
-    records: dict[str, dict[str, Any]], notify: Event, earlier: dict[str, list[AttemptInfo]] | None = None,
+    records: dict[str, TrialRecord], notify: Event, earlier: dict[str, list[AttemptInfo]] | None = None,
     publisher: Publisher | None = None, unpublished: list[str] | None = None,
 ) -> None:
     lock = threading.Lock()
@@ -324,7 +319,7 @@ def sweep_leftovers() -> dict[str, int]:
 
 
 def run_single_trial(trial: Trial, runs_dir: Path, runtime: LocalRuntime, *,
-                     store: ArtifactStore | None = None) -> dict[str, Any]:
+                     store: ArtifactStore | None = None) -> TrialRecord:
     """Run one Trial manifest under ``runs_dir/<name>/`` (always afresh unless already finished; with ``store``,
     finished there counts too, and the finished trial is published at ``<store>/<name>/``)."""
     spec: TrialSpec = trial.spec
@@ -336,12 +331,12 @@ def run_single_trial(trial: Trial, runs_dir: Path, runtime: LocalRuntime, *,
     with campaign_lock(runs_dir / f".{name}"):
         sweep_leftovers()
         stored = publisher.stored_record(name) if publisher is not None else None
-        if publisher is not None and stored is not None and is_terminal(stored.get("phase")):
+        if publisher is not None and stored is not None and is_terminal(stored.phase):
             if read_record(directory) != stored:
                 publisher.fetch(name, directory)
             return stored
         existing = read_record(directory)
-        if existing is None or not is_terminal(existing.get("phase")):
+        if existing is None or not is_terminal(existing.phase):
             job = TrialJob(name, task, spec, spec.entry or spec.agent.kind)
             existing = run_with_retries(job, directory, runtime)
         if publisher is not None:

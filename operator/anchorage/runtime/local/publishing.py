@@ -17,16 +17,15 @@ applies across machines), the leaderboard, report and plots when it ends.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 from anchorage import confined
 from anchorage.store import COMPLETE_MARKER, ArtifactStore
 from anchorage.store.base import AlreadyStored, join
+from anchorage.trials import TrialRecord
 
 RECORD = "trial.json"
 log = logging.getLogger(__name__)
@@ -43,40 +42,39 @@ class Publisher:
 
     # ----- the store's records -------------------------------------------------------------------
 
-    def stored_records(self) -> dict[str, dict[str, Any]]:
-        """Trial name → the record the store holds (one listing, one GET per record); a record a kill left
-        without its ``_COMPLETE`` marker gets it now."""
+    def stored_records(self) -> dict[str, TrialRecord]:
+        """Trial name → the record the store holds (one listing, one GET per record; one this version cannot read
+        counts as none); a record a kill left without its ``_COMPLETE`` marker gets it now."""
         keys = self.store.list(self.campaign)
         depth = len(self.campaign.split("/")) + 2 if self.campaign else 2
         complete = {k.rsplit("/", 2)[-2] for k in keys if k.endswith("/" + COMPLETE_MARKER)}
-        records: dict[str, dict[str, Any]] = {}
+        records: dict[str, TrialRecord] = {}
         for key in keys:
             parts = key.split("/")
             if len(parts) != depth or parts[-1] != RECORD:
                 continue
             trial = parts[-2]
-            try:
-                data = json.loads(self.store.get_bytes(key))
-            except (FileNotFoundError, ValueError):
-                continue
-            if not isinstance(data, dict):
+            record = self._get_record(key)
+            if record is None:
                 continue
             if trial not in complete:
                 self.store.mark_complete(self.prefix(trial))
-            records[trial] = data
+            records[trial] = record
         return records
 
-    def stored_record(self, trial: str) -> dict[str, Any] | None:
+    def stored_record(self, trial: str) -> TrialRecord | None:
         """The store's record of one trial, if it holds one (its marker written when a kill left none)."""
+        record = self._get_record(join(self.prefix(trial), RECORD))
+        if record is not None and not self.store.is_complete(self.prefix(trial)):
+            self.store.mark_complete(self.prefix(trial))
+        return record
+
+    def _get_record(self, key: str) -> TrialRecord | None:
+        """The record stored at ``key`` (None when absent or not a record this version reads)."""
         try:
-            data = json.loads(self.store.get_bytes(join(self.prefix(trial), RECORD)))
+            return TrialRecord.model_validate_json(self.store.get_bytes(key))
         except (FileNotFoundError, ValueError):
             return None
-        if not isinstance(data, dict):
-            return None
-        if not self.store.is_complete(self.prefix(trial)):
-            self.store.mark_complete(self.prefix(trial))
-        return data
 
     def fetch(self, trial: str, trial_dir: Path) -> None:
         """Make ``trial_dir`` a copy of the store's trial (whatever a killed run left there goes first)."""
@@ -95,7 +93,7 @@ class Publisher:
 
     # ----- publishing ----------------------------------------------------------------------------
 
-    def publish(self, trial: str, trial_dir: Path) -> dict[str, Any] | None:
+    def publish(self, trial: str, trial_dir: Path) -> TrialRecord | None:
         """Upload a finished trial: its files, its record (create-once), its marker. Returns the record another
         writer stored first (this one's is then dropped), else None."""
         prefix = self.prefix(trial)
@@ -112,11 +110,11 @@ class Publisher:
                 finally:
                     os.close(fd)
             record = confined.read_bytes(top, RECORD, limit=confined.RECORD_LIMIT)
-        theirs: dict[str, Any] | None = None
+        theirs: TrialRecord | None = None
         try:
             self.store.put_bytes(join(prefix, RECORD), record, content_type="application/json", exclusive=True)
         except AlreadyStored:
-            theirs = json.loads(self.store.get_bytes(join(prefix, RECORD)))
+            theirs = TrialRecord.model_validate_json(self.store.get_bytes(join(prefix, RECORD)))
             log.warning("%s: another run stored this trial's record first; keeping that one", self.store.uri_of(prefix))
         self.store.mark_complete(prefix)
         return theirs

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from anchorage import agents, confined, metrics
 from anchorage.errors import InputError
@@ -49,6 +49,9 @@ from anchorage.trials.records import (
     transcript_unreadable,
 )
 
+if TYPE_CHECKING:  # the scorer is loaded when the first trial is scored (default_scorer)
+    from anchorage.scoring.records import ScoreRecord
+
 
 class GatewayLike(Protocol):
     """What the engine needs of :class:`anchorage.gateway.Gateway`."""
@@ -69,18 +72,17 @@ class GatewayLike(Protocol):
     def transcript(self, trial_id: str) -> list[dict[str, Any]]: ...
 
 
-Scorer = Callable[[Task, Path, bool, bool, str | None], dict[str, Any]]  # (task, results, gates, lean, profile) -> record
+Scorer = Callable[[Task, Path, bool, bool, str | None], "ScoreRecord"]  # (task, results, gates, lean, profile) -> record
 
 
 def default_scorer(task: Task, results_dir: Path, gates: bool, lean: bool = False,
-                   profile: str | None = None) -> dict[str, Any]:
+                   profile: str | None = None) -> ScoreRecord:
     """Score the results folder in-process with the shared scorer (F from the task's configuration);
     ``gates``/``lean`` are the trial's ``verification.gates``/``verification.lean``, ``profile`` its
     ``scoring.profile``."""
     from anchorage.scoring import score_artifact
 
-    record: dict[str, Any] = score_artifact(task, results_dir, gates=gates, lean=lean, profile=profile).to_dict()
-    return record
+    return score_artifact(task, results_dir, gates=gates, lean=lean, profile=profile)
 
 
 @dataclass(frozen=True)
@@ -106,12 +108,13 @@ class LocalRuntime:
     campaign_limits: Limits = field(default_factory=Limits)
 
 
-def read_record(trial_dir: Path) -> dict[str, Any] | None:
+def read_record(trial_dir: Path) -> TrialRecord | None:
+    """The trial's ``trial.json``; None when there is none, or none this version can read (the trial then runs
+    again, as an unfinished one does)."""
     try:  # the trial folder is the agent's neighbour: read it like anything else there (anchorage.confined)
-        data = json.loads(confined.read_bytes(trial_dir, "trial.json", limit=confined.RECORD_LIMIT))
+        return TrialRecord.model_validate_json(confined.read_bytes(trial_dir, "trial.json", limit=confined.RECORD_LIMIT))
     except (OSError, ValueError, RecursionError, confined.ConfinedError):
         return None
-    return data if isinstance(data, dict) else None
 
 
 def sandbox_limits(spec: TrialSpec, task: Task, campaign: Limits) -> sandbox.SandboxLimits:
@@ -145,7 +148,7 @@ def new_record(job: TrialJob, attempt: int, plan: AgentPlan | None = None) -> Tr
         started_at=now())
 
 
-def run_trial(job: TrialJob, trial_dir: Path, runtime: LocalRuntime, *, attempt: int = 1) -> dict[str, Any]:
+def run_trial(job: TrialJob, trial_dir: Path, runtime: LocalRuntime, *, attempt: int = 1) -> TrialRecord:
     """Run ``job`` once in ``trial_dir``; return the record also written to ``trial.json``."""
     started = time.monotonic()
     try:
@@ -166,21 +169,24 @@ def run_trial(job: TrialJob, trial_dir: Path, runtime: LocalRuntime, *, attempt:
         _pipeline(job, runtime, dirs, trial_dir, record)
     record.finished_at = now()
     record.durations.total_sec = round(time.monotonic() - started, 4)
-    data = record.to_json()
-    write_json_atomic(trial_dir / "trial.json", data)
-    return data
+    write_record(trial_dir, record)
+    return record
 
 
-def infrastructure_failure(job: TrialJob, trial_dir: Path, reason: Reason, message: str, attempt: int = 1) -> dict[str, Any]:
+def write_record(trial_dir: Path, record: TrialRecord) -> None:
+    """``trial.json``: the record as JSON, written whole (atomic rename)."""
+    write_json_atomic(trial_dir / "trial.json", record.to_json())
+
+
+def infrastructure_failure(job: TrialJob, trial_dir: Path, reason: Reason, message: str, attempt: int = 1) -> TrialRecord:
     """Record an attempt the engine could not even run (its folder, an engine exception) as the platform's."""
     record = new_record(job, attempt)
     record.end(Phase.INFRASTRUCTURE_FAILED, reason, message)
     record.finished_at = now()
-    data = record.to_json()
     with contextlib.suppress(OSError):
         trial_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(trial_dir / "trial.json", data)
-    return data
+        write_record(trial_dir, record)
+    return record
 
 
 def _attempt(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: LocalRuntime,
@@ -319,21 +325,22 @@ def _transcript(job: TrialJob, plan: AgentPlan, runtime: LocalRuntime, trial_dir
 # ----- the post-agent pipeline (anchorage.trials.pipeline.STEPS, in order) -------------------------------
 
 def _pipeline(job: TrialJob, runtime: LocalRuntime, dirs: dict[str, Path], trial_dir: Path, record: TrialRecord) -> None:
-    """score (+ gates, Lean) → panel → cbu; ``score.json`` is written once, after the last step."""
+    """score (+ gates, Lean) → panel → cbu; ``score.json`` (the scorer's record and the steps' blocks) is written
+    once, after the last step."""
     score = _score(job, runtime, dirs, record)
     if score is None:
         return
-    artifact = score.get("artifact")
+    blocks: dict[str, dict[str, Any]] = {}
     for step in protocol_steps(job.spec.verification):  # in order; score, gates and lean ran in the scorer's call
         if record.phase is not Phase.INFRASTRUCTURE_FAILED:
-            _protocol(step.name, job, runtime, trial_dir, artifact, score, record)
+            blocks[step.name] = _protocol(step.name, job, runtime, trial_dir, score.artifact, record)
     try:
-        write_json_atomic(trial_dir / "score.json", score)
+        write_json_atomic(trial_dir / "score.json", {**score.to_dict(), **blocks})
     except OSError as exc:
         record.end(Phase.INFRASTRUCTURE_FAILED, Reason.STORAGE_ERROR, f"cannot write score.json: {exc}")
 
 
-def _score(job: TrialJob, runtime: LocalRuntime, dirs: dict[str, Path], record: TrialRecord) -> dict[str, Any] | None:
+def _score(job: TrialJob, runtime: LocalRuntime, dirs: dict[str, Path], record: TrialRecord) -> ScoreRecord | None:
     oversized = record.reason is Reason.OVERSIZED_RESULT
     started = time.monotonic()
     verification = job.spec.verification
@@ -344,10 +351,10 @@ def _score(job: TrialJob, runtime: LocalRuntime, dirs: dict[str, Path], record: 
         record.end(Phase.INFRASTRUCTURE_FAILED, Reason.STORAGE_ERROR if isinstance(exc, OSError) else Reason.SANDBOX_ERROR,
                    f"scoring failed: {type(exc).__name__}: {exc}")
         return None
-    rewards = {key: score[key] for key in ("o_eval", "bo_eval", "raw") if isinstance(score.get(key), int | float)}
-    write_json_atomic(dirs["verifier"] / "reward.json", {"reward": rewards.get("o_eval", 0.0), **rewards})
+    write_json_atomic(dirs["verifier"] / "reward.json",
+                      {"reward": score.o_eval, "o_eval": score.o_eval, "bo_eval": score.bo_eval, "raw": score.raw})
     record.durations.score_sec = round(time.monotonic() - started, 4)
-    record.apply_score(score, _relative(score.get("artifact"), dirs["artifacts"].parent), str(dirs["artifacts"]))
+    record.apply_score(score, _relative(score.artifact, dirs["artifacts"].parent), str(dirs["artifacts"]))
     metrics.score_checked(job.campaign, job.task.slug, score)  # the scorer reports gates and obligations, we count
     return score
 
@@ -362,9 +369,9 @@ def _relative(path: str | None, trial_dir: Path) -> str | None:
 
 
 def _protocol(step: str, job: TrialJob, runtime: LocalRuntime, trial_dir: Path, artifact: str | None,
-              score: dict[str, Any], record: TrialRecord) -> None:
+              record: TrialRecord) -> dict[str, Any]:
     """``verification.panel`` / ``verification.cbu`` on the trial's solution text (``runtime/local/verifying.py``):
-    the block goes into ``score.json``, its summary into the record; a failed model call is the platform's."""
+    returns the block for ``score.json``, its summary goes into the record; a failed model call is the platform's."""
     from anchorage.runtime.local import verifying
 
     settings = getattr(job.spec.verification, step)
@@ -375,8 +382,9 @@ def _protocol(step: str, job: TrialJob, runtime: LocalRuntime, trial_dir: Path, 
     run = runners[step]
     outcome = run(job.task, settings, trial=job.name, entry=job.entry, trial_dir=trial_dir, artifact=artifact,
                   gateway=runtime.gateway, mechanism=runtime.mechanism)
-    block = score[step] = outcome.block
+    block = outcome.block
     setattr(record, step, summary(step, block))
     setattr(record.durations, f"{step}_sec", block.get("duration_sec"))
     if outcome.failure is not None:
         record.end(Phase.INFRASTRUCTURE_FAILED, Reason.GATEWAY_ERROR, outcome.failure)
+    return block
