@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
 from anchorage.costs import Usage
 from anchorage.trials import Phase, Reason, TrialRecord
 from anchorage.trials.costing import NO_MODEL_SOURCE, protocol_cost, total_usage, trial_cost
-from anchorage.trials.records import TIMING_FIELDS
+from anchorage.trials.records import TIMING_FIELDS, UnreadableRecord, parse_record
 from score_records import score_record
 
 
@@ -83,3 +86,27 @@ def test_a_protocol_steps_cost_follows_the_trials_rule() -> None:
     assert (unread["cost_usd"], unread["usage"], unread["cost_unknown_reason"]) == (None, None, "the gateway was gone")
     nothing = protocol_cost([])
     assert (nothing["cost_usd"], nothing["cost_source"]) == (0.0, NO_MODEL_SOURCE)
+
+
+def test_a_finished_record_this_version_cannot_read_is_refused_never_rerun_over() -> None:
+    finished = _record().to_json()
+    assert parse_record(json.dumps(finished).encode(), "x/trial.json") == _record()
+    later = {**finished, "a_later_field": 1, "versions": {**finished["versions"], "anchorage": "99.0"}}
+    with pytest.raises(UnreadableRecord) as refused:
+        parse_record(json.dumps(later).encode(), "runs/c/t/trial.json")
+    message = str(refused.value)
+    assert "runs/c/t/trial.json" in message and "a_later_field" in message and "99.0" in message
+    assert "--runs-dir" in message
+    unfinished = {**later, "phase": Phase.RUNNING.value}
+    assert parse_record(json.dumps(unfinished).encode(), "x") is None  # runs again, as an unfinished trial does
+    assert parse_record(b"{not json", "x") is None
+
+
+def test_the_local_engine_refuses_a_finished_record_of_another_version_as_an_input_error(tmp_path: Path) -> None:
+    from anchorage.errors import InputError
+    from anchorage.runtime.local.trials import read_record
+
+    assert read_record(tmp_path) is None  # no record: the trial runs
+    (tmp_path / "trial.json").write_text(json.dumps({**_record().to_json(), "a_later_field": 1}))
+    with pytest.raises(InputError, match=r"trial\.json"):
+        read_record(tmp_path)

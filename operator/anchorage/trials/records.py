@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from anchorage.errors import InputError
 from anchorage.manifests import TrialSpec
 from anchorage.trials.outcomes import Outcome, with_score
-from anchorage.trials.phases import Phase, Reason
+from anchorage.trials.phases import Phase, Reason, is_terminal
 
 if TYPE_CHECKING:  # annotations only: reading records does not load the scorer
     from anchorage.scoring.records import ScoreRecord
@@ -257,6 +258,36 @@ class TrialRecord(BaseModel):
     def comparable(self) -> dict[str, Any]:
         """:meth:`to_json` without the timing fields (what two runs of the same trial share)."""
         return {k: v for k, v in self.to_json().items() if k not in TIMING_FIELDS}
+
+
+class UnreadableRecord(InputError):
+    """A finished trial's record that this version cannot read: resuming would run the trial again over it."""
+
+
+def parse_record(raw: bytes, where: str) -> TrialRecord | None:
+    """A stored ``trial.json`` (``where``: its path or URI, for the error) as a :class:`TrialRecord`; None when it
+    is not JSON or records an unfinished trial this version cannot read (the trial then runs again, as an
+    unfinished one does). A *finished* trial's record this version cannot read (another version's) raises
+    :class:`UnreadableRecord`: running it again would replace a finished result."""
+    try:
+        return TrialRecord.model_validate_json(raw)
+    except ValueError as problem:
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError):
+            return None
+        if not (isinstance(data, dict) and is_terminal(data.get("phase"))):
+            return None
+        first = "; ".join(line.strip() for line in str(problem).splitlines()[1:3])
+        raise UnreadableRecord(
+            f"{where}: a finished trial's record that this version of Anchorage ({anchorage_version()}) cannot "
+            f"read ({first}; written by {_written_by(data)})",
+            hint="resume this run with the version that wrote it, or run the campaign into a new --runs-dir") from None
+
+
+def _written_by(data: dict[str, Any]) -> str:
+    versions = data.get("versions")
+    return str(versions.get("anchorage", "unknown")) if isinstance(versions, dict) else "unknown"
 
 
 def in_trial_terms(text: Any, results_dir: str) -> Any:

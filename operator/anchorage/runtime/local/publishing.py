@@ -26,6 +26,7 @@ from anchorage import confined
 from anchorage.store import COMPLETE_MARKER, ArtifactStore
 from anchorage.store.base import AlreadyStored, join
 from anchorage.trials import TrialRecord
+from anchorage.trials.records import parse_record
 
 RECORD = "trial.json"
 log = logging.getLogger(__name__)
@@ -70,11 +71,13 @@ class Publisher:
         return record
 
     def _get_record(self, key: str) -> TrialRecord | None:
-        """The record stored at ``key`` (None when absent or not a record this version reads)."""
+        """The record stored at ``key`` (None when absent; see :func:`~anchorage.trials.records.parse_record` for one
+        this version cannot read)."""
         try:
-            return TrialRecord.model_validate_json(self.store.get_bytes(key))
-        except (FileNotFoundError, ValueError):
+            raw = self.store.get_bytes(key)
+        except FileNotFoundError:
             return None
+        return parse_record(raw, self.store.uri_of(key))
 
     def fetch(self, trial: str, trial_dir: Path) -> None:
         """Make ``trial_dir`` a copy of the store's trial (whatever a killed run left there goes first)."""
@@ -114,7 +117,7 @@ class Publisher:
         try:
             self.store.put_bytes(join(prefix, RECORD), record, content_type="application/json", exclusive=True)
         except AlreadyStored:
-            theirs = TrialRecord.model_validate_json(self.store.get_bytes(join(prefix, RECORD)))
+            theirs = self._get_record(join(prefix, RECORD))
             log.warning("%s: another run stored this trial's record first; keeping that one", self.store.uri_of(prefix))
         self.store.mark_complete(prefix)
         return theirs

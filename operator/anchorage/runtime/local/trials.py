@@ -45,6 +45,7 @@ from anchorage.trials.records import (
     ReplayInfo,
     SandboxInfo,
     now,
+    parse_record,
     transcript_info,
     transcript_unreadable,
 )
@@ -109,12 +110,14 @@ class LocalRuntime:
 
 
 def read_record(trial_dir: Path) -> TrialRecord | None:
-    """The trial's ``trial.json``; None when there is none, or none this version can read (the trial then runs
-    again, as an unfinished one does)."""
+    """The trial's ``trial.json``; None when there is none, or an unfinished one this version cannot read (the trial
+    then runs again); a finished one this version cannot read is refused (:func:`~anchorage.trials.records.
+    parse_record`)."""
     try:  # the trial folder is the agent's neighbour: read it like anything else there (anchorage.confined)
-        return TrialRecord.model_validate_json(confined.read_bytes(trial_dir, "trial.json", limit=confined.RECORD_LIMIT))
-    except (OSError, ValueError, RecursionError, confined.ConfinedError):
+        raw = confined.read_bytes(trial_dir, "trial.json", limit=confined.RECORD_LIMIT)
+    except (OSError, ValueError, confined.ConfinedError):
         return None
+    return parse_record(raw, str(trial_dir / "trial.json"))
 
 
 def sandbox_limits(spec: TrialSpec, task: Task, campaign: Limits) -> sandbox.SandboxLimits:
