@@ -5,9 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from anchorage.runtime.local.gatewaystart import LocalGateway
+    from anchorage.runtime.local.sandbox import Mechanism
 
 pytest_plugins = ["services", "kube_cluster", "budget"]  # S3, Prometheus; the real cluster; the time report
 
@@ -43,6 +49,30 @@ def mechanism():  # type: ignore[no-untyped-def]
         return sandbox.detect_mechanism()
     except InfrastructureError as exc:
         pytest.skip(f"no sandbox on this machine: {exc}")
+
+
+@pytest.fixture
+def local_gateway() -> Iterator[LocalGateway]:
+    """The local engine's model gateway (the mock upstream behind it) for one test, stopped after it."""
+    from anchorage.runtime.local.gatewaystart import start_local_gateway
+
+    local = start_local_gateway()
+    try:
+        yield local
+    finally:
+        local.stop()
+
+
+@pytest.fixture(params=["bwrap", "unshare"])
+def mech(request: pytest.FixtureRequest, mechanism: Mechanism) -> Mechanism:
+    """Each sandbox mechanism in turn, for a test run under both: bubblewrap (skipped where this machine's
+    ``mechanism`` is not it) and the unshare fallback (skipped unless root)."""
+    wanted: Mechanism = request.param
+    if wanted == "bwrap" and mechanism != "bwrap":
+        pytest.skip("bubblewrap is not usable here")
+    if wanted == "unshare" and os.geteuid() != 0:
+        pytest.skip("the unshare mechanism needs root")
+    return wanted
 
 
 def anchorage_cli(*args: str, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:

@@ -33,7 +33,7 @@ from anchorage.gateway.scripted import Reply
 from anchorage.gateway.scripts import ScriptBook
 from anchorage.manifests import AgentSpec, Trial, TrialSpec, VerificationCampaign
 from anchorage.runtime.local.engine import resolve_tasks, run_campaign, run_single_trial
-from anchorage.runtime.local.gatewaystart import start_local_gateway
+from anchorage.runtime.local.gatewaystart import LocalGateway, start_local_gateway
 from anchorage.runtime.local.trials import LocalRuntime
 
 REPO = Path(__file__).resolve().parents[2]
@@ -175,18 +175,14 @@ def test_the_dragon_trajectory_really_ran_its_tool_calls(campaign: Ran, entry: s
 
 
 def test_a_missing_cli_is_an_infrastructure_failure_naming_the_install_command(
-        mechanism: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        mechanism: Any, local_gateway: LocalGateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANCHORAGE_CACHE", str(tmp_path / "empty-cache"))
     trial = Trial.model_validate({"apiVersion": "anchorage.dev/v1alpha1", "kind": "Trial",
                                   "metadata": {"name": "no-cli"},
                                   "spec": TrialSpec(task=SMOKE, agent=AgentSpec(kind="codex", model="gpt-5.5"))
                                   .model_dump(by_alias=True, exclude_none=True)})
-    local = start_local_gateway()
-    try:
-        runtime = LocalRuntime(mechanism=mechanism, base_dir=tmp_path, gateway=local.gateway)
-        record = run_single_trial(trial, tmp_path / "runs", runtime).to_json()
-    finally:
-        local.stop()
+    runtime = LocalRuntime(mechanism=mechanism, base_dir=tmp_path, gateway=local_gateway.gateway)
+    record = run_single_trial(trial, tmp_path / "runs", runtime).to_json()
     assert record["phase"] == "InfrastructureFailed" and record["reason"] == "sandbox_error"
     assert "anchorage agents install codex" in record["message"]
     assert record.get("score") is None

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tests.invariants.smoke_grid import grid_counts, hidden_samples, random_clouds
 
 from anchorage.invariants.replays import get
 from anchorage.invariants.replays import smoke_screen as smoke
@@ -163,56 +164,26 @@ def test_the_scorer_gives_the_reproduction_full_marks(task: Path, artifact: dict
 
 def brute_force_times(cloud: smoke._Cloud) -> Any:
     """Grid times at which the cloud hides all 96 rim samples: every sample at every 0.02 s step."""
-    m0 = np.array(smoke.MISSILE_STARTS[cloud.missile], dtype=float)
-    arrival = float(np.linalg.norm(m0)) / smoke.MISSILE_SPEED
-    t = np.arange(cloud.burst_t, min(cloud.burst_t + 20.0, arrival), smoke.REPLAY_DT)
     ang = np.linspace(0, 2 * np.pi, smoke.RIM, endpoint=False)
     ring = np.stack([7.0 * np.cos(ang), 7.0 * np.sin(ang)], axis=1)
     rim = np.vstack([np.column_stack([ring, np.full(smoke.RIM, z)]) for z in (0.0, 10.0)]) + np.array([0.0, 200.0, 0.0])
-    missile = m0 - np.outer(t, m0 / np.linalg.norm(m0)) * smoke.MISSILE_SPEED
-    centre = np.array([cloud.x, cloud.y, cloud.z]) - np.outer(t - cloud.burst_t, [0.0, 0.0, smoke.SINK])
-    u = rim[None] - missile[:, None]
-    w = (centre - missile)[:, None]
-    s = np.clip(np.sum(w * u, axis=-1) / np.sum(u * u, axis=-1), 0.0, 1.0)
-    hidden = np.all(np.sum((w - s[..., None] * u) ** 2, axis=-1) <= smoke.CLOUD_R**2, axis=1)
-    return t[hidden]
-
-
-def random_clouds(rng: np.random.Generator, count: int) -> list[smoke._Cloud]:
-    """Clouds whose centre is near a missile's sight line to the target at a random time (so most of
-    them shield for a while, some only partly or not at all)."""
-    target = np.array([0.0, 200.0, 5.0])
-    clouds = []
-    for _ in range(count):
-        missile = str(rng.choice(smoke.MISSILES))
-        m0 = np.array(smoke.MISSILE_STARTS[missile], dtype=float)
-        at = rng.uniform(1.0, 60.0)
-        seen_from = m0 - m0 / np.linalg.norm(m0) * smoke.MISSILE_SPEED * at
-        point = seen_from + rng.uniform(0.02, 0.98) * (target - seen_from) + rng.normal(0.0, 5.0, 3)
-        burst = round(at - rng.uniform(0.0, 20.0), int(rng.choice([1, 3, 6])))
-        x, y, z = point + np.array([0.0, 0.0, smoke.SINK * (at - burst)])
-        clouds.append(smoke._Cloud(missile, burst, float(x), float(y), float(z)))
-    return clouds
+    t, hidden = hidden_samples(cloud, rim)
+    return t[np.all(hidden, axis=1)]
 
 
 def test_fast_shielding_replay_equals_the_brute_force_grid() -> None:
     rng = np.random.default_rng(2025)
     shielding = 0
     for _ in range(12):
-        clouds = random_clouds(rng, int(rng.integers(1, 10)))
-        parts, unions = smoke._replay(clouds)
-        times = [brute_force_times(c) for c in clouds]
-        assert parts == [len(t) for t in times], clouds
-        for m in smoke.MISSILES:
-            slots = {round(float(x) / smoke.REPLAY_DT) for c, t in zip(clouds, times, strict=True)
-                     if c.missile == m for x in t}
-            assert unions[m] == len(slots), (m, clouds)
-        shielding += sum(len(t) > 0 for t in times)
+        clouds = random_clouds(rng, int(rng.integers(1, 10)), spread=5.0)
+        parts, unions = grid_counts(clouds, brute_force_times)
+        assert smoke._replay(clouds) == (parts, unions), clouds
+        shielding += sum(n > 0 for n in parts)
     assert shielding >= 20   # the comparison is not vacuous: most clouds do shield
 
 
 def test_a_repeated_cloud_counts_once_in_the_union() -> None:
-    clouds = random_clouds(np.random.default_rng(7), 5)
+    clouds = random_clouds(np.random.default_rng(7), 5, spread=5.0)
     parts, unions = smoke._replay(clouds)
     twice_parts, twice_unions = smoke._replay(clouds + clouds[::-1])
     assert twice_parts == parts + parts[::-1] and twice_unions == unions

@@ -18,29 +18,10 @@ import pytest
 
 from anchorage.controller import connections, kube
 from anchorage_devcluster import pki
+from rawhttp import http_proxy, ok, read_message
 
 #: (connection number, request number on it, the request's head) → (raw answer, close the connection after it)
 Script = Callable[[int, int, bytes], tuple[bytes, bool]]
-
-
-def _ok(body: bytes = b'{"ok":true}', extra: str = "") -> bytes:
-    return (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}\r\n"
-            ).encode() + body
-
-
-def _read_request(conn: socket.socket, buffer: bytearray) -> bytes | None:
-    while b"\r\n\r\n" not in buffer:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return None
-        buffer += chunk
-    head, _, rest = bytes(buffer).partition(b"\r\n\r\n")
-    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                   if line.lower().startswith(b"content-length:")), 0)
-    while len(rest) < length:
-        rest += conn.recv(65536)
-    buffer[:] = rest[length:]
-    return head
 
 
 @dataclass
@@ -78,9 +59,10 @@ class RawServer:
                 conn = self.tls.wrap_socket(conn, server_side=True)
             buffer = bytearray()
             for index in range(1000):
-                head = _read_request(conn, buffer)
-                if head is None:
+                message = read_message(conn, buffer)
+                if message is None:
                     return
+                head = message[0]
                 self.heads.append(head)
                 answer, close = self.script(number, index, head)
                 conn.sendall(answer)
@@ -119,7 +101,7 @@ def _client(url: str, **settings: object) -> kube.Client:
 
 
 def test_sequential_requests_reuse_one_connection(raw: Callable[..., RawServer]) -> None:
-    server = raw(lambda c, i, head: (_ok(), False))
+    server = raw(lambda c, i, head: (ok(), False))
     client = _client(server.url)
     for _ in range(5):
         assert client.request("PATCH", "/a", {"x": 1}) == {"ok": True}
@@ -131,7 +113,7 @@ def test_sequential_requests_reuse_one_connection(raw: Callable[..., RawServer])
 
 def test_an_idle_connection_the_server_closed_is_replaced(raw: Callable[..., RawServer],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    server = raw(lambda c, i, head: (_ok(), True))  # closes after every answer, without saying so
+    server = raw(lambda c, i, head: (ok(), True))  # closes after every answer, without saying so
     client = _client(server.url)
     monkeypatch.setattr(kube.Client, "ATTEMPTS", 1)  # no retry layer: the connections replace it themselves
     for _ in range(3):
@@ -145,7 +127,7 @@ def test_an_idle_connection_the_server_closed_is_replaced(raw: Callable[..., Raw
 
 
 def test_connection_close_is_honoured(raw: Callable[..., RawServer]) -> None:
-    server = raw(lambda c, i, head: (_ok(extra="Connection: close\r\n"), False))
+    server = raw(lambda c, i, head: (ok(extra="Connection: close\r\n"), False))
     client = _client(server.url)
     client.request("GET", "/a")
     client.request("GET", "/b")
@@ -178,58 +160,9 @@ def test_an_answer_cut_short_or_not_http_is_a_connection_error(raw: Callable[...
     client.close()
 
 
-def _proxy(seen: list[bytes], tls: ssl.SSLContext | None = None) -> socket.socket:
-    """An HTTP proxy (``tls``: an HTTPS one): answers absolute-form requests itself (``{"via":"proxy"}``), pipes
-    ``CONNECT`` tunnels (to ``[v6]:port`` too)."""
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def pipe(a: socket.socket, b: socket.socket) -> None:
-        try:
-            while data := a.recv(65536):
-                b.sendall(data)
-        except OSError:
-            pass
-        finally:
-            a.close()
-            b.close()
-
-    def serve(conn: socket.socket) -> None:
-        if tls is not None:
-            try:
-                conn = tls.wrap_socket(conn, server_side=True)
-            except OSError:  # a client that does not trust it
-                conn.close()
-                return
-        buffer = bytearray()
-        head = _read_request(conn, buffer)
-        if head is None:
-            return
-        seen.append(head)
-        if head.startswith(b"CONNECT "):
-            host, port = head.split(b" ")[1].decode().rsplit(":", 1)
-            upstream = socket.create_connection((host.strip("[]"), int(port)))
-            conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            threading.Thread(target=pipe, args=(upstream, conn), daemon=True).start()
-            pipe(conn, upstream)
-        else:
-            conn.sendall(_ok(b'{"via":"proxy"}', "Connection: close\r\n"))
-            conn.close()
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    return listener
-
-
 def test_http_proxies_absolute_form_and_connect_tunnels(raw: Callable[..., RawServer], tmp_path: Path) -> None:
     seen: list[bytes] = []
-    proxy = _proxy(seen)
+    proxy = http_proxy(seen)
     proxy_url = f"http://user:p%40ss@127.0.0.1:{proxy.getsockname()[1]}"
     try:
         plain = _client("http://api.internal:8080", proxy=proxy_url, proxy_headers={"X-Proxy-Tag": "t"})
@@ -240,7 +173,7 @@ def test_http_proxies_absolute_form_and_connect_tunnels(raw: Callable[..., RawSe
         pair = authority.issue("server", "api", server=True, hosts=("127.0.0.1",))
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         tls.load_cert_chain(str(pair.cert), str(pair.key))
-        server = raw(lambda c, i, head: (_ok(), False), tls)
+        server = raw(lambda c, i, head: (ok(), False), tls)
         tunnelled = _client(server.url, proxy=proxy_url, ssl_ca_cert=str(authority.pair.cert))
         assert tunnelled.request("GET", "/a") == {"ok": True}
         assert tunnelled.request("GET", "/b") == {"ok": True}
@@ -263,7 +196,7 @@ def _tls_server(raw: Callable[..., RawServer], authority: pki.Authority, host: s
     pair = authority.issue(f"server-{host.replace(':', '_')}", "api", server=True, hosts=(host,))
     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     tls.load_cert_chain(str(pair.cert), str(pair.key))
-    return raw(lambda c, i, head: (_ok(), False), tls)
+    return raw(lambda c, i, head: (ok(), False), tls)
 
 
 def test_an_ipv6_server_is_tunnelled_as_brackets_host_port(raw: Callable[..., RawServer], tmp_path: Path) -> None:
@@ -277,12 +210,12 @@ def test_an_ipv6_server_is_tunnelled_as_brackets_host_port(raw: Callable[..., Ra
     def answer() -> None:
         conn, _ = listener.accept()
         with tls.wrap_socket(conn, server_side=True) as inner:
-            _read_request(inner, bytearray())
-            inner.sendall(_ok(b'{"over":"v6"}'))
+            read_message(inner, bytearray())
+            inner.sendall(ok(b'{"over":"v6"}'))
 
     threading.Thread(target=answer, daemon=True).start()
     seen: list[bytes] = []
-    proxy = _proxy(seen)
+    proxy = http_proxy(seen)
     try:
         client = _client(f"https://[::1]:{port}", proxy=f"http://127.0.0.1:{proxy.getsockname()[1]}",
                          ssl_ca_cert=str(authority.pair.cert))
@@ -300,7 +233,7 @@ def test_https_proxies_tls_to_the_proxy_and_tls_inside_it(raw: Callable[..., Raw
     proxy_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     proxy_tls.load_cert_chain(str(proxy_pair.cert), str(proxy_pair.key))
     seen: list[bytes] = []
-    proxy = _proxy(seen, proxy_tls)
+    proxy = http_proxy(seen, proxy_tls)
     proxy_url = f"https://user:pw@127.0.0.1:{proxy.getsockname()[1]}"
     server = _tls_server(raw, authority)
     try:

@@ -20,7 +20,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from anchorage.gateway import Gateway, GatewayConfig, start_gateway
-from anchorage.gateway.mock import MockConfig, RunningMock, start_mock
+from anchorage.gateway.mock import MockConfig, start_mock
 from anchorage.gateway.tokens import TOKEN_PREFIX, trial_of_token
 
 from .conftest import Env, chat_status
@@ -60,17 +60,12 @@ def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gateway
     monkeypatch.setenv("TEST_GW_PROVIDER_KEY", PROVIDER_KEY)
     prices = tmp_path / "prices.yaml"
     prices.write_text(PRICES)
-    mock: RunningMock = start_mock(MockConfig(expected_api_key=PROVIDER_KEY))
-    config = GatewayConfig.model_validate({
-        "upstreams": [{"name": "mock", "base_url": mock.url, "models": ["mock-*"], "api_key_env": "TEST_GW_PROVIDER_KEY"}],
-        "prices": str(prices), "token_secret_env": "TEST_GW_TOKEN_SECRET", "admin_token_env": "TEST_GW_ADMIN_TOKEN",
-        "admin_port": 0})
-    running = start_gateway(config)
-    try:
+    with start_mock(MockConfig(expected_api_key=PROVIDER_KEY)) as mock, start_gateway(GatewayConfig.model_validate({
+            "upstreams": [{"name": "mock", "base_url": mock.url, "models": ["mock-*"],
+                           "api_key_env": "TEST_GW_PROVIDER_KEY"}],
+            "prices": str(prices), "token_secret_env": "TEST_GW_TOKEN_SECRET", "admin_token_env": "TEST_GW_ADMIN_TOKEN",
+            "admin_port": 0})) as running:
         yield running
-    finally:
-        running.stop()
-        mock.stop()
 
 
 def _operator(env: Env, gateway: Gateway, *, token_secret: bool = True, admin_token: bool = True) -> None:

@@ -16,7 +16,7 @@ from anchorage.controller import metering
 from anchorage.controller.trialstate import task_inputs
 from anchorage.errors import InputError
 from anchorage.gateway import Gateway, GatewayConfig, start_gateway
-from anchorage.gateway.mock import MockConfig, RunningMock, start_mock
+from anchorage.gateway.mock import MockConfig, start_mock
 from anchorage.gateway.tokens import mint_token
 from anchorage.manifests import TrialSpec
 from anchorage.runtime.kubejobs import OperatorConfig
@@ -38,15 +38,10 @@ def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gateway
     monkeypatch.setenv(metering.ADMIN_TOKEN_ENV, ADMIN)
     prices = tmp_path / "prices.yaml"
     prices.write_text(PRICES)
-    mock: RunningMock = start_mock()
-    running = start_gateway(GatewayConfig.model_validate({
-        "upstreams": [{"name": "mock", "base_url": mock.url}], "prices": str(prices),
-        "token_secret_env": "UNIT_GW_SECRET", "admin_token_env": "UNIT_GW_ADMIN", "admin_port": 0}))
-    try:
+    with start_mock() as mock, start_gateway(GatewayConfig.model_validate({
+            "upstreams": [{"name": "mock", "base_url": mock.url}], "prices": str(prices),
+            "token_secret_env": "UNIT_GW_SECRET", "admin_token_env": "UNIT_GW_ADMIN", "admin_port": 0})) as running:
         yield running
-    finally:
-        running.stop()
-        mock.stop()
 
 
 def chat(gateway: Gateway, token: str, model: str = "mock-model") -> tuple[int, dict[str, object]]:

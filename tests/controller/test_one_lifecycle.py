@@ -166,16 +166,10 @@ def proof_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[G
     """A TCP gateway with the operator's token secret, in front of the mock upstream with the demo's replies."""
     monkeypatch.setenv("TEST_GW_TOKEN_SECRET", "secret-of-the-judged-campaign")
     monkeypatch.setenv("TEST_GW_ADMIN_TOKEN", JUDGED_ADMIN)
-    mock = start_mock(MockConfig.load(PROOF / "mock-replies.yaml"))
-    config = GatewayConfig.model_validate({
-        "upstreams": [{"name": "mock", "base_url": mock.url, "models": ["mock*"]}],
-        "token_secret_env": "TEST_GW_TOKEN_SECRET", "admin_token_env": "TEST_GW_ADMIN_TOKEN", "admin_port": 0})
-    running = start_gateway(config)
-    try:
+    with start_mock(MockConfig.load(PROOF / "mock-replies.yaml")) as mock, start_gateway(GatewayConfig.model_validate({
+            "upstreams": [{"name": "mock", "base_url": mock.url, "models": ["mock*"]}],
+            "token_secret_env": "TEST_GW_TOKEN_SECRET", "admin_token_env": "TEST_GW_ADMIN_TOKEN", "admin_port": 0})) as running:
         yield running
-    finally:
-        running.stop()
-        mock.stop()
 
 
 def _judged(record: dict[str, Any]) -> dict[str, Any]:

@@ -17,9 +17,7 @@ import contextlib
 import itertools
 import json
 import logging
-import socket
 import ssl
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,9 @@ from prometheus_client import REGISTRY
 
 from anchorage.controller import kube, watching
 from anchorage_devcluster import pki
+from rawhttp import http_proxy
+
+from .watch_task import running
 
 Obj = dict[str, Any]
 PATH = "/apis/batch/v1/namespaces/ns/jobs"
@@ -91,16 +92,9 @@ async def _watching(client: kube.Client, events: list[tuple[str, str]], **option
             raise KeyError("spec")
         events.append((type_, obj["metadata"]["name"]))
 
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client.tls_context())) as session:  # as Watcher
-        watch = watching.Watch(client, session, PATH, "", record, **options)
-        task = asyncio.get_running_loop().create_task(watch.run())
-        try:
-            yield watch
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            assert task.cancelled()  # it ended by cancellation alone
+    async with (aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client.tls_context())) as session,  # as Watcher
+                running(watching.Watch(client, session, PATH, "", record, **options)) as watch):
+        yield watch
 
 
 async def _until(predicate: Callable[[], bool], what: str, timeout: float = 10) -> None:
@@ -195,46 +189,6 @@ async def test_the_server_is_asked_to_end_a_watch_before_the_silence_limit() -> 
     assert api.watches[0][1]["timeoutSeconds"] == "50"
 
 
-def _tls_connect_proxy(context: ssl.SSLContext, seen: list[bytes]) -> socket.socket:
-    """An HTTPS proxy that pipes ``CONNECT`` tunnels."""
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def pipe(a: Any, b: Any) -> None:
-        with contextlib.suppress(OSError):
-            while data := a.recv(65536):
-                b.sendall(data)
-        for end in (a, b):
-            with contextlib.suppress(OSError):
-                end.close()
-
-    def serve(conn: socket.socket) -> None:
-        try:
-            inner = context.wrap_socket(conn, server_side=True)
-            head = b""
-            while b"\r\n\r\n" not in head:
-                head += inner.recv(1)
-        except OSError:
-            conn.close()
-            return
-        seen.append(head)
-        host, port = head.split(b" ")[1].decode().rsplit(":", 1)
-        upstream = socket.create_connection((host, int(port)))
-        inner.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        threading.Thread(target=pipe, args=(upstream, inner), daemon=True).start()
-        pipe(inner, upstream)
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    return listener
-
-
 async def test_the_watch_goes_through_an_https_proxy(tmp_path: Path) -> None:
     async def one_event(number: int, response: web.StreamResponse, params: dict[str, str]) -> None:
         await _event(response, "ADDED", _job(f"via-proxy-{number}", "11"))
@@ -248,7 +202,7 @@ async def test_the_watch_goes_through_an_https_proxy(tmp_path: Path) -> None:
         context.load_cert_chain(str(pair.cert), str(pair.key))
         contexts.append(context)
     seen: list[bytes] = []
-    proxy = _tls_connect_proxy(contexts[1], seen)
+    proxy = http_proxy(seen, contexts[1])
     events: list[tuple[str, str]] = []
     try:
         async with _serving(Api(one_event), contexts[0], ssl_ca_cert=str(authority.pair.cert),

@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import subprocess
-import sys
-import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -17,6 +13,7 @@ from typing import Any
 
 import boto3
 import pytest
+from tests.viewer.view_process import anchorage_view, page_when_up
 from typer.testing import CliRunner
 
 from anchorage.cli import app
@@ -67,25 +64,7 @@ def test_report_rescore_and_view_on_a_store_prefix(mechanism: str, s3_server_env
             and "/profiles/" not in key} == records  # the run's records, untouched by the commands
 
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'operator'}:{REPO / 'devcluster'}"}
-    process = subprocess.Popen([sys.executable, "-c", "from anchorage.cli import main; main()", "view",
-                                f"s3://{bucket}/r", "--port", "0"], stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        url = re.search(r"http://\S+/", line)
-        assert url, line
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                page = urllib.request.urlopen(url.group(0) + "campaigns/cmds/", timeout=10).read().decode()
-                break
-            except OSError:
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
+    with anchorage_view(f"s3://{bucket}/r", env) as (url, _):
+        page = page_when_up(url + "campaigns/cmds/")
         assert "Leaderboard" in page and "replayed" in page and f"s3://{bucket}/r" in urllib.request.urlopen(
-            url.group(0), timeout=10).read().decode()
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        if process.stdout is not None:
-            process.stdout.close()
+            url, timeout=10).read().decode()

@@ -12,7 +12,7 @@ from anchorage.campaigns.documents import load_documents
 from anchorage.manifests import VerificationCampaign
 from anchorage.runtime.local import sandbox
 from anchorage.runtime.local.engine import run_campaign
-from anchorage.runtime.local.gatewaystart import start_local_gateway
+from anchorage.runtime.local.gatewaystart import LocalGateway
 from anchorage.runtime.local.trials import LocalRuntime
 from engine.conftest import campaign_yaml
 
@@ -20,19 +20,15 @@ pytestmark = pytest.mark.sandbox
 
 
 def test_transcripts_are_opt_in_per_entry_and_campaign(mechanism: sandbox.Mechanism, write_manifest,  # type: ignore[no-untyped-def]
-                                                       tmp_path: Path) -> None:
+                                                       local_gateway: LocalGateway, tmp_path: Path) -> None:
     entries = """\
     - {name: kept, transcripts: true, agent: {kind: mock}}
     - {name: default, agent: {kind: mock}}"""
     path = write_manifest(campaign_yaml("tx", entries))
     campaign = load_documents(path)[0].resource
     assert isinstance(campaign, VerificationCampaign)
-    local = start_local_gateway()
-    try:
-        runtime = LocalRuntime(mechanism=mechanism, base_dir=tmp_path, gateway=local.gateway)
-        outcome = run_campaign(campaign, tmp_path / "runs", runtime)
-    finally:
-        local.stop()
+    runtime = LocalRuntime(mechanism=mechanism, base_dir=tmp_path, gateway=local_gateway.gateway)
+    outcome = run_campaign(campaign, tmp_path / "runs", runtime)
     records = {r.entry: r.to_json() for r in outcome.records}
     kept, default = records["kept"], records["default"]
     assert default["transcript"] is None and not (outcome.directory / default["name"] / "transcript.jsonl").exists()

@@ -27,6 +27,8 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from rawhttp import read_answer
+
 CHAT = json.dumps({"model": "mock-model", "messages": [{"role": "user", "content": "hi"}]}).encode()
 
 
@@ -76,24 +78,6 @@ def read_all(sock: socket.socket, limit: float = 10) -> bytes:
     return bytes(data)
 
 
-def answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
-    """One content-length framed answer."""
-    data = bytearray()
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        assert chunk, bytes(data)
-        data += chunk
-    top, _, rest = bytes(data).partition(b"\r\n\r\n")
-    lines = top.decode("latin-1").split("\r\n")
-    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-    length = int(headers.get("content-length", "0"))
-    while len(rest) < length:
-        chunk = sock.recv(65536)
-        assert chunk
-        rest += chunk
-    return int(lines[0].split()[1]), headers, rest[:length]
-
-
 def status_of(raw: bytes) -> int:
     return int(raw.split(b" ", 2)[1]) if raw.startswith(b"HTTP/1.1 ") else 0
 
@@ -110,7 +94,7 @@ def well_behaved(gateway: Any, token: str, stop: threading.Event, latencies: lis
         try:
             with (connect_unix(path, 10) if path is not None else connect(gateway, source, 10)) as sock:
                 sock.sendall(chat(token))
-                status = answer(sock)[0]
+                status = read_answer(sock)[0]
             latencies.append(time.monotonic() - started if status == 200 else 10.0)
         except OSError:
             latencies.append(10.0)
@@ -138,7 +122,7 @@ def test_without_a_token_expect_100_continue_gets_401_and_no_100(gateway_factory
         sock.sendall(head(token, length=len(CHAT), extra="Expect: 100-continue\r\n"))
         assert sock.recv(25).startswith(b"HTTP/1.1 100 Continue")
         sock.sendall(CHAT)
-        assert answer(sock)[0] == 200
+        assert read_answer(sock)[0] == 200
     assert len(upstream.mock.seen) == 1  # the tokenless ones never reached it
 
 
@@ -265,9 +249,9 @@ def test_a_client_address_at_its_cap_is_closed_while_another_address_is_served(g
             assert read_all(extra, 5) == b""  # closed at once, nothing said
         with connect(gateway, "127.0.0.2") as other:
             other.sendall(chat(token))
-            assert answer(other)[0] == 200
+            assert read_answer(other)[0] == 200
         held[0].sendall(chat(token))  # the ones held are served
-        assert answer(held[0])[0] == 200
+        assert read_answer(held[0])[0] == 200
     finally:
         for sock in held:
             sock.close()
@@ -281,18 +265,18 @@ def test_a_token_at_its_connection_cap_gets_429(gateway_factory: Any, upstream_f
     try:
         for sock in held[:2]:
             sock.sendall(chat(token))
-            assert answer(sock)[0] == 200
+            assert read_answer(sock)[0] == 200
         held[2].sendall(chat(token))
         raw = read_all(held[2])
         assert status_of(raw) == 429 and error_type(raw) == "too_many_connections" and b"Retry-After: 1" in raw
         with connect(gateway) as sock:  # another trial's token is not held to trial-a's count
             sock.sendall(chat(other))
-            assert answer(sock)[0] == 200
+            assert read_answer(sock)[0] == 200
         held[0].close()  # a connection that closes frees its place
         time.sleep(0.2)
         with connect(gateway) as sock:
             sock.sendall(chat(token))
-            assert answer(sock)[0] == 200
+            assert read_answer(sock)[0] == 200
     finally:
         for sock in held:
             sock.close()
@@ -313,7 +297,7 @@ def test_at_the_global_cap_a_new_connection_waits_then_is_served(gateway_factory
         waiting.recv(1)
     held.pop().close()
     waiting.settimeout(10)
-    assert answer(waiting)[0] == 200
+    assert read_answer(waiting)[0] == 200
     for sock in [*held, waiting]:
         sock.close()
 
@@ -346,7 +330,7 @@ def test_bytes_in_flight_are_capped_per_trial_and_in_all(gateway_factory: Any, u
         time.sleep(0.2)
         with connect(gateway) as sock:
             sock.sendall(chat(a))
-            assert answer(sock)[0] == 200
+            assert read_answer(sock)[0] == 200
     finally:
         for sock in held:
             sock.close()
@@ -371,12 +355,12 @@ def test_a_trials_socket_takes_its_own_token_only(gateway_factory: Any, upstream
     assert status_of(raw) == 401 and b"another trial" in raw
     with connect_unix(path) as sock:
         sock.sendall(chat(mine))
-        assert answer(sock)[0] == 200
+        assert read_answer(sock)[0] == 200
     assert refusals("wrong_socket") == before + 1
     assert gateway.usage("trial-a").requests == 1 and gateway.usage("trial-b").requests == 0  # billed to nobody
     with connect_unix(tmp_path / "gw.sock") as sock:  # the shared socket takes any valid token
         sock.sendall(chat(theirs))
-        assert answer(sock)[0] == 200
+        assert read_answer(sock)[0] == 200
     held = connect_unix(path)
     gateway.close_trial_socket("trial-a")
     assert not path.exists() and read_all(held, 5) == b""  # its connections go with it
@@ -406,7 +390,7 @@ def test_a_trials_socket_at_its_cap_stops_accepting_while_another_trial_is_serve
         assert REGISTRY.get_sample_value("anchorage_gateway_connections") == 8
         with connect_unix(calm, 1.0) as sock:
             sock.sendall(chat(token))
-            assert answer(sock)[0] == 200
+            assert read_answer(sock)[0] == 200
     finally:
         for sock in opened:
             sock.close()

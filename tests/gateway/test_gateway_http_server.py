@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from rawhttp import read_answer
+
 CHAT = json.dumps({"model": "mock-model", "messages": [{"role": "user", "content": "hi"}]}).encode()
 
 
@@ -21,25 +23,6 @@ def request(token: str, body: bytes = CHAT, *, path: str = "/v1/chat/completions
             method: str = "POST", version: str = "1.1") -> bytes:
     return (f"{method} {path} HTTP/{version}\r\nHost: gw\r\nAuthorization: Bearer {token}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n").encode() + extra + b"\r\n" + body
-
-
-def read_answer(sock: socket.socket, buffer: bytearray, *, head_only: bool = False) -> tuple[int, dict[str, str], bytes]:
-    """One answer (content-length framed) from ``sock``; what came after it stays in ``buffer``."""
-    while b"\r\n\r\n" not in buffer:
-        chunk = sock.recv(65536)
-        assert chunk, bytes(buffer)
-        buffer += chunk
-    head, _, rest = bytes(buffer).partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-    length = 0 if head_only else int(headers.get("content-length", "0"))
-    while len(rest) < length:
-        chunk = sock.recv(65536)
-        assert chunk, rest
-        rest += chunk
-    buffer[:] = rest[length:]
-    return status, headers, rest[:length]
 
 
 def closed(sock: socket.socket) -> bool:

@@ -3,14 +3,13 @@
 Each test in ``tests/hostile/`` is one class of attack from the sandbox issue: it runs the attack as a
 ``command`` agent through the real local engine (``run_trial``: sandbox, quotas, scorer, gates,
 ``trial.json``) and asserts both that the attack failed and that the trial's recorded phase and reason
-are the honest ones. The sandbox ``mechanism`` fixture is in tests/conftest.py; ``mech`` runs a test
-under both bubblewrap and the unshare fallback.
+are the honest ones. The sandbox ``mechanism`` fixture is in tests/conftest.py, and so is ``mech``, which
+runs a test under both bubblewrap and the unshare fallback.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 import uuid
 from collections.abc import Callable
@@ -63,16 +62,6 @@ def _read(path: Path) -> str:
 
 
 RunAttack = Callable[..., Attack]
-
-
-@pytest.fixture(params=["bwrap", "unshare"])
-def mech(request: pytest.FixtureRequest, mechanism: sandbox.Mechanism) -> sandbox.Mechanism:
-    wanted: sandbox.Mechanism = request.param
-    if wanted == "bwrap" and mechanism != "bwrap":
-        pytest.skip("bubblewrap is not usable here")
-    if wanted == "unshare" and os.geteuid() != 0:
-        pytest.skip("the unshare mechanism needs root")
-    return wanted
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import pytest
 from anchorage.runtime.local import sandbox
 from anchorage.tasks import Task
 from hostile.conftest import RunAttack, write_expected
+from runtime.host_processes import processes
 
 pytestmark = pytest.mark.sandbox
 
@@ -140,12 +141,5 @@ print("agent exits")
     assert result.phase_reason == ("Succeeded", "completed"), result.record
     assert not (result.folder / "artifacts" / "late.txt").exists()
     assert not (result.folder / "artifacts" / smoke_task.artifact_name).is_symlink()
-    survivors = [p for p in os.listdir("/proc") if p.isdigit() and marker in _cmdline(p)]
+    survivors = processes(lambda cmdline: marker in cmdline)
     assert survivors == []
-
-
-def _cmdline(pid: str) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_text()
-    except OSError:
-        return ""

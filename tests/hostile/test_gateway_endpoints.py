@@ -9,25 +9,14 @@ sandbox's private namespace cannot reach. The trial itself stays the honest ``Su
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from anchorage.runtime.local import sandbox
-from anchorage.runtime.local.gatewaystart import LocalGateway, start_local_gateway
+from anchorage.runtime.local.gatewaystart import LocalGateway
 from anchorage.tasks import Task
 from hostile.conftest import RunAttack, write_expected
 
 pytestmark = pytest.mark.sandbox
-
-
-@pytest.fixture
-def gateway() -> Iterator[LocalGateway]:
-    local = start_local_gateway()
-    try:
-        yield local
-    finally:
-        local.stop()
 
 
 PROBE = """
@@ -62,13 +51,13 @@ for port in PORTS:
 
 
 def test_only_the_model_api_answers_and_only_with_the_trials_token(
-        attack: RunAttack, mech: sandbox.Mechanism, smoke_task: Task, gateway: LocalGateway) -> None:
+        attack: RunAttack, mech: sandbox.Mechanism, smoke_task: Task, local_gateway: LocalGateway) -> None:
     from anchorage import metrics
 
     host_metrics = metrics.serve(0, addr="127.0.0.1")
     try:
         code = f"PORTS = [{host_metrics.port}]\n" + PROBE + write_expected(smoke_task)
-        result = attack(code, mech, gateway=gateway.gateway, model="mock")
+        result = attack(code, mech, gateway=local_gateway.gateway, model="mock")
     finally:
         host_metrics.stop()
     lines = [line.split() for line in result.stdout.splitlines() if line.startswith("endpoint")]

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 from tests.conftest import anchorage_cli
-from tests.viewer.test_browser import CHROMIUM, FLAGS
-from tests.viewer.test_browser import screenshot as viewer_screenshot
+from tests.viewer.chromium import chromium, new_page
+from tests.viewer.chromium import screenshot as viewer_screenshot
 
 pytest.importorskip("inspect_ai", reason="the inspect extra is not installed (make venv installs it)")
 
@@ -64,17 +64,10 @@ def screenshot(page: Any, name: str) -> Path:
 
 @pytest.fixture
 def page() -> Iterator[Any]:
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"{CHROMIUM} is missing: `make system` installs Debian's chromium (as root)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is a dev dependency (make venv)")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        opened = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-        errors: list[str] = []
-        opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    errors: list[str] = []
+    with chromium() as browser, new_page(browser, errors) as opened:
         yield opened
-        browser.close()
-        assert not errors, f"inspect view reported errors: {errors}"
+    assert not errors, f"inspect view reported errors: {errors}"
 
 
 def test_every_exported_log_is_listed_with_its_model(inspect_view: tuple[str, dict[str, str]], page: Any) -> None:

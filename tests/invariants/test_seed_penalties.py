@@ -25,6 +25,7 @@ from anchorage.invariants.replays.olympic_medals import MAX_COACH_GAIN, largest_
 from anchorage.invariants.units import parse_scale, report_percent_reading
 
 from .anchors import TASKS
+from .smoke_grid import grid_counts, hidden_samples, random_clouds
 
 SMOKE, JUNEAU, OLYMPICS = "cumcm-2025-a-smoke-screen", "mcm-2025-b-juneau-tourism", "mcm-2025-c-olympic-medals"
 PUBLISHED = json.loads((TASKS.parent / "tests" / "scoring" / "published" / "v4-pro-answers.json")
@@ -43,18 +44,10 @@ def results(check_name: str, data: Any) -> dict[str, Any]:
 
 def seed_times(cloud: smoke._Cloud) -> Any:
     """Every grid time at which the cloud hides at least 7 of the 27 samples: all samples at every step."""
-    m0 = np.array(smoke.MISSILE_STARTS[cloud.missile], dtype=float)
-    arrival = float(np.linalg.norm(m0)) / smoke.MISSILE_SPEED
-    t = np.arange(cloud.burst_t, min(cloud.burst_t + 20.0, arrival), smoke.REPLAY_DT)
     ring = [(7.0 * math.cos(2 * math.pi * k / 8), 200.0 + 7.0 * math.sin(2 * math.pi * k / 8)) for k in range(8)]
     samples = np.array([(x, y, z) for z in (0.0, 5.0, 10.0) for x, y in [(0.0, 200.0), *ring]])
-    missile = m0 - np.outer(t, m0 / np.linalg.norm(m0)) * smoke.MISSILE_SPEED
-    centre = np.array([cloud.x, cloud.y, cloud.z]) - np.outer(t - cloud.burst_t, [0.0, 0.0, smoke.SINK])
-    u = samples[None] - missile[:, None]
-    w = (centre - missile)[:, None]
-    s = np.clip(np.sum(w * u, axis=-1) / np.sum(u * u, axis=-1), 0.0, 1.0)
-    hidden = np.sum(np.sum((w - s[..., None] * u) ** 2, axis=-1) <= smoke.CLOUD_R**2, axis=1)
-    return t[hidden >= 7]
+    t, hidden = hidden_samples(cloud, samples)
+    return t[np.sum(hidden, axis=1) >= 7]
 
 
 def clouds_of(plan: dict[str, Any]) -> list[smoke._Cloud]:
@@ -62,37 +55,16 @@ def clouds_of(plan: dict[str, Any]) -> list[smoke._Cloud]:
             for r in plan["q5"]["strategies"]]
 
 
-def random_clouds(rng: np.random.Generator, count: int) -> list[smoke._Cloud]:
-    """Clouds near a missile's sight line to the target at a random time (most cover it for a while)."""
-    target = np.array([0.0, 200.0, 5.0])
-    out = []
-    for _ in range(count):
-        missile = str(rng.choice(smoke.MISSILES))
-        m0 = np.array(smoke.MISSILE_STARTS[missile], dtype=float)
-        at = rng.uniform(1.0, 60.0)
-        seen_from = m0 - m0 / np.linalg.norm(m0) * smoke.MISSILE_SPEED * at
-        point = seen_from + rng.uniform(0.02, 0.98) * (target - seen_from) + rng.normal(0.0, 8.0, 3)
-        burst = round(at - rng.uniform(0.0, 20.0), int(rng.choice([1, 3, 6])))
-        x, y, z = point + np.array([0.0, 0.0, smoke.SINK * (at - burst)])
-        out.append(smoke._Cloud(missile, burst, float(x), float(y), float(z)))
-    return out
-
-
 def test_the_seed_replay_equals_counting_every_sample_at_every_step() -> None:
     rng = np.random.default_rng(2026)
     groups = [clouds_of(read(TASKS / SMOKE / "tests" / "expected_result.json")),
               clouds_of(read(TASKS / SMOKE / "solution" / "reproduced_result.json"))]
-    groups += [random_clouds(rng, int(rng.integers(1, 10))) for _ in range(12)]
+    groups += [random_clouds(rng, int(rng.integers(1, 10)), spread=8.0) for _ in range(12)]
     covering = 0
     for clouds in groups:
-        parts, unions = smoke._seed_replay(clouds)
-        times = [seed_times(c) for c in clouds]
-        assert parts == [len(t) for t in times], clouds
-        for m in smoke.MISSILES:
-            slots = {round(float(x) / smoke.REPLAY_DT) for c, t in zip(clouds, times, strict=True)
-                     if c.missile == m for x in t}
-            assert unions[m] == len(slots), (m, clouds)
-        covering += sum(len(t) > 0 for t in times)
+        parts, unions = grid_counts(clouds, seed_times)
+        assert smoke._seed_replay(clouds) == (parts, unions), clouds
+        covering += sum(n > 0 for n in parts)
     assert covering >= 30   # not vacuous: most clouds cover the target for a while
 
 
@@ -100,7 +72,7 @@ def test_the_whole_target_replay_is_a_lower_bound_of_the_seed_s() -> None:
     """A cloud hiding the whole target hides all 27 samples: part by part and union by union, never more."""
     rng = np.random.default_rng(11)
     for _ in range(12):
-        clouds = random_clouds(rng, int(rng.integers(1, 10)))
+        clouds = random_clouds(rng, int(rng.integers(1, 10)), spread=8.0)
         (whole, whole_unions), (seed, seed_unions) = smoke._replay(clouds), smoke._seed_replay(clouds)
         assert all(w <= s for w, s in zip(whole, seed, strict=True))
         assert all(whole_unions[m] <= seed_unions[m] for m in smoke.MISSILES)

@@ -32,6 +32,7 @@ from typing import Any
 import aiohttp
 import kubernetes
 import pytest
+from tests.controller.watch_task import running as _running
 
 from anchorage.controller import caches, jobends, kube, watching
 from anchorage.runtime import kubejobs
@@ -81,17 +82,6 @@ async def _until(predicate: Callable[[], bool], what: str, timeout: float = 30) 
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.1)
-
-
-@contextlib.asynccontextmanager
-async def _running(watch: watching.Watch) -> AsyncIterator[watching.Watch]:
-    task = asyncio.get_running_loop().create_task(watch.run())
-    try:
-        yield watch
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 @contextlib.asynccontextmanager

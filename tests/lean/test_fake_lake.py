@@ -8,7 +8,6 @@ Lean, not Lean itself (tests/lean/test_lake.py does that where a real toolchain 
 
 from __future__ import annotations
 
-import stat
 import sys
 from pathlib import Path
 
@@ -19,6 +18,8 @@ from anchorage.lean.audit import audit_package
 from anchorage.lean.generation import generate_package
 from anchorage.lean.obligations import check_artifact, summarize
 from invariants.anchors import REFERENCE_TASKS, TASKS, anchor, anchor_path
+
+from .lake_on_path import install_fake_lake
 
 SLUG = "cumcm-2024-a-dragon-dance"
 FAKE = f"""#!{sys.executable}
@@ -48,12 +49,7 @@ sys.exit(2)
 def fake_lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     if not anchor_path(SLUG).is_file():
         pytest.skip("dragon anchor missing")
-    bin_dir = tmp_path / "fakebin"
-    bin_dir.mkdir()
-    lake = bin_dir / "lake"
-    lake.write_text(FAKE, encoding="utf-8")
-    lake.chmod(lake.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    lake = install_fake_lake(monkeypatch, tmp_path / "fakebin", FAKE)
     monkeypatch.delenv("FAKE_LAKE_FAIL", raising=False)
     monkeypatch.delenv("FAKE_LAKE_AXIOMS", raising=False)
     return lake

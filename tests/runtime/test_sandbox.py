@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import uuid
@@ -13,6 +12,7 @@ import pytest
 from anchorage.runtime.local import sandbox
 from anchorage.runtime.local.sandbox import SandboxLimits, SandboxSpec
 from runtime.fake_gateway import FakeGateway
+from runtime.host_processes import processes
 
 pytestmark = pytest.mark.sandbox
 
@@ -33,19 +33,6 @@ def _spec(folders: dict[str, Path], code: str, **limits: object) -> SandboxSpec:
 
 def _out(folders: dict[str, Path]) -> str:
     return (folders["logs"] / "stdout.log").read_text() + (folders["logs"] / "stderr.log").read_text()
-
-
-MECHANISMS = ["bwrap", "unshare"]
-
-
-@pytest.fixture(params=MECHANISMS)
-def mech(request: pytest.FixtureRequest, mechanism: sandbox.Mechanism) -> sandbox.Mechanism:
-    wanted: sandbox.Mechanism = request.param
-    if wanted == "bwrap" and mechanism != "bwrap":
-        pytest.skip("bubblewrap is not usable here")
-    if wanted == "unshare" and os.geteuid() != 0:
-        pytest.skip("the unshare mechanism needs root")
-    return wanted
 
 
 def test_outside_tcp_fails_fast_while_gateway_answers(
@@ -141,7 +128,7 @@ time.sleep(30)
     assert result.outcome == "timeout", (result, out)
     forks = int(out.split("forks")[1].split()[0])
     assert forks < 64, out
-    survivors = [p for p in os.listdir("/proc") if p.isdigit() and marker in _cmdline(p)]
+    survivors = processes(lambda cmdline: marker in cmdline)
     assert survivors == []  # nothing of the bomb survives the trial
 
 
@@ -160,15 +147,8 @@ time.sleep(300)
     assert result.outcome == "timeout"
     assert 1.5 <= result.wall_sec < 6.0 and time.monotonic() - started < 8.0
     assert (folders["results"] / "child.pid").is_file()  # the escaped child was started
-    leftovers = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == f"sleep\x00{marker}\x00"]
+    leftovers = processes(lambda cmdline: cmdline == f"sleep\x00{marker}\x00")
     assert leftovers == []
-
-
-def _cmdline(pid: str) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_text()
-    except OSError:
-        return ""
 
 
 def test_oversized_results_are_recorded(mech: sandbox.Mechanism, folders: dict[str, Path]) -> None:

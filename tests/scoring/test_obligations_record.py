@@ -5,12 +5,12 @@ exact data, the same hard failures, and a record that says which checker ran."""
 from __future__ import annotations
 
 import json
-import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests.lean.lake_on_path import install_fake_lake
 from typer.testing import CliRunner
 
 from anchorage.cli import app
@@ -118,12 +118,7 @@ sys.exit(0 if sys.argv[1:2] == ["build"] else 2)
 
 def test_with_lake_on_path_the_checker_is_python_plus_lean(tmp_path: Path, dragon_anchor: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    lake = bin_dir / "lake"
-    lake.write_text(FAKE_LAKE, encoding="utf-8")
-    lake.chmod(lake.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    install_fake_lake(monkeypatch, tmp_path / "bin", FAKE_LAKE)
     ob = score_artifact(TASKS / DRAGON, dragon_anchor, lean=True).obligations
     assert ob["checker"] == "python+lean" and ob["lean"]["ran"] and ob["lean"]["ok"]
     assert ob["proved_by_lean"] == ob["proved"] == ob["total"] > 0 and ob["disagreements"] == 0

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from tests.lean.lake_on_path import install_fake_lake
 from typer.testing import CliRunner
 
 from anchorage.cli import app
@@ -130,13 +132,7 @@ exit 2
 @pytest.fixture
 def fake_lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A labelled stand-in for `lake` on PATH, to exercise the Lean branch of the audit."""
-    bin_dir = tmp_path / "fakebin"
-    bin_dir.mkdir()
-    lake = bin_dir / "lake"
-    lake.write_text(FAKE_LAKE)
-    lake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
-    return lake
+    return install_fake_lake(monkeypatch, tmp_path / "fakebin", FAKE_LAKE, rest=os.environ["PATH"])
 
 
 def test_axiom_audit_with_lean_flags_sorry_ax_and_the_planted_axiom(sample: Path, fake_lake: Path) -> None:

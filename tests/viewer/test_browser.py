@@ -6,7 +6,6 @@ Every page is screenshotted into ``test-output/viewer/`` and each screenshot is 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,10 +17,8 @@ from anchorage.gateway.running import BackgroundServer
 from anchorage.report.runs import LocalRuns
 from anchorage.viewer.app import make_app
 
-CHROMIUM = os.environ.get("ANCHORAGE_CHROMIUM", "/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
-SHOTS = Path(os.environ.get("ANCHORAGE_TEST_OUTPUT", Path(__file__).resolve().parents[2] / "test-output")) / "viewer"
+from .chromium import chromium, new_page, screenshot
+
 MOCK = "demo-mock-smoke-inventory-s0"
 
 
@@ -34,40 +31,16 @@ def viewer(demo_runs: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"{CHROMIUM} is missing: `make system` installs Debian's chromium (as root)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is a dev dependency (make venv)")
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+    with chromium() as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    opened = context.new_page()
     errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" and "404" not in msg.text else None)
-    yield opened
-    context.close()
+    with new_page(browser, errors, console=True) as opened:
+        yield opened
     assert not errors, f"the page reported errors: {errors}"   # e.g. a script refused by the CSP
-
-
-def screenshot(page: Any, name: str, *, min_inked: float = 0.05) -> Path:
-    """Save a full-page screenshot and check it shows something: many distinct colours, and at least
-    ``min_inked`` of the page not white (a twentieth for the viewer's own pages)."""
-    import matplotlib.image
-
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    path = SHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    pixels = matplotlib.image.imread(path)[..., :3]
-    inked = (pixels < 0.9).any(axis=-1).mean()
-    colours = len({tuple(p) for p in (pixels[::7, ::7].reshape(-1, 3) * 255).astype(int).tolist()})
-    assert pixels.shape[0] > 300 and inked > min_inked and colours > 20, (path, inked, colours)
-    return path
 
 
 def cells(page: Any, table: str, column: int) -> list[str]:

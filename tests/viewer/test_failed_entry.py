@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from tests.conftest import REPO
-from tests.viewer.test_browser import CHROMIUM, FLAGS, screenshot
+from tests.viewer.chromium import chromium, new_page, screenshot
 
 from anchorage.gateway.running import BackgroundServer
 from anchorage.report.runs import LocalRuns
@@ -92,17 +92,10 @@ def viewer(failing: tuple[Path, subprocess.CompletedProcess[str]]) -> Iterator[s
 
 @pytest.fixture
 def page() -> Iterator[Any]:
-    if not Path(CHROMIUM).is_file():
-        pytest.skip(f"{CHROMIUM} is missing: `make system` installs Debian's chromium (as root)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is a dev dependency (make venv)")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        opened = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-        errors: list[str] = []
-        opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    errors: list[str] = []
+    with chromium() as browser, new_page(browser, errors) as opened:
         yield opened
-        browser.close()
-        assert not errors, errors
+    assert not errors, errors
 
 
 def _board_row(page: Any, entry: str) -> list[str]:

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +16,8 @@ from tests.conftest import anchorage_cli
 from anchorage.report.runs import LocalRuns, StoreRuns
 from anchorage.store import open_store
 from anchorage.viewer.app import make_app
+
+from .view_process import anchorage_view, page_when_up
 
 MOCK = "demo-mock-smoke-inventory-s0"
 PAGES = ["/", "/campaigns/demo/", "/campaigns/demo/entries/mock/", "/campaigns/demo/entries/mock/tasks/smoke-inventory",
@@ -98,26 +96,9 @@ def test_unknown_campaigns_and_trials_say_what_exists(demo_runs: Path) -> None:
 
 
 def test_anchorage_view_serves_and_bad_input_exits_2(demo_runs: Path) -> None:
-    process = subprocess.Popen([sys.executable, "-c", "from anchorage.cli import main; main()", "view",
-                                str(demo_runs / "demo"), "--port", "0"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        url = re.search(r"http://\S+/", line)
-        assert url and "1 campaign(s)" in line, line
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                page = urllib.request.urlopen(url.group(0) + "campaigns/demo/", timeout=10).read().decode()
-                break
-            except OSError:
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
+    with anchorage_view(str(demo_runs / "demo")) as (url, line):
+        assert "1 campaign(s)" in line, line
+        page = page_when_up(url + "campaigns/demo/")
         assert "Leaderboard" in page and "oracle" in page
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        if process.stdout is not None:
-            process.stdout.close()
     missing = anchorage_cli("view", str(demo_runs / "nope"))
     assert missing.returncode == 2 and "is not a folder" in missing.stderr

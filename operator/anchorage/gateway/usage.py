@@ -42,20 +42,15 @@ def _int(mapping: Any, *keys: str) -> int:
 
 
 def counts_from_openai_usage(usage: dict[str, Any], *, reasoning_in_output: bool) -> TokenCounts:
-    """Chat (``prompt_tokens``...) or responses (``input_tokens``...) usage object."""
-    if "prompt_tokens" in usage or "completion_tokens" in usage:
-        return TokenCounts(
-            input_tokens=_int(usage, "prompt_tokens"),
-            cached_input_tokens=_int(usage, "prompt_tokens_details", "cached_tokens"),
-            output_tokens=_int(usage, "completion_tokens"),
-            reasoning_tokens=_int(usage, "completion_tokens_details", "reasoning_tokens"),
-            reasoning_in_output=reasoning_in_output,
-        )
+    """Chat (``prompt_tokens``, ``completion_tokens``) or responses (``input_tokens``, ``output_tokens``) usage
+    object; either API keeps the cached and reasoning counts in the ``<name>_details`` object of those two."""
+    chat = "prompt_tokens" in usage or "completion_tokens" in usage
+    inputs, outputs = ("prompt_tokens", "completion_tokens") if chat else ("input_tokens", "output_tokens")
     return TokenCounts(
-        input_tokens=_int(usage, "input_tokens"),
-        cached_input_tokens=_int(usage, "input_tokens_details", "cached_tokens"),
-        output_tokens=_int(usage, "output_tokens"),
-        reasoning_tokens=_int(usage, "output_tokens_details", "reasoning_tokens"),
+        input_tokens=_int(usage, inputs),
+        cached_input_tokens=_int(usage, f"{inputs}_details", "cached_tokens"),
+        output_tokens=_int(usage, outputs),
+        reasoning_tokens=_int(usage, f"{outputs}_details", "reasoning_tokens"),
         reasoning_in_output=reasoning_in_output,
     )
 

@@ -15,19 +15,25 @@ import math
 from typing import ClassVar, Protocol
 
 
-class MetricSpec(Protocol):
-    """What a mode reads of a ``metrics[]`` entry (:class:`anchorage.scoring.scoreconfig.MetricSpec`)."""
+class Scales(Protocol):
+    """What :meth:`MetricMode.tolerance` reads of a metric or of its scored result."""
 
-    @property
-    def oracle_value(self) -> float | None: ...
-    @property
-    def outstanding_value(self) -> float | None: ...
     @property
     def baseline_value(self) -> float | None: ...
     @property
     def rel_scale(self) -> float: ...
     @property
     def abs_scale(self) -> float: ...
+
+
+class MetricSpec(Scales, Protocol):
+    """What a mode reads of a ``metrics[]`` entry (:class:`anchorage.scoring.scoreconfig.MetricSpec`): its
+    scales and its endpoints."""
+
+    @property
+    def oracle_value(self) -> float | None: ...
+    @property
+    def outstanding_value(self) -> float | None: ...
 
 
 class Metric(MetricSpec, Protocol):
@@ -69,17 +75,6 @@ class MetricMode(Protocol):
     def reward(self, metric: Metric, value: float) -> float: ...
     def report_reward(self, metric: Metric, value: float) -> float: ...
     def tolerance(self, anchor: float, scales: Scales) -> float | None: ...
-
-
-class Scales(Protocol):
-    """What :meth:`MetricMode.tolerance` reads of a metric or of its scored result."""
-
-    @property
-    def baseline_value(self) -> float | None: ...
-    @property
-    def rel_scale(self) -> float: ...
-    @property
-    def abs_scale(self) -> float: ...
 
 
 def reaches_anchor(metric: Metric, value: float) -> bool:

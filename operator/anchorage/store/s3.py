@@ -183,6 +183,7 @@ class S3Store(ArtifactStore):
         self._retrying(f"put {key}", put)
 
     def _holds(self, key: str) -> bool:
+        """One HEAD of ``key``: whether an object is there (a missing one is ``False``, other errors raise)."""
         try:
             self.client.head_object(Bucket=self.bucket, Key=self._key(key))
         except ClientError as exc:
@@ -272,16 +273,7 @@ class S3Store(ArtifactStore):
             raise ChecksumMismatch(f"{self.uri_of(key)}: sha256 {actual} does not match the stored {expected}")
 
     def exists(self, key: str) -> bool:
-        def head() -> bool:
-            try:
-                self.client.head_object(Bucket=self.bucket, Key=self._key(key))
-            except ClientError as exc:
-                if _missing(exc):
-                    return False
-                raise
-            return True
-
-        return self._retrying(f"head {key}", head)
+        return self._retrying(f"head {key}", lambda: self._holds(key))
 
     def describe(self, key: str) -> dict[str, Any]:
         head = self._retrying(f"head {key}", lambda: self.client.head_object(Bucket=self.bucket,
