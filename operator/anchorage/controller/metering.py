@@ -1,7 +1,7 @@
 """The operator's side of the model gateway: per-trial tokens, their Secrets, revocation and cost.
 
 Called by ``anchorage.controller.launching`` (an attempt's start), ``recording`` and ``finishing`` (a trial's end) and
-``scoring`` (the ``trial.json`` record). A model-calling trial (:func:`anchorage.runtime.kubejobs.uses_gateway`) gets
+``scoring`` (the ``trial.json`` record). A model-calling trial (:func:`anchorage.runtime.kube.jobs.uses_gateway`) gets
 a token the operator mints itself with the secret it shares with the gateway (``ANCHORAGE_GATEWAY_TOKEN_SECRET``;
 ``anchorage.gateway.tokens.mint_token``): the token names exactly this trial (namespace, name and uid, so a re-created
 Trial of the same name gets a fresh ledger), its entry and campaign (the labels of the gateway's token and cost
@@ -39,8 +39,8 @@ from anchorage.controller import kube
 from anchorage.errors import InputError
 from anchorage.gateway.tokens import EXPIRY_MARGIN_SECONDS, mint_token
 from anchorage.manifests import TrialSpec
-from anchorage.runtime import kubejobs
-from anchorage.runtime.kubejobs import OperatorConfig, uses_gateway
+from anchorage.runtime.kube import jobs
+from anchorage.runtime.kube.jobs import OperatorConfig, uses_gateway
 from anchorage.trials.costing import protocol_cost, trial_cost
 
 TOKEN_SECRET_ENV = "ANCHORAGE_GATEWAY_TOKEN_SECRET"
@@ -92,11 +92,11 @@ def create_job(job: dict[str, Any], trial: Mapping[str, Any], spec: TrialSpec) -
     expires = time.time() + float(job["spec"]["activeDeadlineSeconds"]) + EXPIRY_MARGIN_SECONDS
     token = mint_token(secret, trial_id(trial), spec.entry, expires_at=expires, transcript=spec.transcripts,
                        campaign=_campaign(trial))
-    kube.create_secret(kubejobs.gateway_token_secret(owned, token))
+    kube.create_secret(jobs.gateway_token_secret(owned, token))
 
 
 def _campaign(trial: Mapping[str, Any]) -> str | None:
-    return (trial["metadata"].get("labels") or {}).get(kubejobs.LABEL_CAMPAIGN)
+    return (trial["metadata"].get("labels") or {}).get(jobs.LABEL_CAMPAIGN)
 
 
 def step_account(trial: Mapping[str, Any], step: str) -> str:
@@ -116,7 +116,7 @@ def create_protocol_job(job: dict[str, Any], trial: Mapping[str, Any], spec: Tri
     owned = {**job, "metadata": {**job["metadata"], "uid": uid}}
     expires = time.time() + float(job["spec"]["activeDeadlineSeconds"]) + EXPIRY_MARGIN_SECONDS
     token = mint_token(secret, step_account(trial, step), spec.entry, expires_at=expires, campaign=_campaign(trial))
-    kube.create_secret(kubejobs.gateway_token_secret(owned, token))
+    kube.create_secret(jobs.gateway_token_secret(owned, token))
     return None
 
 

@@ -18,7 +18,7 @@ from anchorage.controller.podevidence import parse_time
 from anchorage.controller.settings import config, store
 from anchorage.controller.trialstate import read_json, task_cached, task_inputs
 from anchorage.manifests import TrialSpec
-from anchorage.runtime import kubejobs
+from anchorage.runtime.kube import jobs
 from anchorage.trials import AttemptEnd, TrialRecord, classify
 from anchorage.trials.agents.plans import replayed_message
 from anchorage.trials.costing import trial_cost
@@ -49,10 +49,10 @@ def attempt_record(trial: Mapping[str, Any], spec: TrialSpec, end: AttemptEnd) -
         end = AttemptEnd(replayed=replayed_message(plan))
         replay = ReplayInfo(source=plan.replay.source, label=plan.label)
     outcome = classify(end)
-    resources = kubejobs.resources_in_force(limits)
-    requested = kubejobs.requests_in_force(resources, config())
+    resources = jobs.resources_in_force(limits)
+    requested = jobs.requests_in_force(resources, config())
     record = TrialRecord(
-        name=meta["name"], campaign=kubejobs.named(meta, kubejobs.LABEL_CAMPAIGN), entry=entry_name(spec),
+        name=meta["name"], campaign=jobs.named(meta, jobs.LABEL_CAMPAIGN), entry=entry_name(spec),
         task=task.slug, seed=spec.seed, attempt=int(status.get("attempt") or 0) + 1, driver="operator",
         agent=AgentInfo(kind=spec.agent.kind, model=spec.agent.model, reasoning_effort=spec.agent.reasoning_effort,
                         label=plan.label),
@@ -75,7 +75,7 @@ def record_cost(trial: Mapping[str, Any], spec: TrialSpec, record: TrialRecord) 
     """The trial's cost: a model-calling trial's token is revoked and its usage read at the gateway
     (``metering.settle``: unknown, with the reason, when it cannot be read or priced); others cost 0, and so does a
     trial that never launched (no token was minted)."""
-    if not kubejobs.uses_gateway(spec.agent) or not (trial.get("status") or {}).get("phase"):
+    if not jobs.uses_gateway(spec.agent) or not (trial.get("status") or {}).get("phase"):
         cost = trial_cost(None, calls_models=False)
         record.cost_usd, record.cost_source, record.cost_unknown_reason = cost.usd, cost.source, cost.unknown_reason
         return
@@ -89,7 +89,7 @@ def record_cost(trial: Mapping[str, Any], spec: TrialSpec, record: TrialRecord) 
 def record_transcript(trial: Mapping[str, Any], spec: TrialSpec, prefix: str, record: TrialRecord) -> None:
     """``transcripts: true``: the gateway's transcript of the trial (all its attempts) as ``transcript.jsonl``
     beside ``trial.json`` in the store; a gateway that cannot be read is recorded, never fatal."""
-    if not (spec.transcripts and kubejobs.uses_gateway(spec.agent)):
+    if not (spec.transcripts and jobs.uses_gateway(spec.agent)):
         return
     try:
         data = metering.read_transcript(trial, config())

@@ -2,7 +2,7 @@
 
 Written by the local engine (``runtime/local/trials.py``) and the operator (``controller/trials.py``)
 through :meth:`TrialRecord.to_json`; read back (as plain dicts) by the aggregation, ``anchorage
-report`` and resume. The Trial's status mirrors its headline fields (``runtime/kubestatus.py``).
+report`` and resume. The Trial's status mirrors its headline fields (``runtime/kube/status.py``).
 Unknown is not zero: ``cost_usd`` is None when the cost is unknown and ``cost_unknown_reason`` says
 why. Every record says which driver, sandbox mechanism and limits, scoring profile and versions
 made it.
