@@ -28,7 +28,7 @@ import kopf
 from anchorage.controller import settings as operator_settings
 from anchorage.controller.jobends import ENDED_JOBS
 from anchorage.manifests import API_GROUP, API_VERSION
-from anchorage.runtime.kubejobs import LABEL_CAMPAIGN, LABEL_ROLE, MANAGED_BY
+from anchorage.runtime.kube.jobs import LABEL_CAMPAIGN, LABEL_ROLE, MANAGED_BY
 
 REGISTRY = kopf.OperatorRegistry()
 #: Watch events that reached the handlers, by resource (an ended Job's events reach one of the two Job handlers).

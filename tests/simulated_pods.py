@@ -5,9 +5,9 @@ Given to the cluster fake's kubelet and to the sandbox node agent as their ``sim
 ``bench/kube_operator.py``: no container runs; the store receives the upload sidecar's completion marker
 (``--marker``: ``upload.json`` for trials, ``verifier-upload.json`` for verifiers) and, for a verifier pod
 (label ``anchorage.dev/role: verifier``), one ``score.json`` per ``--item`` of its ``score`` command, in the
-shape ``kubepod score`` writes (``ScoreRecord.to_dict()``): a synthetic perfect score (O-Eval 1, gradable)
+shape ``kube.pod score`` writes (``ScoreRecord.to_dict()``): a synthetic perfect score (O-Eval 1, gradable)
 marked ``"simulated": true``; for a trial's protocol pod (label ``anchorage.dev/role: protocol``, a
-``verification.panel`` / ``.cbu`` step), the ``outcome.json`` ``kubepod protocol`` writes: a synthetic block (panel
+``verification.panel`` / ``.cbu`` step), the ``outcome.json`` ``kube.pod protocol`` writes: a synthetic block (panel
 ``confirmed``, CBU utility 1) marked ``"simulated": true`` that made no model call. Every container exits 0.
 """
 
@@ -17,7 +17,7 @@ import itertools
 import json
 from typing import Any
 
-from anchorage.runtime.kubejobs import LABEL_ROLE
+from anchorage.runtime.kube.jobs import LABEL_ROLE
 from anchorage.scoring.records import ScoreRecord
 from anchorage.store import open_store
 
@@ -35,7 +35,7 @@ def _option(container: Obj, flag: str) -> str | None:
 
 
 def _scores(containers: list[Obj]) -> dict[str, dict[str, Any]]:
-    """What ``kubepod score`` would write for a verifier pod: ``out`` → a synthetic perfect record."""
+    """What ``kube.pod score`` would write for a verifier pod: ``out`` → a synthetic perfect record."""
     records: dict[str, dict[str, Any]] = {}
     for container in containers:
         argv = _argv(container)
@@ -53,7 +53,7 @@ def _scores(containers: list[Obj]) -> dict[str, dict[str, Any]]:
 
 
 def protocol_outcome(containers: list[Obj]) -> dict[str, Any] | None:
-    """What ``kubepod protocol`` would write for a protocol pod (``{"block", "failure"}``), None for other pods."""
+    """What ``kube.pod protocol`` would write for a protocol pod (``{"block", "failure"}``), None for other pods."""
     step = next((_option(c, "--step") for c in containers if "protocol" in _argv(c) and _option(c, "--step")), None)
     if step == "panel":
         block: dict[str, Any] = {"outcome": "confirmed", "status": "confirmed", "repaired": False, "votes": [],

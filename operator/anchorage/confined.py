@@ -5,7 +5,7 @@ answer key or a host secret, hard links, FIFOs that block a reader, sparse terab
 entries, directories nested thousands deep. Everything Anchorage reads from them goes through this
 module — the scorer (the artifact and its near-miss recovery), the local engine (log tails, results
 usage, copying results out of their size-limited tmpfs), the report, and the cluster's upload sidecar
-(``anchorage.runtime.kubepod``).
+(``anchorage.runtime.kube.pod``).
 
 * Paths are opened *beneath* a folder: ``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
   RESOLVE_NO_MAGICLINKS)`` where the kernel has it (Linux ≥ 5.6), else component by component with

@@ -336,7 +336,7 @@ def serve(port: int, addr: str = "127.0.0.1", registry: CollectorRegistry = REGI
 
 #: Trial phases the ``anchorage_trials`` gauge reports for every entry (absent ones are set to 0).
 PHASES = tuple(str(phase) for phase in Phase)
-_CAMPAIGN_LABEL = "anchorage.dev/campaign"  # anchorage.runtime.kubejobs.LABEL_CAMPAIGN
+_CAMPAIGN_LABEL = "anchorage.dev/campaign"  # anchorage.runtime.kube.jobs.LABEL_CAMPAIGN
 
 
 def trial_labels(trial: Mapping[str, Any]) -> tuple[str, str, str]:

@@ -154,7 +154,7 @@ def test_trial_scheduling_values_reach_the_operators_pods(render: Callable[..., 
     verifier and protocol pods."""
     from anchorage.commands.operator import operator_config
     from anchorage.manifests import TrialSpec
-    from anchorage.runtime import kubejobs
+    from anchorage.runtime.kube import jobs
     from anchorage.tasks import load_task, resolve_task
     from anchorage.trials.agents import plan_agent
     from anchorage.trials.limits import resolve_limits
@@ -178,10 +178,10 @@ def test_trial_scheduling_values_reach_the_operators_pods(render: Callable[..., 
              "spec": {"task": "smoke-inventory", "agent": {"kind": "oracle"}}}
     spec = TrialSpec.model_validate(trial["spec"])
     task = load_task(resolve_task("smoke-inventory"))
-    pods = [kubejobs.trial_job(trial, spec, plan=plan_agent(spec.agent, task, 0), limits=resolve_limits(task), config=config,
-                               job_name="t-a1", campaign=None)["spec"]["template"]["spec"],
-            kubejobs.protocol_job(trial, step="panel", task="smoke-inventory", settings={}, artifact=None,
-                                  config=config, campaign=None)["spec"]["template"]["spec"]]
+    pods = [jobs.trial_job(trial, spec, plan=plan_agent(spec.agent, task, 0), limits=resolve_limits(task), config=config,
+                           job_name="t-a1", campaign=None)["spec"]["template"]["spec"],
+            jobs.protocol_job(trial, step="panel", task="smoke-inventory", settings={}, artifact=None,
+                              config=config, campaign=None)["spec"]["template"]["spec"]]
     for pod in pods:
         # the user's toleration, then the lost-node taints tolerated only trials.platformFailures.nodeLostSeconds
         lost = [{"key": k, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}

@@ -18,7 +18,7 @@ import yaml
 from jsonschema import Draft7Validator
 
 from anchorage.gateway.gatewayconfig import GatewayConfig
-from anchorage.runtime.kubejobs import OperatorConfig, network_policies
+from anchorage.runtime.kube.jobs import OperatorConfig, network_policies
 from charts.conftest import NAMESPACE, Rendered
 from charts.customobjects import custom_object_errors
 

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from anchorage.controller.campaigns import TrialState, _summary, trials_by_campaign
-from anchorage.runtime.kubestatus import CampaignStatus
+from anchorage.runtime.kube.status import CampaignStatus
 
 
 def _state(status: dict[str, Any]) -> TrialState:

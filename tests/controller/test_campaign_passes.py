@@ -26,8 +26,8 @@ from kopf._core.engines.indexing import Store
 
 from anchorage.controller import campaigns, kube
 from anchorage.controller.campaigns import TrialState
-from anchorage.runtime.kubejobs import LABEL_CAMPAIGN
-from anchorage.runtime.kubepod import open_store
+from anchorage.runtime.kube.jobs import LABEL_CAMPAIGN
+from anchorage.runtime.kube.pod import open_store
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from anchorage.runtime.kubejobs import JOBS_FINALIZER, LABEL_CAMPAIGN, LABEL_TRIAL
+from anchorage.runtime.kube.jobs import JOBS_FINALIZER, LABEL_CAMPAIGN, LABEL_TRIAL
 
 from .conftest import Env
 

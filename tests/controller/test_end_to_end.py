@@ -101,7 +101,7 @@ def test_limits_above_the_configured_ceiling_are_rejected(kube_env: Env, tmp_pat
 
 def test_operator_converges_through_injected_faults(kube_env: Env) -> None:
     from anchorage.manifests import TrialSpec
-    from anchorage.runtime.kubejobs import OperatorConfig, trial_job
+    from anchorage.runtime.kube.jobs import OperatorConfig, trial_job
     from anchorage.tasks import load_task, resolve_task
     from anchorage.trials import plan_agent
     from anchorage.trials.limits import resolve_limits

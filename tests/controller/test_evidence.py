@@ -12,8 +12,8 @@ import pytest
 
 from anchorage.controller.evidence import attempt_end
 from anchorage.manifests import AgentSpec
-from anchorage.runtime import kubepod
-from anchorage.runtime.kubepod import REPLAY_MISSING_EXIT
+from anchorage.runtime.kube import pod
+from anchorage.runtime.kube.pod import REPLAY_MISSING_EXIT
 from anchorage.tasks import load_task, resolve_task
 from anchorage.trials import Phase, Reason, classify, plan_agent, should_retry
 from anchorage.trials.agents.plans import missing_replay_message
@@ -102,14 +102,14 @@ def test_fetch_task_exits_with_the_missing_replay_code(tmp_path: Path, monkeypat
     results = tmp_path / "results"
     results.mkdir()
     args = ["fetch-task", "--task", "smoke-inventory", "--dest", str(tmp_path / "task"), "--results", str(results)]
-    assert kubepod.main([*args, "--replay", str(tmp_path / "nothing.json")]) == REPLAY_MISSING_EXIT
-    assert kubepod.main([*args, "--replay", "no/such/key.json"]) == REPLAY_MISSING_EXIT
+    assert pod.main([*args, "--replay", str(tmp_path / "nothing.json")]) == REPLAY_MISSING_EXIT
+    assert pod.main([*args, "--replay", "no/such/key.json"]) == REPLAY_MISSING_EXIT
     monkeypatch.delenv("ANCHORAGE_STORE")  # fetch-task's own environment in a trial pod: no store
-    assert kubepod.main([*args, "--replay", "no/such/key.json"]) == REPLAY_MISSING_EXIT
-    assert kubepod.main([*args, "--replay-in-task", "tests/none.json"]) == REPLAY_MISSING_EXIT
+    assert pod.main([*args, "--replay", "no/such/key.json"]) == REPLAY_MISSING_EXIT
+    assert pod.main([*args, "--replay-in-task", "tests/none.json"]) == REPLAY_MISSING_EXIT
     present = tmp_path / "present.json"
     present.write_text("{}")
-    assert kubepod.main([*args, "--replay", str(present)]) == 0
+    assert pod.main([*args, "--replay", str(present)]) == 0
     artifact = load_task(resolve_task("smoke-inventory")).artifact_name
     assert os.listdir(results) == [artifact] and (results / artifact).read_text() == "{}"
 
@@ -145,9 +145,10 @@ def test_the_jobs_deadline_is_a_backstop_the_model_pays_only_for_its_own_time() 
 
 def test_a_pod_whose_policies_never_took_hold_is_the_platforms_failure_and_retried() -> None:
     """``await-policy`` exited POLICY_OPEN_EXIT: the agent never started; the platform's failure, retried."""
-    pod = {"metadata": {"creationTimestamp": "2026-12-01T10:00:00Z"}, "status": {"phase": "Failed", "initContainerStatuses": [
-        {"name": "await-policy", "state": {"terminated": {"exitCode": kubepod.POLICY_OPEN_EXIT, "reason": "Error"}}}]}}
-    outcome = classify(attempt_end("BackoffLimitExceeded", None, 60.0, pods=[pod]))
+    failed = {"metadata": {"creationTimestamp": "2026-12-01T10:00:00Z"},
+              "status": {"phase": "Failed", "initContainerStatuses": [
+                  {"name": "await-policy", "state": {"terminated": {"exitCode": pod.POLICY_OPEN_EXIT, "reason": "Error"}}}]}}
+    outcome = classify(attempt_end("BackoffLimitExceeded", None, 60.0, pods=[failed]))
     assert outcome.phase == Phase.INFRASTRUCTURE_FAILED and "NetworkPolicies were not enforced" in outcome.message
     assert should_retry(outcome, 1, 3)
 
@@ -181,11 +182,11 @@ def test_await_policy_waits_while_the_api_answers_and_goes_on_once_it_is_blocked
     server = threading.Thread(target=serve, daemon=True)
     server.start()
     started = time.monotonic()
-    assert kubepod.main(args) == kubepod.POLICY_OPEN_EXIT
+    assert pod.main(args) == pod.POLICY_OPEN_EXIT
     assert time.monotonic() - started >= 0.5
     accepting.clear()
     server.join()
     listener.close()  # the port now refuses, as a policy's REJECT does
-    assert kubepod.main(args) == 0
+    assert pod.main(args) == 0
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
-    assert kubepod.main(args) == kubepod.POLICY_OPEN_EXIT  # nothing to check against: the agent does not start
+    assert pod.main(args) == pod.POLICY_OPEN_EXIT  # nothing to check against: the agent does not start

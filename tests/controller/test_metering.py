@@ -19,7 +19,7 @@ from anchorage.gateway import Gateway, GatewayConfig, start_gateway
 from anchorage.gateway.mock import MockConfig, start_mock
 from anchorage.gateway.tokens import mint_token
 from anchorage.manifests import TrialSpec
-from anchorage.runtime.kubejobs import OperatorConfig
+from anchorage.runtime.kube.jobs import OperatorConfig
 from anchorage.trials import costing
 
 SECRET, ADMIN = "hmac-secret", "admin-token"

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from anchorage.controller import kube
-from anchorage.runtime.kubeconditions import LIFECYCLE_TYPES
-from anchorage.runtime.kubejobs import JOBS_FINALIZER, NAME_LABELS
+from anchorage.runtime.kube.conditions import LIFECYCLE_TYPES
+from anchorage.runtime.kube.jobs import JOBS_FINALIZER, NAME_LABELS
 from anchorage_devcluster.apiserver import Fault
 
 from .conftest import Env

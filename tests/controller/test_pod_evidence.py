@@ -14,8 +14,8 @@ import pytest
 
 from anchorage.controller import podevidence, pods
 from anchorage.controller.podevidence import Verdict
-from anchorage.runtime import kubejobs
-from anchorage.runtime.kubejobs import OperatorConfig
+from anchorage.runtime.kube import jobs
+from anchorage.runtime.kube.jobs import OperatorConfig
 from anchorage.store.local import FileStore
 from anchorage.trials import Phase, Reason, classify
 
@@ -31,10 +31,10 @@ def pod(*, phase: str = "Pending", conditions: list[dict[str, Any]] | None = Non
         containers: list[dict[str, Any]] | None = None, init: list[dict[str, Any]] | None = None,
         labels: dict[str, str] | None = None, timeout: int = 60, uid: str = "p1") -> dict[str, Any]:
     return {"metadata": {"name": "t-a0-x1", "namespace": "trials", "uid": uid,
-                         "labels": {**kubejobs.MANAGED_BY, kubejobs.LABEL_ROLE: "trial",
+                         "labels": {**jobs.MANAGED_BY, jobs.LABEL_ROLE: "trial",
                                     "batch.kubernetes.io/job-name": "t-a0", **(labels or {})},
-                         "annotations": {kubejobs.ANNOTATION_TIMEOUT: str(timeout),
-                                         "anchorage.dev/trial-namespace": "evals", kubejobs.LABEL_TRIAL: "t"},
+                         "annotations": {jobs.ANNOTATION_TIMEOUT: str(timeout),
+                                         "anchorage.dev/trial-namespace": "evals", jobs.LABEL_TRIAL: "t"},
                          "ownerReferences": [{"kind": "Job", "name": "t-a0", "uid": "j1", "controller": True}]},
             "spec": {"nodeName": "node-2"},
             "status": {"phase": phase, "conditions": conditions or [], "containerStatuses": containers or [],
@@ -160,7 +160,7 @@ async def test_the_store_opens_once_when_the_kubelet_says_the_agent_ended(
                                                          "exitCode": 0}}}]
     handler("MODIFIED", pod(phase="Running", containers=ended))
     handler("MODIFIED", pod(phase="Running", containers=ended))  # the same state again: no second write
-    handler("MODIFIED", pod(phase="Running", containers=ended, labels={kubejobs.LABEL_STORE_ACCESS: "true"}, uid="p2"))
+    handler("MODIFIED", pod(phase="Running", containers=ended, labels={jobs.LABEL_STORE_ACCESS: "true"}, uid="p2"))
     handler("MODIFIED", pod(phase="Succeeded", containers=ended, uid="p3"))  # ended: nothing left to upload
     await settle()
     assert calls == [("label", "trials", "t-a0-x1")]

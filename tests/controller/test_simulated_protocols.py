@@ -1,6 +1,6 @@
 """``verification.panel`` / ``.cbu`` in a simulated cluster, and their Jobs across operator restarts.
 
-Simulated protocol pods (``simulated_pods``) write the ``outcome.json`` ``kubepod protocol`` would, so campaigns and
+Simulated protocol pods (``simulated_pods``) write the ``outcome.json`` ``kube.pod protocol`` would, so campaigns and
 load tests with panel and CBU run on simulated clusters too. A step's Job that ends while the operator is down — and
 is even deleted afterwards, as its TTL does — is finished from what its pod left when the operator comes back:
 no step lost, none launched twice.

@@ -1,7 +1,7 @@
 """Trials with simulated pods (``FakeKubelet(simulate=True)``): what the load benchmark relies on, and the campaign's
 cost total when some trials' costs are unknown.
 
-A simulated verifier pod writes the ``score.json`` records ``kubepod score`` would (a synthetic perfect score marked
+A simulated verifier pod writes the ``score.json`` records ``kube.pod score`` would (a synthetic perfect score marked
 ``simulated``), so a simulated trial ends scored and gradable. A model-calling trial whose usage the operator cannot
 read (no gateway admin token) has an unknown cost: the campaign's ``costUSD`` is the sum of the known costs only and
 ``costsUnknown`` (in the status, the compact leaderboard row and ``kubectl get vc``) says how many are missing.
@@ -45,7 +45,7 @@ def test_simulated_oracle_trial_ends_scored_and_gradable(sim_env: Env) -> None:
     folder = env.store / "_trials" / "default" / "sim-oracle"
     score = json.loads((folder / "score.json").read_text())
     assert score["simulated"] is True and score["task"] == "smoke-inventory" and score["o_eval"] == 1.0
-    assert {"raw_before_gates", "oracle_source", "metrics", "gates", "obligations"} <= set(score), "kubepod's shape"
+    assert {"raw_before_gates", "oracle_source", "metrics", "gates", "obligations"} <= set(score), "kube.pod's shape"
     assert json.loads((folder / "verifier-upload.json").read_text())["exit_code"] == 0
     record = json.loads((folder / "trial.json").read_text())
     assert record["score"]["gradable"] is True and record["score"]["o_eval"] == 1.0

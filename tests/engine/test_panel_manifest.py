@@ -11,7 +11,7 @@ from anchorage.campaigns.documents import load_documents
 from anchorage.campaigns.planning import plan
 from anchorage.errors import InputError
 from anchorage.manifests import Trial, VerificationCampaign
-from anchorage.runtime.kubecrds import all_crds
+from anchorage.runtime.kube.crds import all_crds
 from anchorage.verify.settings import CbuSettings, PanelSettings
 
 CAMPAIGN = """\

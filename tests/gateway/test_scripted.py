@@ -1,6 +1,6 @@
 """The scripted mock model: wire formats of the three APIs, the script's progress, usage as reported.
 
-The real CLIs driving it through the gateway and the sandbox are in ``tests/agents/test_real_agents.py``;
+The real CLIs driving it through the gateway and the sandbox are in ``tests/agentclis/test_real_agents.py``;
 here each API is spoken by hand, the way the CLIs do (what they send was read off the pinned versions).
 """
 

@@ -1,4 +1,4 @@
-"""Hostile results against the cluster's upload sidecar (``python -m anchorage.runtime.kubepod upload``).
+"""Hostile results against the cluster's upload sidecar (``python -m anchorage.runtime.kube.pod upload``).
 
 The sidecar is the only container holding the store's credentials; the folders it uploads are the
 agent's. A symlink to the credentials, a FIFO, a device link, a forged exit-code file: the sidecar
@@ -22,7 +22,7 @@ def _upload(tmp_path: Path, results: Path, logs: Path, **kw: int) -> dict[str, o
     store = tmp_path / "store"
     store.mkdir()
     env = {**os.environ, "ANCHORAGE_STORE": store.as_uri(), "ANCHORAGE_DEST": "camp/trial"}
-    argv = [sys.executable, "-m", "anchorage.runtime.kubepod", "upload", "--wait", str(tmp_path / "run"),
+    argv = [sys.executable, "-m", "anchorage.runtime.kube.pod", "upload", "--wait", str(tmp_path / "run"),
             "--put", f"artifacts={results}", "--put", f"agent={logs}", "--marker", "upload.json",
             "--max-files", str(kw.get("max_files", 20_000)), "--max-bytes", str(kw.get("max_bytes", 2 * 1024**3))]
     if "quota" in kw:

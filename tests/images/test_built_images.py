@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 import imagetool
-from anchorage import agents
+from anchorage import agentclis
 from anchorage.images import smoke
 
 pytestmark = pytest.mark.timeout(10800)
@@ -32,7 +32,7 @@ def base(tool: ModuleType) -> str:
 def test_agent_image_has_the_pinned_clis_for_the_agent_user(tool: ModuleType, base: str) -> None:
     tag = tool.build("agent-base", base)
     printed = smoke.smoke_agent(tag)
-    for name, pin in agents.pins().items():
+    for name, pin in agentclis.pins().items():
         assert pin.version in printed[name]
     assert printed["python"] == "2.0.2"  # SPEC §1's numpy pin, importable with the rest of the stack
     assert printed["user"] == "65532"    # the Job's runAsUser
@@ -52,7 +52,7 @@ def test_verifier_image_scores_the_smoke_task_with_the_hosts_gates(tool: ModuleT
 def test_operator_image_runs_its_entry_points_as_its_user(tool: ModuleType, base: str) -> None:
     tag = tool.build("operator", base)
     result = smoke.smoke_operator(tag)
-    assert result["operator"] and result["gateway"] and result["kubepod"]
+    assert result["operator"] and result["gateway"] and result["kube.pod"]
     assert result["imports"] == sorted(smoke.OPERATOR_IMPORTS)
     assert result["agent_stack"] == []  # the agents' and reproductions' stack stays out of the operator image
     assert result["user"] == "10004"  # the chart's podSecurityContext.runAsUser

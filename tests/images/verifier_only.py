@@ -1,12 +1,12 @@
 """Run the scorer as the verifier image runs it, with only that image's Python packages importable.
 
 ``python verifier_only.py REQUIREMENTS PROFILE [--block]`` scores every task's ``tests/expected_result.json``
-(``score_artifact`` with gates and the obligation layer on, as the verifier container's ``kubepod score`` does)
+(``score_artifact`` with gates and the obligation layer on, as the verifier container's ``kube.pod score`` does)
 and prints ``{task: {"o_eval": ..., "gates": [[name, status, severity], ...], "obligations": {...}}}`` as JSON.
 With ``--block``, first every top-level module that is neither the standard library, ``anchorage``, nor
 provided by a distribution of REQUIREMENTS (the image's locked requirements, dependencies included) fails to
 import, as it would in the image; the entry modules of the image (``anchorage.cli``, the verifier container's
-``anchorage.runtime.kubepod``) are imported first. Used by tests/images/test_images.py.
+``anchorage.runtime.kube.pod``) are imported first. Used by tests/images/test_images.py.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def main() -> None:
     if "--block" in sys.argv:
         sys.meta_path.insert(0, NotInImage(importable(requirements)))
     import anchorage.cli
-    import anchorage.runtime.kubepod  # noqa: F401  (the verifier container's command)
+    import anchorage.runtime.kube.pod  # noqa: F401  (the verifier container's command)
     from anchorage.scoring import score_artifact
     from anchorage.tasks import load_task
 

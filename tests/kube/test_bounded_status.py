@@ -1,14 +1,14 @@
 """A ScoringRun's published status stays small whatever the number of artifacts it scored
-(``anchorage.runtime.kubescores``): 100,000 scores give a status under 100 KB with the counts right and every summary
+(``anchorage.runtime.kube.scores``): 100,000 scores give a status under 100 KB with the counts right and every summary
 in the store's JSON lines; the lifecycle conditions keep their transition time while their status holds."""
 
 from __future__ import annotations
 
 import json
 
-from anchorage.runtime import kubescores
-from anchorage.runtime.kubeconditions import carry, lifecycle, state_of
-from anchorage.runtime.kubestatus import SCORES_IN_STATUS
+from anchorage.runtime.kube.conditions import carry, lifecycle, state_of
+from anchorage.runtime.kube.scores import SCORES_FILE, SUMMARY_KEYS, run_status, scores_lines
+from anchorage.runtime.kube.status import SCORES_IN_STATUS
 
 ARTIFACTS = 100_000
 LIMIT = 100 * 1024
@@ -27,27 +27,27 @@ def _scores(n: int) -> list[dict[str, object]]:
 
 def test_a_run_of_100k_artifacts_publishes_a_bounded_status() -> None:
     scores = _scores(ARTIFACTS)
-    status = kubescores.run_status(scores=scores, ok=True, result="Complete", job_name="big-verify",
-                                   record_uri="s3://runs/rescore/out", scores_uri="s3://runs/rescore/out/scores.jsonl",
-                                   profile="paper@1", generation=3).patch()
+    status = run_status(scores=scores, ok=True, result="Complete", job_name="big-verify",
+                        record_uri="s3://runs/rescore/out", scores_uri="s3://runs/rescore/out/scores.jsonl",
+                        profile="paper@1", generation=3).patch()
     size = len(json.dumps(status, separators=(",", ":")))
     assert size <= LIMIT, f"status of {ARTIFACTS} scores is {size} B"
     assert (status["artifacts"], status["unscored"]) == (ARTIFACTS, ARTIFACTS // 1000)
     assert status["gradable"] == sum(1 for i in range(ARTIFACTS) if i % 3 != 0)
     assert len(status["scores"]) == SCORES_IN_STATUS and status["scores"][0]["artifact"] == scores[0]["artifact"]
-    assert status["scoresUri"].endswith(kubescores.SCORES_FILE) and status["observedGeneration"] == 3
+    assert status["scoresUri"].endswith(SCORES_FILE) and status["observedGeneration"] == 3
     assert {c["type"]: c["status"] for c in status["conditions"]} == {
         "Ready": "True", "Complete": "True", "Failed": "False", "Reconciling": "False", "Stalled": "False"}
 
-    lines = kubescores.scores_lines(scores).decode().splitlines()
+    lines = scores_lines(scores).decode().splitlines()
     assert len(lines) == ARTIFACTS
     assert json.loads(lines[999]) == {k: v for k, v in scores[999].items()
-                                      if k in kubescores.SUMMARY_KEYS and v is not None}
+                                      if k in SUMMARY_KEYS and v is not None}
 
 
 def test_a_failed_run_says_so_in_its_conditions() -> None:
-    status = kubescores.run_status(scores=[], ok=False, result="Failed", job_name="x-verify", record_uri="s3://r/x",
-                                   scores_uri=None, profile="paper@1").patch()
+    status = run_status(scores=[], ok=False, result="Failed", job_name="x-verify", record_uri="s3://r/x",
+                        scores_uri=None, profile="paper@1").patch()
     assert status["phase"] == "Failed" and status["message"] == "verifier job ended: Failed"
     assert {c["type"]: c["status"] for c in status["conditions"]} == {
         "Ready": "False", "Complete": "False", "Failed": "True", "Reconciling": "False", "Stalled": "True"}

@@ -9,8 +9,8 @@ import pytest
 
 from anchorage.errors import InputError
 from anchorage.manifests import TrialSpec
-from anchorage.runtime import kubejobs
-from anchorage.runtime.kubejobs import OperatorConfig
+from anchorage.runtime.kube import jobs
+from anchorage.runtime.kube.jobs import OperatorConfig
 from anchorage.tasks import load_task, resolve_task
 from anchorage.trials import plan_agent
 from anchorage.trials.agents import needs_gateway
@@ -26,9 +26,9 @@ def _job(agent: dict[str, Any], config: OperatorConfig | None = None, gateway_ad
          **limits: Any) -> dict[str, Any]:
     spec = TrialSpec.model_validate({"task": "smoke-inventory", "agent": agent, "seed": 2, "limits": limits})
     plan = plan_agent(spec.agent, TASK, spec.seed)
-    return kubejobs.trial_job(TRIAL, spec, plan=plan, limits=resolve_limits(TASK, spec.limits),
-                              config=config or OperatorConfig(), job_name="t1-a0", campaign="c1",
-                              gateway_address=gateway_address)
+    return jobs.trial_job(TRIAL, spec, plan=plan, limits=resolve_limits(TASK, spec.limits),
+                          config=config or OperatorConfig(), job_name="t1-a0", campaign="c1",
+                          gateway_address=gateway_address)
 
 
 AGENTS = [{"kind": "oracle"}, {"kind": "command", "command": ["my-agent", "{instruction}"]},
@@ -42,9 +42,9 @@ def test_trial_job_is_valid_and_restricted(agent: dict[str, Any]) -> None:
     kubernetes_validate.validate(job, K8S, strict=True)
     spec, pod = job["spec"], job["spec"]["template"]["spec"]
     # the agent is timed from its container's start; the Job's deadline is only a backstop beyond it
-    assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] == 14400 + kubejobs.platform_allowance(
+    assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] == 14400 + jobs.platform_allowance(
         OperatorConfig())
-    assert job["spec"]["template"]["metadata"]["annotations"][kubejobs.ANNOTATION_TIMEOUT] == "14400"
+    assert job["spec"]["template"]["metadata"]["annotations"][jobs.ANNOTATION_TIMEOUT] == "14400"
     assert pod["terminationGracePeriodSeconds"] == OperatorConfig().upload_grace_sec
     assert spec["ttlSecondsAfterFinished"] > 0
     assert pod["automountServiceAccountToken"] is False and pod["restartPolicy"] == "Never"
@@ -64,7 +64,7 @@ def test_trial_job_is_valid_and_restricted(agent: dict[str, Any]) -> None:
     assert all("envFrom" not in c or not c["envFrom"] for c in pod["containers"])
     sidecar = next(c for c in pod["initContainers"] if c["name"] == "upload")
     assert sidecar["restartPolicy"] == "Always"
-    assert job["metadata"]["labels"][kubejobs.LABEL_CAMPAIGN] == "c1"
+    assert job["metadata"]["labels"][jobs.LABEL_CAMPAIGN] == "c1"
     assert job["metadata"]["ownerReferences"][0]["uid"] == "0000-1111"
 
 
@@ -79,7 +79,7 @@ def test_agent_root_is_read_only_and_its_writable_folders_are_size_limited(agent
     limits = {path: volumes[name]["emptyDir"].get("sizeLimit") for path, name in mounts.items()
               if not next(m for m in agent_c["volumeMounts"] if m["mountPath"] == path).get("readOnly")}
     assert limits == {"/root": "1024Mi", "/root/results": "4Mi", "/logs/agent": "257Mi", "/tmp": "1024Mi",
-                      kubejobs.RUN_DIR: None}  # results and logs: the quota + 1 MiB, as the local tmpfs
+                      jobs.RUN_DIR: None}  # results and logs: the quota + 1 MiB, as the local tmpfs
     assert volumes["results"]["emptyDir"]["medium"] == volumes["logs"]["emptyDir"]["medium"] == "Memory"
     quota_args = [a for a in next(c for c in pod["initContainers"] if c["name"] == "upload")["args"] if "=" in a]
     assert f"artifacts={3 * 1024 * 1024}" in quota_args and f"agent={256 * 1024 * 1024}" in quota_args
@@ -93,8 +93,8 @@ def test_runtime_class_from_the_trial_else_the_operator() -> None:
     config = OperatorConfig(runtime_class_name="gvisor")
     assert _job({"kind": "oracle"}, config)["spec"]["template"]["spec"]["runtimeClassName"] == "gvisor"
     spec = TrialSpec.model_validate({"task": "smoke-inventory", "agent": {"kind": "oracle"}, "runtimeClassName": "kata"})
-    job = kubejobs.trial_job(TRIAL, spec, plan=plan_agent(spec.agent, TASK, 0), limits=resolve_limits(TASK, spec.limits),
-                             config=config, job_name="t1-a0", campaign=None)
+    job = jobs.trial_job(TRIAL, spec, plan=plan_agent(spec.agent, TASK, 0), limits=resolve_limits(TASK, spec.limits),
+                         config=config, job_name="t1-a0", campaign=None)
     kubernetes_validate.validate(job, K8S, strict=True)
     assert job["spec"]["template"]["spec"]["runtimeClassName"] == "kata"
 
@@ -120,8 +120,8 @@ def test_gpus_only_when_asked_and_limits_override_the_task() -> None:
     job = _job({"kind": "oracle"}, gpus=1, cpus=0.5, agentTimeoutSec=60)
     limits = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits["nvidia.com/gpu"] == "1" and limits["cpu"] == "500m"
-    assert job["spec"]["template"]["metadata"]["annotations"][kubejobs.ANNOTATION_TIMEOUT] == "60"
-    assert job["spec"]["activeDeadlineSeconds"] == 60 + kubejobs.platform_allowance(OperatorConfig())
+    assert job["spec"]["template"]["metadata"]["annotations"][jobs.ANNOTATION_TIMEOUT] == "60"
+    assert job["spec"]["activeDeadlineSeconds"] == 60 + jobs.platform_allowance(OperatorConfig())
 
 
 def test_storage_secret_goes_to_the_sidecar_only_and_kueue_label() -> None:
@@ -143,19 +143,19 @@ def test_mock_agent_is_refused_with_a_hint() -> None:
 def test_verifier_job_has_no_network_and_the_short_deadline() -> None:
     run = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "ScoringRun",
            "metadata": {"name": "t1-score", "namespace": "evals", "uid": "u2"}}
-    job = kubejobs.verifier_job(run, task="smoke-inventory", out="c1/t1", config=OperatorConfig(), baseline=None,
-                                gates=True, artifacts=[{"uri": "c1/t1/artifacts", "entry": "e", "seed": 0, "out": ""}])
+    job = jobs.verifier_job(run, task="smoke-inventory", out="c1/t1", config=OperatorConfig(), baseline=None,
+                            gates=True, artifacts=[{"uri": "c1/t1/artifacts", "entry": "e", "seed": 0, "out": ""}])
     kubernetes_validate.validate(job, K8S, strict=True)
     # the verifier's 180 s run from its scoring container's start (a node busy with thirty pods scheduled it late and
     # the Job's own deadline, counted from its creation, failed 18 of 100 trials as the platform's); the Job's deadline
     # is the backstop
-    assert job["spec"]["activeDeadlineSeconds"] == 180 + kubejobs.platform_allowance(OperatorConfig())
-    assert job["spec"]["template"]["metadata"]["labels"][kubejobs.LABEL_NETWORK] == "none"
+    assert job["spec"]["activeDeadlineSeconds"] == 180 + jobs.platform_allowance(OperatorConfig())
+    assert job["spec"]["template"]["metadata"]["labels"][jobs.LABEL_NETWORK] == "none"
     # no agent runs in it: it reaches DNS and the store from the start (policy P3), nothing else
-    assert job["spec"]["template"]["metadata"]["labels"][kubejobs.LABEL_STORE_ACCESS] == "true"
+    assert job["spec"]["template"]["metadata"]["labels"][jobs.LABEL_STORE_ACCESS] == "true"
     scorer = job["spec"]["template"]["spec"]["containers"][0]
-    assert "envFrom" not in scorer and "anchorage.runtime.kubepod" in scorer["command"]
-    assert scorer["command"][:3] == kubejobs.timed("score", [], 180)[:3]  # killed 180 s after the container started
+    assert "envFrom" not in scorer and "anchorage.runtime.kube.pod" in scorer["command"]
+    assert scorer["command"][:3] == jobs.timed("score", [], 180)[:3]  # killed 180 s after the container started
 
 
 STORE_RULE = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "store"}}}],
@@ -163,27 +163,27 @@ STORE_RULE = {"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metad
 
 
 def test_network_policies_deny_everything_but_the_gateway_and_the_store_with_its_label() -> None:
-    policies = kubejobs.network_policies("evals", OperatorConfig(gateway_namespace="anchorage",
-                                                                 store_egress=[STORE_RULE]))
+    policies = jobs.network_policies("evals", OperatorConfig(gateway_namespace="anchorage",
+                                                             store_egress=[STORE_RULE]))
     for policy in policies:
         kubernetes_validate.validate(policy, K8S, strict=True)
     deny, gateway, store = policies
     # P1: every pod the operator creates, no ingress, no egress
-    assert deny["spec"]["podSelector"] == {"matchLabels": kubejobs.MANAGED_BY}
+    assert deny["spec"]["podSelector"] == {"matchLabels": jobs.MANAGED_BY}
     assert deny["spec"]["egress"] == [] and deny["spec"]["ingress"] == []
     assert deny["spec"]["policyTypes"] == ["Ingress", "Egress"]
     # P2: trial and protocol pods reach the gateway pods' model port, nothing else (no DNS)
-    roles = next(e for e in gateway["spec"]["podSelector"]["matchExpressions"] if e["key"] == kubejobs.LABEL_ROLE)
+    roles = next(e for e in gateway["spec"]["podSelector"]["matchExpressions"] if e["key"] == jobs.LABEL_ROLE)
     assert roles["values"] == ["trial", "protocol"]
     (rule,) = gateway["spec"]["egress"]
     assert rule["ports"] == [{"protocol": "TCP", "port": "http"}] and rule["to"][0]["podSelector"]["matchLabels"]
     # P3: only pods labelled store-access reach DNS and the store
-    assert store["spec"]["podSelector"]["matchLabels"][kubejobs.LABEL_STORE_ACCESS] == "true"
+    assert store["spec"]["podSelector"]["matchLabels"][jobs.LABEL_STORE_ACCESS] == "true"
     dns, to_store = store["spec"]["egress"]
     assert {p["port"] for p in dns["ports"]} == {53} and to_store == STORE_RULE
     # a file:// store: no store egress at all
-    assert [p["metadata"]["name"] for p in kubejobs.network_policies("evals", OperatorConfig())] == [
-        kubejobs.POLICY_DENY, kubejobs.POLICY_GATEWAY]
+    assert [p["metadata"]["name"] for p in jobs.network_policies("evals", OperatorConfig())] == [
+        jobs.POLICY_DENY, jobs.POLICY_GATEWAY]
 
 
 def test_an_agents_pod_has_no_dns_its_gateway_by_host_alias_and_no_store_access() -> None:
@@ -192,23 +192,23 @@ def test_an_agents_pod_has_no_dns_its_gateway_by_host_alias_and_no_store_access(
     kubernetes_validate.validate(job, K8S, strict=True)
     template = job["spec"]["template"]
     pod = template["spec"]
-    assert kubejobs.LABEL_STORE_ACCESS not in template["metadata"]["labels"]
-    assert pod["dnsPolicy"] == "None" and pod["dnsConfig"]["nameservers"] == [kubejobs.NO_DNS]
+    assert jobs.LABEL_STORE_ACCESS not in template["metadata"]["labels"]
+    assert pod["dnsPolicy"] == "None" and pod["dnsConfig"]["nameservers"] == [jobs.NO_DNS]
     assert pod["hostAliases"] == [{"ip": "10.96.7.7", "hostnames": ["gw.team-a.svc"]}]
     # the upload sidecar alone resolves names (the store's), through the cluster DNS
     sidecar = next(c for c in pod["initContainers"] if c["name"] == "upload")
     env = {e["name"]: e.get("value") for e in sidecar["env"]}
-    assert env[kubejobs.RESOLVER_ENV] == "10.96.0.10" and "svc.cluster.local" in env[kubejobs.SEARCH_ENV]
+    assert env[jobs.RESOLVER_ENV] == "10.96.0.10" and "svc.cluster.local" in env[jobs.SEARCH_ENV]
     agent = pod["containers"][0]
-    assert kubejobs.RESOLVER_ENV not in {e["name"] for e in agent["env"]}
+    assert jobs.RESOLVER_ENV not in {e["name"] for e in agent["env"]}
     # the agent is killed by its own container's timer, so its time starts with its container
     assert "sleep 14400" in agent["command"][2] and "kill -KILL" in agent["command"][2]
     # a replay runs no agent code: store access and DNS from the start, no alias needed
     replay = _job({"kind": "replay", "artifact": "file:///a.json"}, config)["spec"]["template"]
-    assert replay["metadata"]["labels"][kubejobs.LABEL_STORE_ACCESS] == "true"
+    assert replay["metadata"]["labels"][jobs.LABEL_STORE_ACCESS] == "true"
     assert "dnsPolicy" not in replay["spec"] and "hostAliases" not in replay["spec"]
     # an IP address needs no alias; an agent without a model gets none either
-    assert kubejobs.gateway_host(OperatorConfig(gateway_url="http://10.0.0.5:8080/v1")) is None
+    assert jobs.gateway_host(OperatorConfig(gateway_url="http://10.0.0.5:8080/v1")) is None
     assert "hostAliases" not in _job({"kind": "oracle"}, config)["spec"]["template"]["spec"]
 
 
@@ -226,12 +226,12 @@ def test_children_are_owned_and_labelled() -> None:
     campaign = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "VerificationCampaign",
                 "metadata": {"name": "c1", "namespace": "evals", "uid": "u3"}}
     spec = TrialSpec.model_validate({"task": "smoke-inventory", "agent": {"kind": "oracle"}, "entry": "o"})
-    trial = kubejobs.child_trial(campaign, "c1-o-smoke-inventory-s0", spec)
+    trial = jobs.child_trial(campaign, "c1-o-smoke-inventory-s0", spec)
     assert trial["metadata"]["ownerReferences"][0]["kind"] == "VerificationCampaign"
     assert TrialSpec.model_validate(trial["spec"]) == spec
-    run = kubejobs.child_scoring_run({**trial, "metadata": {**trial["metadata"], "uid": "u4"}}, "x-score", {})
+    run = jobs.child_scoring_run({**trial, "metadata": {**trial["metadata"], "uid": "u4"}}, "x-score", {})
     assert run["spec"]["trialRef"] == "c1-o-smoke-inventory-s0"
-    assert run["metadata"]["labels"][kubejobs.LABEL_CAMPAIGN] == "c1"
+    assert run["metadata"]["labels"][jobs.LABEL_CAMPAIGN] == "c1"
 
 
 @pytest.mark.parametrize("agent", [AGENTS[2], {"kind": "command", "command": ["agent"], "model": "gpt-5.5"},
@@ -263,40 +263,40 @@ def test_gateway_token_secret_is_valid_and_owned_by_the_job() -> None:
 
     job = _job(AGENTS[2])
     created = {**job, "metadata": {**job["metadata"], "uid": "job-uid-1"}}
-    secret = kubejobs.gateway_token_secret(created, "atk-abc.def")
+    secret = jobs.gateway_token_secret(created, "atk-abc.def")
     kubernetes_validate.validate(secret, K8S, strict=True)
     assert secret["metadata"]["name"] == "t1-a0-gateway" and secret["metadata"]["namespace"] == "evals"
     assert secret["metadata"]["ownerReferences"] == [{"apiVersion": "batch/v1", "kind": "Job", "name": "t1-a0",
                                                       "uid": "job-uid-1", "controller": True,
                                                       "blockOwnerDeletion": True}]
     assert base64.b64decode(secret["data"]["token"]).decode() == "atk-abc.def"
-    assert secret["immutable"] is True and secret["metadata"]["labels"][kubejobs.LABEL_TRIAL] == "t1"
+    assert secret["immutable"] is True and secret["metadata"]["labels"][jobs.LABEL_TRIAL] == "t1"
 
 
 def test_gateway_admin_url_defaults_to_the_gateway_hosts_admin_port() -> None:
     assert OperatorConfig(gateway_url="http://gw.x.svc:8080/v1/").admin_url() == \
-        f"http://gw.x.svc:{kubejobs.GATEWAY_ADMIN_PORT}"
+        f"http://gw.x.svc:{jobs.GATEWAY_ADMIN_PORT}"
     assert OperatorConfig(gateway_admin_url="http://admin:9000/").admin_url() == "http://admin:9000"
 
 
 @pytest.mark.parametrize("step", ["panel", "cbu"])
 def test_protocol_job_is_valid_holds_its_own_token_and_reaches_only_the_gateway(step: str) -> None:
     config = OperatorConfig(gateway_url="http://gw.team-a.svc:8080/v1")
-    job = kubejobs.protocol_job(TRIAL, step=step, task="proof-smoke", settings={"model": "m"}, artifact="a.json",
-                                config=config, campaign="c1")
+    job = jobs.protocol_job(TRIAL, step=step, task="proof-smoke", settings={"model": "m"}, artifact="a.json",
+                            config=config, campaign="c1")
     kubernetes_validate.validate(job, K8S, strict=True)
     assert job["metadata"]["name"] == f"t1-{step}" and job["metadata"]["ownerReferences"][0]["uid"] == "0000-1111"
     labels = job["spec"]["template"]["metadata"]["labels"]
-    assert labels[kubejobs.LABEL_ROLE] == "protocol" and labels[kubejobs.LABEL_STEP] == step
+    assert labels[jobs.LABEL_ROLE] == "protocol" and labels[jobs.LABEL_STEP] == step
     pod = job["spec"]["template"]["spec"]
     [container] = pod["containers"]
     env = {e["name"]: e for e in container["env"]}
     assert env["OPENAI_API_KEY"]["valueFrom"] == {"secretKeyRef": {"name": f"t1-{step}-gateway", "key": "token"}}
     assert "--step" in container["command"] and step in container["command"]
     assert all("valueFrom" not in e for c in pod["initContainers"] for e in c.get("env", [])), "only the protocol holds it"
-    assert job["spec"]["template"]["metadata"]["labels"][kubejobs.LABEL_STORE_ACCESS] == "true"
-    gateway = next(p for p in kubejobs.network_policies("evals", config) if p["metadata"]["name"] == kubejobs.POLICY_GATEWAY)
-    roles = next(e for e in gateway["spec"]["podSelector"]["matchExpressions"] if e["key"] == kubejobs.LABEL_ROLE)
+    assert job["spec"]["template"]["metadata"]["labels"][jobs.LABEL_STORE_ACCESS] == "true"
+    gateway = next(p for p in jobs.network_policies("evals", config) if p["metadata"]["name"] == jobs.POLICY_GATEWAY)
+    roles = next(e for e in gateway["spec"]["podSelector"]["matchExpressions"] if e["key"] == jobs.LABEL_ROLE)
     assert "protocol" in roles["values"]
 
 
@@ -309,16 +309,16 @@ STORE_CONTAINERS = {"upload", "fetch-artifacts"}  # the only containers that rea
 def _all_pods(config: OperatorConfig) -> dict[str, dict[str, Any]]:
     run = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "ScoringRun",
            "metadata": {"name": "t1-score", "namespace": "evals", "uid": "u2"}}
-    jobs = {f"trial-{a['kind']}": _job(a, config) for a in AGENTS}
-    jobs["trial-replay-key"] = _job({"kind": "replay", "artifact": "replayed/smoke-inventory_result.json"}, config)
-    jobs["verifier"] = kubejobs.verifier_job(run, task="smoke-inventory", out="c1/t1", config=config, baseline=None,
-                                             gates=True, artifacts=[{"uri": "c1/t1/artifacts", "entry": "e", "seed": 0,
-                                                                     "out": ""}])
-    jobs["protocol"] = kubejobs.protocol_job(TRIAL, step="panel", task="proof-smoke", settings={"model": "m"},
-                                             artifact="a.json", config=config, campaign="c1")
-    for job in jobs.values():
+    built = {f"trial-{a['kind']}": _job(a, config) for a in AGENTS}
+    built["trial-replay-key"] = _job({"kind": "replay", "artifact": "replayed/smoke-inventory_result.json"}, config)
+    built["verifier"] = jobs.verifier_job(run, task="smoke-inventory", out="c1/t1", config=config, baseline=None,
+                                         gates=True, artifacts=[{"uri": "c1/t1/artifacts", "entry": "e", "seed": 0,
+                                                                 "out": ""}])
+    built["protocol"] = jobs.protocol_job(TRIAL, step="panel", task="proof-smoke", settings={"model": "m"},
+                                         artifact="a.json", config=config, campaign="c1")
+    for job in built.values():
         kubernetes_validate.validate(job, K8S, strict=True)
-    return {name: job["spec"]["template"] for name, job in jobs.items()}
+    return {name: job["spec"]["template"] for name, job in built.items()}
 
 
 def test_every_pod_the_operator_creates_pulls_with_the_pull_secrets() -> None:
@@ -331,18 +331,18 @@ def test_only_the_store_containers_get_the_accounts_projected_token_and_the_agen
     for name, template in _all_pods(IDENTITY).items():
         pod = template["spec"]
         assert pod["serviceAccountName"] == "anchorage-store-client" and pod["automountServiceAccountToken"] is False
-        (volume,) = [v for v in pod["volumes"] if v["name"] == kubejobs.STORE_TOKEN_VOLUME]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == jobs.STORE_TOKEN_VOLUME]
         assert volume["projected"]["sources"] == [{"serviceAccountToken": {
             "audience": "sts.amazonaws.com", "expirationSeconds": 3600, "path": "token"}}]
         containers = [*pod["initContainers"], *pod["containers"]]
         # a replay of a store key: the platform's fetch-task reads the store (no agent code runs in that pod)
         store = STORE_CONTAINERS | ({"fetch-task"} if name == "trial-replay-key" else set())
         for c in containers:
-            mounted = any(m["name"] == kubejobs.STORE_TOKEN_VOLUME for m in c.get("volumeMounts", []))
+            mounted = any(m["name"] == jobs.STORE_TOKEN_VOLUME for m in c.get("volumeMounts", []))
             env = {e["name"]: e.get("value") for e in c.get("env", [])}
             aws = {k for k in env if k.startswith("AWS_")}
             if c["name"] in store:
-                assert mounted and env["AWS_WEB_IDENTITY_TOKEN_FILE"] == f"{kubejobs.STORE_TOKEN_DIR}/token", (name, c)
+                assert mounted and env["AWS_WEB_IDENTITY_TOKEN_FILE"] == f"{jobs.STORE_TOKEN_DIR}/token", (name, c)
                 assert env["AWS_ROLE_ARN"] == "arn:aws:iam::1:role/store"
                 assert env["AWS_ENDPOINT_URL_S3"] == "http://s3.store.svc:7070" and "AWS_ENDPOINT_URL" not in env
             else:  # the agent, the scorer, the protocol step, fetch-task, check-agent: no token, no key, no secret
@@ -390,10 +390,10 @@ def test_an_agent_starts_only_after_its_pods_policies_block_its_egress() -> None
     for agent in AGENTS[:3]:
         pod = _job(agent)["spec"]["template"]["spec"]
         last = pod["initContainers"][-1]
-        assert last["name"] == kubejobs.POLICY_CONTAINER and last["args"][0] == "await-policy", agent
+        assert last["name"] == jobs.POLICY_CONTAINER and last["args"][0] == "await-policy", agent
         assert last["image"] == OperatorConfig().operator_image and "env" not in last and "envFrom" not in last
         assert [c["name"] for c in pod["initContainers"]].index("upload") < len(pod["initContainers"]) - 1
     names = [c["name"] for c in _job(AGENTS[3])["spec"]["template"]["spec"]["initContainers"]]
-    assert kubejobs.POLICY_CONTAINER not in names  # a replay
+    assert jobs.POLICY_CONTAINER not in names  # a replay
     unrequired = _job(AGENTS[0], OperatorConfig(require_enforcement=False))["spec"]["template"]["spec"]
-    assert kubejobs.POLICY_CONTAINER not in [c["name"] for c in unrequired["initContainers"]]
+    assert jobs.POLICY_CONTAINER not in [c["name"] for c in unrequired["initContainers"]]

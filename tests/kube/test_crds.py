@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from anchorage.commands.dev import render_crds
-from anchorage.runtime.kubecrds import SchemaError, all_crds, crd, structural
+from anchorage.runtime.kube.crds import SchemaError, all_crds, crd, structural
 
 K8S_VERSION = "1.30.0"
 
@@ -32,7 +32,7 @@ def test_checked_in_crds_match_the_models(repo_root: Path) -> None:
 
 def test_checked_in_peering_crd_is_the_generated_one(repo_root: Path) -> None:
     from anchorage.commands.dev import render_peering_crd
-    from anchorage.runtime.kubecrds import peering_crd
+    from anchorage.runtime.kube.crds import peering_crd
 
     for name, text in render_peering_crd().items():
         assert (repo_root / "crds" / name).read_text() == text, "crds/peering/ drifted: run `anchorage dev crds`"

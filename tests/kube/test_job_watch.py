@@ -35,7 +35,7 @@ import pytest
 from tests.controller.watch_task import running as _running
 
 from anchorage.controller import caches, jobends, kube, watching
-from anchorage.runtime import kubejobs
+from anchorage.runtime.kube import jobs
 from anchorage_devcluster.serving import ClusterThread
 from kube_cluster import RealCluster, kubectl_env
 
@@ -239,8 +239,8 @@ async def test_only_ended_jobs_of_a_known_role_reach_the_handlers(real_cluster: 
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     real = real_cluster
     ns = real.namespace(f"watch-{uuid.uuid4().hex[:6]}", simulated=True, pod_security=None)
-    managed = kubejobs.MANAGED_BY
-    real.kubectl("apply", "-f", "-", stdin=json.dumps(_job(ns, "before", {kubejobs.LABEL_ROLE: "trial", **managed})))
+    managed = jobs.MANAGED_BY
+    real.kubectl("apply", "-f", "-", stdin=json.dumps(_job(ns, "before", {jobs.LABEL_ROLE: "trial", **managed})))
     real.wait_for(lambda: bool(real.get("job", "before", "-n", ns).get("status", {}).get("succeeded")), 60,
                   "the first Job's end")
     seen: list[tuple[str, str, bool]] = []
@@ -257,10 +257,10 @@ async def test_only_ended_jobs_of_a_known_role_reach_the_handlers(real_cluster: 
         watch = watching.Watch(client, session, watching.job_paths([ns])[0], watching.JOBS_SELECTOR, events)
         async with _running(watch):
             await _until(lambda: bool(watch.resource_version), "the listing")
-            for name, labels in (("trial", {kubejobs.LABEL_ROLE: "trial", **managed}),
-                                 ("verify", {kubejobs.LABEL_ROLE: "verifier", **managed}),
-                                 ("other-role", {kubejobs.LABEL_ROLE: "sidecar", **managed}),
-                                 ("not-ours", {kubejobs.LABEL_ROLE: "trial"})):
+            for name, labels in (("trial", {jobs.LABEL_ROLE: "trial", **managed}),
+                                 ("verify", {jobs.LABEL_ROLE: "verifier", **managed}),
+                                 ("other-role", {jobs.LABEL_ROLE: "sidecar", **managed}),
+                                 ("not-ours", {jobs.LABEL_ROLE: "trial"})):
                 real.kubectl("apply", "-f", "-", stdin=json.dumps(_job(ns, name, labels)))
             await _until(lambda: {n for _, n, _ in seen} >= {"trial", "verify"}, "the Jobs' ends", timeout=90)
             for name in ("other-role", "not-ours"):
@@ -273,7 +273,7 @@ async def test_only_ended_jobs_of_a_known_role_reach_the_handlers(real_cluster: 
 
 def _ended_job(name: str, trial: str) -> Obj:
     return {"metadata": {"name": name, "namespace": "ns", "uid": uuid.uuid4().hex,
-                         "labels": {kubejobs.LABEL_ROLE: "trial", kubejobs.LABEL_TRIAL: trial, **kubejobs.MANAGED_BY}},
+                         "labels": {jobs.LABEL_ROLE: "trial", jobs.LABEL_TRIAL: trial, **jobs.MANAGED_BY}},
             "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
 
 

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from anchorage.campaigns.planning import plan
 from anchorage.controller import kueue
 from anchorage.manifests import CampaignSpec, TrialSpec
-from anchorage.runtime import kubejobs
-from anchorage.runtime.kubejobs import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, OperatorConfig
+from anchorage.runtime.kube import jobs
+from anchorage.runtime.kube.jobs import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, OperatorConfig
 from anchorage.tasks import load_task, resolve_task
 from anchorage.trials import AttemptEnd, Phase, Reason, classify, plan_agent, should_retry
 from anchorage.trials.limits import resolve_limits
@@ -30,8 +30,8 @@ AGENT = {"kind": "command", "command": ["my-agent"]}
 
 def _job(config: OperatorConfig, **spec: Any) -> dict[str, Any]:
     trial = TrialSpec.model_validate({"task": "smoke-inventory", "agent": AGENT, **spec})
-    return kubejobs.trial_job(TRIAL, trial, plan=plan_agent(trial.agent, TASK, 0), limits=LIMITS,
-                              config=config, job_name="t1-a0", campaign=None)
+    return jobs.trial_job(TRIAL, trial, plan=plan_agent(trial.agent, TASK, 0), limits=LIMITS,
+                          config=config, job_name="t1-a0", campaign=None)
 
 
 def test_a_queued_trial_job_is_suspended_with_the_queue_and_priority_labels() -> None:
@@ -42,9 +42,9 @@ def test_a_queued_trial_job_is_suspended_with_the_queue_and_priority_labels() ->
     assert job["metadata"]["labels"][KUEUE_PRIORITY_LABEL] == "urgent"
     # the queue changes no deadline: the agent's is timed from its container's start, the Job's backstop from the
     # Job's start, which Kubernetes sets when Kueue resumes it (a suspended Job has none)
-    assert job["spec"]["activeDeadlineSeconds"] == 30 + kubejobs.platform_allowance(OperatorConfig())
+    assert job["spec"]["activeDeadlineSeconds"] == 30 + jobs.platform_allowance(OperatorConfig())
     assert job["spec"]["activeDeadlineSeconds"] == _job(OperatorConfig())["spec"]["activeDeadlineSeconds"]
-    assert job["spec"]["template"]["metadata"]["annotations"][kubejobs.ANNOTATION_TIMEOUT] == "30"
+    assert job["spec"]["template"]["metadata"]["annotations"][jobs.ANNOTATION_TIMEOUT] == "30"
 
 
 def test_the_trials_queue_wins_over_the_operators_and_none_means_not_queued() -> None:
@@ -58,10 +58,10 @@ def test_scoring_jobs_follow_the_scoring_queue_only() -> None:
     run = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "ScoringRun",
            "metadata": {"name": "r1", "namespace": "evals", "uid": "1"}}
     for config, queued in ((OperatorConfig(kueue_queue="all"), False), (OperatorConfig(kueue_scoring_queue="s"), True)):
-        verifier = kubejobs.verifier_job(run, task="smoke-inventory", artifacts=[], out="x", config=config,
-                                         baseline=None, gates=True)
-        protocol = kubejobs.protocol_job(TRIAL, step="panel", task="smoke-inventory", settings={}, artifact=None,
-                                         config=config, campaign=None)
+        verifier = jobs.verifier_job(run, task="smoke-inventory", artifacts=[], out="x", config=config,
+                                     baseline=None, gates=True)
+        protocol = jobs.protocol_job(TRIAL, step="panel", task="smoke-inventory", settings={}, artifact=None,
+                                     config=config, campaign=None)
         for job in (verifier, protocol):
             kubernetes_validate.validate(job, K8S, strict=True)
             assert job["spec"].get("suspend", False) is queued
@@ -119,7 +119,7 @@ def test_positions_come_from_the_visibility_apis_pending_list() -> None:
 
 def test_every_trial_phase_queued_included_has_its_lifecycle_state() -> None:
     """Queued is at work (Reconciling, neither Complete nor Failed) by its own entry, not by a default."""
-    from anchorage.runtime.kubeconditions import _TRIAL_STATES, lifecycle, state_of
+    from anchorage.runtime.kube.conditions import _TRIAL_STATES, lifecycle, state_of
 
     assert set(_TRIAL_STATES) == {str(p) for p in Phase}
     flags = {c["type"]: c["status"] for c in lifecycle(state_of("Queued", trial=True), "Queued")}

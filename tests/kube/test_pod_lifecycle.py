@@ -166,7 +166,7 @@ def _probe_pod(real: RealCluster, namespace: str, name: str, targets: list[dict[
     restricted = {"runAsNonRoot": True, "runAsUser": 65532, "allowPrivilegeEscalation": False,
                   "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
     wait = [{"name": "await-policy", "image": real.images["operator"], "securityContext": restricted,
-             "command": ["python", "-m", "anchorage.runtime.kubepod", "await-policy", "--seconds", "60"],
+             "command": ["python", "-m", "anchorage.runtime.kube.pod", "await-policy", "--seconds", "60"],
              "resources": {"limits": {"cpu": "100m", "memory": "96Mi"}}}] if policed else []
     _apply(real, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace,
                                                                   "labels": labels},
@@ -239,7 +239,7 @@ def _namespace(real: RealCluster, name: str) -> str:
 @pytest.mark.slow  # (a probe trial and four probe pods on real nodes: about a minute)
 def test_an_agent_reaches_the_gateways_model_port_and_nothing_else(real_cluster: RealCluster,
                                                                     places: dict[str, Any]) -> None:
-    from anchorage.runtime.kubejobs import OperatorConfig, network_policies
+    from anchorage.runtime.kube.jobs import OperatorConfig, network_policies
 
     real = real_cluster
     release = real.release

@@ -23,7 +23,7 @@ import boto3
 import pytest
 import yaml
 
-from anchorage import agents
+from anchorage import agentclis
 from anchorage.gateway.scripted import start_scripted
 from anchorage.gateway.scripts import ScriptBook
 from anchorage.manifests import VerificationCampaign
@@ -87,7 +87,7 @@ def kinds(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -
 
 def test_every_agent_kind_of_the_examples_ranks_as_on_the_local_engine(
         real_cluster: RealCluster, kinds: tuple[Release, Any, ScriptBook], tmp_path: Path, mechanism: Any) -> None:
-    missing = [name for name in agents.pins() if not agents.state(name).installed]
+    missing = [name for name in agentclis.pins() if not agentclis.state(name).installed]
     assert not missing, f"agent CLIs not installed: {missing} (make agents / anchorage agents install all)"
     release, scripted, book = kinds
     key = "replayed/smoke-inventory_result.json"  # an ungradable artifact both drivers read: a store key, a file here

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from anchorage.runtime.kubejobs import trial_prefix
+from anchorage.runtime.kube.jobs import trial_prefix
 from kube_cluster import REAL_NODE_LABEL, REAL_NODES, RealCluster
 
 LOST = "node-3"

@@ -7,8 +7,8 @@ from typing import Any
 import kubernetes_validate
 
 from anchorage.manifests import TrialSpec
-from anchorage.runtime import kubejobs
-from anchorage.runtime.kubejobs import OperatorConfig
+from anchorage.runtime.kube import jobs
+from anchorage.runtime.kube.jobs import OperatorConfig
 from anchorage.tasks import load_task, resolve_task
 from anchorage.trials import plan_agent
 from anchorage.trials.limits import resolve_limits
@@ -20,9 +20,9 @@ TRIAL = {"apiVersion": "anchorage.dev/v1alpha1", "kind": "Trial",
 def _pod(config: OperatorConfig) -> dict[str, Any]:
     spec = TrialSpec.model_validate({"task": "smoke-inventory", "agent": {"kind": "codex", "model": "gpt-5.5"}})
     task = load_task(resolve_task("smoke-inventory"))
-    job = kubejobs.trial_job(TRIAL, spec, plan=plan_agent(spec.agent, task, spec.seed),
-                             limits=resolve_limits(task, spec.limits), config=config, job_name="t1-a0",
-                             campaign="c1")
+    job = jobs.trial_job(TRIAL, spec, plan=plan_agent(spec.agent, task, spec.seed),
+                         limits=resolve_limits(task, spec.limits), config=config, job_name="t1-a0",
+                         campaign="c1")
     kubernetes_validate.validate(job, "1.30.0", strict=True)
     pod: dict[str, Any] = job["spec"]["template"]["spec"]
     return pod

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from anchorage.errors import AnchorageError
-from anchorage.runtime import kubepod
+from anchorage.runtime.kube import pod
 
 
 def _store(port: int) -> Any:
@@ -36,7 +36,7 @@ def test_the_sidecar_waits_for_the_store_then_goes_on() -> None:
     opener = threading.Thread(target=open_later)
     opener.start()
     started = time.monotonic()
-    kubepod._reach(_store(port), term, limit=1.0, pause=0.1)  # no SIGTERM yet: no bound, it waits
+    pod._reach(_store(port), term, limit=1.0, pause=0.1)  # no SIGTERM yet: no bound, it waits
     assert time.monotonic() - started >= 0.4
     opener.join()
     listener.close()
@@ -49,5 +49,5 @@ def test_after_sigterm_a_store_that_never_answers_is_named() -> None:
     term = threading.Event()
     term.set()
     with pytest.raises(AnchorageError, match=f"127.0.0.1:{port} did not answer within 0.5 s"):
-        kubepod._reach(_store(port), term, limit=0.5, pause=0.1)
-    kubepod._reach(SimpleNamespace(), term, limit=0.5)  # a store on a file system: nothing to reach
+        pod._reach(_store(port), term, limit=0.5, pause=0.1)
+    pod._reach(SimpleNamespace(), term, limit=0.5)  # a store on a file system: nothing to reach

@@ -34,7 +34,7 @@ def proxy(real_s3: Backend) -> FaultProxy:
 def _pod(*argv: str, store: str, proxy: FaultProxy, dest: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'operator'}:{REPO / 'devcluster'}", "ANCHORAGE_STORE": store,
            "ANCHORAGE_DEST": dest, "AWS_ENDPOINT_URL": proxy.url}
-    return subprocess.run([sys.executable, "-m", "anchorage.runtime.kubepod", *argv], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "anchorage.runtime.kube.pod", *argv], env=env, capture_output=True,
                           text=True, timeout=300, check=False)
 
 

@@ -34,7 +34,7 @@ CHECK = '''
 import json
 from pydantic import ValidationError
 from anchorage.manifests import TrialSpec
-from anchorage.runtime.kubecrds import all_crds
+from anchorage.runtime.kube.crds import all_crds
 from anchorage.tasks import load_task, resolve_task
 from anchorage.trials import plan_agent
 spec = TrialSpec.model_validate({"task": "smoke-inventory", "agent": {"kind": "dummy", "model": "m-1"}})

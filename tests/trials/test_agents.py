@@ -9,7 +9,7 @@ import pytest
 
 from anchorage.errors import InputError
 from anchorage.manifests import AgentKind, AgentSpec, TrialSpec
-from anchorage.runtime import kubejobs
+from anchorage.runtime.kube import jobs
 from anchorage.tasks import Task, load_task, resolve_task
 from anchorage.trials import plan_agent
 from anchorage.trials.agents import KINDS, LOCAL, OPERATOR, fill, kind_of, needs_gateway, refusal
@@ -101,9 +101,9 @@ def test_both_drivers_get_the_same_argv_and_env(kind: str, task: Task) -> None:
     spec = AgentSpec.model_validate(EXAMPLES[kind])
     plan = plan_agent(spec, task, 1)
     trial_spec = TrialSpec(task=task.slug, agent=spec, seed=1)
-    job = kubejobs.trial_job({"metadata": {"name": "t", "namespace": "n", "uid": "u"}, "kind": "Trial"}, trial_spec,
-                             plan=plan, limits=resolve_limits(task), config=kubejobs.OperatorConfig(), job_name="t-a0",
-                             campaign=None)
+    job = jobs.trial_job({"metadata": {"name": "t", "namespace": "n", "uid": "u"}, "kind": "Trial"}, trial_spec,
+                         plan=plan, limits=resolve_limits(task), config=jobs.OperatorConfig(), job_name="t-a0",
+                         campaign=None)
     agent = job["spec"]["template"]["spec"]["containers"][0]
     assert agent["command"][4:] == (["true"] if plan.replay else list(plan.argv))
     env = {e["name"]: e.get("value") for e in agent["env"]}

@@ -1,5 +1,5 @@
 """The agent CLIs' templates: what each pinned CLI is given (checked against the real CLIs in
-``tests/agents/test_real_agents.py``), and the ``$(NAME)`` references both drivers expand alike."""
+``tests/agentclis/test_real_agents.py``), and the ``$(NAME)`` references both drivers expand alike."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from anchorage import agents
+from anchorage import agentclis
 from anchorage.manifests import AgentSpec
 from anchorage.runtime.local import sandbox
 from anchorage.tasks import Task, load_task, resolve_task
@@ -68,7 +68,7 @@ def test_opencode_gets_a_generated_provider_with_the_model_listed(task: Task) ->
 @pytest.mark.parametrize("kind", ["codex", "claude-code", "opencode"])
 def test_each_cli_is_a_pinned_tool(kind: str, task: Task) -> None:
     planned = plan(task, kind=kind, model="m")
-    assert planned.cli == kind and planned.argv[0] == agents.pins()[kind].command
+    assert planned.cli == kind and planned.argv[0] == agentclis.pins()[kind].command
 
 
 @pytest.mark.parametrize("text", ["$(A)", "$$", "$$(A)", "$5 and $x", "a$", "$$$", "$(HOME)/x $(NOPE)", "${HOME}",
@@ -101,19 +101,19 @@ def test_the_cluster_job_gives_the_agent_the_images_cli_home_and_gateway(kind: s
     """The same plan in a pod: the CLI's folder first on PATH (as in the sandbox), HOME on an emptyDir, the
     image checked for the CLI before the agent starts, ``$(OPENAI_BASE_URL)`` defined for the kubelet."""
     from anchorage.manifests import TrialSpec
-    from anchorage.runtime import kubejobs
+    from anchorage.runtime.kube import jobs
     from anchorage.trials.limits import resolve_limits
 
     spec = TrialSpec(task=task.slug, agent=AgentSpec(kind=kind, model="m"))  # type: ignore[arg-type]
     planned = plan_agent(spec.agent, task, 0)
-    config = kubejobs.OperatorConfig()
-    job = kubejobs.trial_job({"metadata": {"name": "t", "namespace": "n", "uid": "u"}, "kind": "Trial"}, spec,
-                             plan=planned, limits=resolve_limits(task), config=config, job_name="t-a0", campaign=None)
+    config = jobs.OperatorConfig()
+    job = jobs.trial_job({"metadata": {"name": "t", "namespace": "n", "uid": "u"}, "kind": "Trial"}, spec,
+                         plan=planned, limits=resolve_limits(task), config=config, job_name="t-a0", campaign=None)
     pod = job["spec"]["template"]["spec"]
     agent = pod["containers"][0]
     env = {e["name"]: e.get("value") for e in agent["env"]}
-    assert env["PATH"].split(":")[0] == agents.bin_dir(kind) and env["HOME"] == kubejobs.AGENT_HOME
-    assert {"name": "home", "mountPath": kubejobs.AGENT_HOME} in agent["volumeMounts"]
+    assert env["PATH"].split(":")[0] == agentclis.bin_dir(kind) and env["HOME"] == jobs.AGENT_HOME
+    assert {"name": "home", "mountPath": jobs.AGENT_HOME} in agent["volumeMounts"]
     assert any(v["name"] == "home" and "emptyDir" in v for v in pod["volumes"])
     assert pod["securityContext"]["runAsUser"] == 65532  # the agent image's user (images/agent-base)
     names = [c["name"] for c in pod["initContainers"]]

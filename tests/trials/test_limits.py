@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from anchorage.manifests import Limits, TrialSpec
-from anchorage.runtime import kubejobs
+from anchorage.runtime.kube import jobs
 from anchorage.runtime.local.trials import sandbox_limits
 from anchorage.tasks import load_task, resolve_task
 from anchorage.trials.limits import DEFAULT_PIDS, MIB, resolve_limits
@@ -45,8 +45,8 @@ def test_both_drivers_enforce_the_same_limits() -> None:
     # on the cluster a campaign's Trials carry its limits in their own spec
     merged = spec.limits.model_copy(update={"memory_mb": 4096, "agent_timeout_sec": 600})
     cluster = resolve_limits(TASK, merged)
-    resources = kubejobs.resources_in_force(cluster)
+    resources = jobs.resources_in_force(cluster)
     assert resources == {"cpu": "1500m", "memory": "4096Mi", "ephemeral-storage": "20480Mi"}
     assert (local.cpus, local.memory_mb, local.timeout_sec) == (1.5, 4096, 600.0)
-    assert local.result_max_bytes == kubejobs.folder_quotas(cluster)["results"] == 4 * MIB
+    assert local.result_max_bytes == jobs.folder_quotas(cluster)["results"] == 4 * MIB
     assert local.file_max_bytes == cluster.storage_mb * MIB

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import typer
 
 if TYPE_CHECKING:
-    from anchorage.runtime.kubejobs import OperatorConfig
+    from anchorage.runtime.kube.jobs import OperatorConfig
 
 
 def run_operator(
@@ -214,7 +214,7 @@ def operator_config(*, store: str, gateway_selector: list[str], node_selector: l
     """The ``OperatorConfig`` of the flags (empty strings: the model's defaults); bad flags raise typer.BadParameter."""
     from pydantic import ValidationError
 
-    from anchorage.runtime.kubejobs import OperatorConfig
+    from anchorage.runtime.kube.jobs import OperatorConfig
 
     if store.startswith("file://") and not store.startswith("file:///"):
         store = "file://" + str(Path(store.removeprefix("file://")).resolve())

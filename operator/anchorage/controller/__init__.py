@@ -7,7 +7,7 @@ aggregation, suspend/resume) and ``watching`` (the operator's own watch of the J
 handlers of ``attempts``, ``finishing`` and ``scoring``; kopf watches the kinds users create) and ``queueing`` (trials
 admitted by Kueue: Queued until admitted, preempted attempts retried; ``kueue`` holds what the operator knows of
 Kueue's API). Handlers are thin: they parse the spec into the pydantic models, call the pure builders of
-``anchorage.runtime.kubejobs`` and the shared planning/aggregation code, and write status. ``metering`` (no
+``anchorage.runtime.kube.jobs`` and the shared planning/aggregation code, and write status. ``metering`` (no
 handlers) gives model-calling trials their gateway token and reads their usage and cost at the end; ``kube`` holds the
 few API calls. ``finalizers`` stops the Jobs and pods of a deleted Trial or ScoringRun (their finalizer across
 namespaces); ``unserved`` posts a Warning Event on Trials, ScoringRuns and campaigns created in namespaces no operator

@@ -1,7 +1,7 @@
 """The address a trial pod's ``hostAliases`` give the gateway URL's host name (the pod itself has no DNS).
 
 Called by :mod:`anchorage.controller.launching` when it builds a model-calling trial's Job
-(:func:`anchorage.runtime.kubejobs.agent_network`). The gateway URL names a Service (``<svc>.<namespace>.svc...``,
+(:func:`anchorage.runtime.kube.jobs.agent_network`). The gateway URL names a Service (``<svc>.<namespace>.svc...``,
 what the chart sets): its ClusterIP, read from the API (the chart grants ``get`` on the gateway's Service). Another
 name (a gateway outside the cluster, or a Service the operator may not read) is resolved by the operator itself; an
 IP address needs no alias. Answers are kept :data:`TTL` seconds (a Service's ClusterIP does not change while it
@@ -18,7 +18,7 @@ import time
 
 from anchorage.controller import kube
 from anchorage.errors import AnchorageError
-from anchorage.runtime.kubejobs import OperatorConfig, gateway_host
+from anchorage.runtime.kube.jobs import OperatorConfig, gateway_host
 
 #: Seconds an answer is reused.
 TTL = 300.0

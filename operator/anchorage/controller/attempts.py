@@ -18,7 +18,7 @@ from typing import Any
 
 import kopf
 
-from anchorage import agents
+from anchorage import agentclis
 from anchorage.campaigns.names import scoring_run_name
 from anchorage.controller import finalizers, kube, podevidence, scoring
 from anchorage.controller.caches import TRIALS, Once
@@ -38,7 +38,7 @@ from anchorage.controller.trialstate import (
     trial_of_job,
     trial_spec,
 )
-from anchorage.runtime import kubejobs
+from anchorage.runtime.kube import jobs
 from anchorage.trials import AttemptEnd, Phase, should_retry
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def finish(trial: dict[str, Any], job: Mapping[str, Any], result: str) -> None:
     status = trial.get("status") or {}
     spec = trial_spec(trial)
     plan, limits = task_inputs(spec)
-    cli = spec.agent.kind if agents.pin(spec.agent.kind) is not None else None
+    cli = spec.agent.kind if agentclis.pin(spec.agent.kind) is not None else None
     prefix = store_prefix(status)
     # The operator's own verdict (controller.pods: a platform failure, the agent past its time) decides when one was
     # recorded; else a Complete Job's pod succeeded, i.e. every container of it exited 0 (the kubelet's report, the
@@ -90,9 +90,9 @@ def conclude(trial: dict[str, Any], end: AttemptEnd) -> None:
         return
     store().put_bytes(f"{prefix}/{ATTEMPT_RECORD}", json.dumps(record.to_json()).encode())
     store().put_bytes(f"{prefix}/agent/prompt.txt", task_cached(spec.task).instruction.encode())
-    run = kubejobs.child_scoring_run(trial, scoring_run_name(meta["name"]),
-                                     spec.verification.model_dump(by_alias=True, exclude_none=True, mode="json"),
-                                     spec.scoring.model_dump(by_alias=True, mode="json"))
+    run = jobs.child_scoring_run(trial, scoring_run_name(meta["name"]),
+                                 spec.verification.model_dump(by_alias=True, exclude_none=True, mode="json"),
+                                 spec.scoring.model_dump(by_alias=True, mode="json"))
     created = kube.create_custom_answer("scoringruns", run)
     if created is not None:  # its verifier right away, in this worker call (one call less than the run's event)
         scoring.start_created(created)

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from anchorage.controller import enforcement, kube
 from anchorage.errors import AnchorageError
-from anchorage.runtime import kubejobs
+from anchorage.runtime.kube import jobs
 
 V = TypeVar("V")
 
@@ -146,7 +146,7 @@ class Watchdog:
         (no campaign label: their campaign's sweep covers the others) are passed on to :meth:`seen`."""
         meta = body["metadata"]
         ended = type_ == "DELETED" or bool(meta.get("deletionTimestamp")) or phase in final
-        if kubejobs.LABEL_CAMPAIGN not in (meta.get("labels") or {}):
+        if jobs.LABEL_CAMPAIGN not in (meta.get("labels") or {}):
             self.seen(meta["namespace"], meta["name"], unfinished=not ended)
         return ended
 

@@ -40,9 +40,9 @@ from anchorage.controller.settings import config, store
 from anchorage.controller.trialstate import condition
 from anchorage.errors import InputError
 from anchorage.manifests import API_GROUP, API_VERSION, CampaignSpec
-from anchorage.runtime import kubejobs
-from anchorage.runtime.kubeconditions import carry, lifecycle, state_of
-from anchorage.runtime.kubestatus import CampaignStatus
+from anchorage.runtime.kube import jobs
+from anchorage.runtime.kube.conditions import carry, lifecycle, state_of
+from anchorage.runtime.kube.status import CampaignStatus
 from anchorage.tasks import resolve_task
 from anchorage.trials import is_terminal
 from anchorage.trials.admission import admit
@@ -68,7 +68,7 @@ class TrialState(NamedTuple):
     unmetered: int = 0         # requests the gateway relayed for it without usage
 
 
-@kopf.index(API_GROUP, API_VERSION, "trials", labels={kubejobs.LABEL_CAMPAIGN: kopf.PRESENT})
+@kopf.index(API_GROUP, API_VERSION, "trials", labels={jobs.LABEL_CAMPAIGN: kopf.PRESENT})
 async def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labels, annotations: kopf.Annotations,
                              status: kopf.Status, **_: Any) -> dict[tuple[str | None, str], TrialState]:
     """(namespace, campaign) → a small tuple per campaign Trial (never its body: 10,000s of them).
@@ -78,7 +78,7 @@ async def trials_by_campaign(name: str, namespace: str | None, labels: kopf.Labe
     phase = status.get("phase")
     done = is_terminal(phase)  # a Trial stays Running until it is scored (or ends InfrastructureFailed)
     cost = None if status.get("costUnknownReason") else float(status.get("costUSD") or 0)
-    campaign = annotations.get(kubejobs.LABEL_CAMPAIGN) or labels[kubejobs.LABEL_CAMPAIGN]
+    campaign = annotations.get(jobs.LABEL_CAMPAIGN) or labels[jobs.LABEL_CAMPAIGN]
     unmetered = int((status.get("usage") or {}).get("unmeteredRequests") or 0)
     _UNSEEN.discard((namespace, name))
     _EVENTS[(namespace, campaign)] += 1
@@ -193,7 +193,7 @@ def _create_next(body: kopf.Body, spec: CampaignSpec, names: set[str], active: i
                 continue
             _UNSEEN.add((meta["namespace"], name))  # before the create: its first event may come before it returns
             try:
-                kube.create_custom("trials", kubejobs.child_trial(dict(body), name, planned[pos].spec))
+                kube.create_custom("trials", jobs.child_trial(dict(body), name, planned[pos].spec))
             except BaseException:
                 _UNSEEN.discard((meta["namespace"], name))
                 raise
@@ -443,7 +443,7 @@ def _summary(total: int, done: int, infra: int, outside: int, finished: bool, co
 def _conditions(status: kopf.Status, new: dict[str, Any], suspended: bool, generation: int | None
                 ) -> list[dict[str, Any]]:
     """Ready, Degraded (trials that ended InfrastructureFailed), when suspended Suspended, and the lifecycle
-    conditions (``kubeconditions``: Complete once finished, Reconciling while running, not while suspended) — each
+    conditions (``kube.conditions``: Complete once finished, Reconciling while running, not while suspended) — each
     keeping its lastTransitionTime while its status stays the same."""
     finished = new["phase"] == "Succeeded"
     infra = int(new["infrastructureFailed"])

@@ -34,9 +34,9 @@ from typing import Any
 import kopf
 
 from anchorage.controller import kube, policies
-from anchorage.runtime import kubejobs
-from anchorage.runtime.kubejobs import OperatorConfig
-from anchorage.runtime.kubestatus import Condition, TrialStatus, now_rfc3339
+from anchorage.runtime.kube import jobs
+from anchorage.runtime.kube.jobs import OperatorConfig
+from anchorage.runtime.kube.status import Condition, TrialStatus, now_rfc3339
 from anchorage.trials import Phase
 
 log = logging.getLogger("anchorage.enforcement")
@@ -84,15 +84,15 @@ def _pod(name: str, namespace: str, labels: dict[str, str], script: str, args: l
          config: OperatorConfig, *, ready: bool = False) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "probe", "image": config.operator_image, "command": ["python", "-c", script, *args],
-        "securityContext": kubejobs._restricted(),
+        "securityContext": jobs._restricted(),
         "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}}}
     if ready:
         container["readinessProbe"] = {"tcpSocket": {"port": PORT}, "periodSeconds": 1}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "labels": labels},
             "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
-                     "terminationGracePeriodSeconds": 0, "securityContext": kubejobs._pod_security(),
-                     "containers": [container], **kubejobs.scheduling(config)}}
+                     "terminationGracePeriodSeconds": 0, "securityContext": jobs._pod_security(),
+                     "containers": [container], **jobs.scheduling(config)}}
 
 
 def _wait(namespace: str, name: str, done: Any, seconds: float) -> dict[str, Any]:
@@ -137,7 +137,7 @@ def probe(namespace: str, config: OperatorConfig) -> Verdict:
         listener = _wait(namespace, names["listener"], _ready, POD_SECONDS)
         address = str(listener["status"]["podIP"])
         kube.create_pod(_pod(names["control"], namespace, {LABEL: "control"}, CONNECT, [address, "20", "0"], config))
-        kube.create_pod(_pod(names["enforced"], namespace, {**kubejobs.MANAGED_BY, kubejobs.LABEL_ROLE: "preflight",
+        kube.create_pod(_pod(names["enforced"], namespace, {**jobs.MANAGED_BY, jobs.LABEL_ROLE: "preflight",
                                                              LABEL: "enforced"}, CONNECT, [address, "3", "3"], config))
         control = _exit_code(_wait(namespace, names["control"], _ended, POD_SECONDS))
         enforced = _exit_code(_wait(namespace, names["enforced"], _ended, POD_SECONDS))
@@ -150,7 +150,7 @@ def probe(namespace: str, config: OperatorConfig) -> Verdict:
             except Exception as exc:  # (a leftover probe pod is deleted by the next probe's namespace sweep)
                 log.warning("could not delete the probe pod %s/%s: %s", namespace, name, exc)
     if enforced == 0:
-        return Verdict(NOT_ENFORCED, f"a pod under the default-deny policy {kubejobs.POLICY_DENY} connected to another "
+        return Verdict(NOT_ENFORCED, f"a pod under the default-deny policy {jobs.POLICY_DENY} connected to another "
                        f"pod: nothing enforces the NetworkPolicies of {namespace}", time.time())
     if control != 0:
         return Verdict(UNCONFIRMED, f"the control pod (under no policy) could not connect either (exit {control}): the "

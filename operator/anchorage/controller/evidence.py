@@ -7,13 +7,13 @@ The evidence, all of it the platform's — nothing the agent can write decides a
   Job's backstop (the agent's timeout plus the platform's allowance): the model's ``timeout`` only when the kubelet's
   times say the agent container ran its whole time, else the platform's failure;
 * the agent container's own times (``startedAt``/``finishedAt``): killed by its container's timer
-  (``kubejobs.timed``) after running its whole timeout, it is the model's ``timeout``, whatever its exit code;
+  (``kube.jobs.timed``) after running its whole timeout, it is the model's ``timeout``, whatever its exit code;
 * the Pod's ``containerStatuses`` / ``initContainerStatuses`` as the kubelet reports them: the ``agent``
   container's exit code and reason (``OOMKilled`` is the kernel's kill, ``StartError`` /
   ``ContainerCannotRun`` / ``ContainerStatusUnknown`` the node's failure), and the ``fetch-task`` init
-  container's exit code (:data:`anchorage.runtime.kubepod.REPLAY_MISSING_EXIT`: a replay whose artifact does
+  container's exit code (:data:`anchorage.runtime.kube.pod.REPLAY_MISSING_EXIT`: a replay whose artifact does
   not exist — no agent code has run yet) and the ``await-policy`` one's
-  (:data:`anchorage.runtime.kubepod.POLICY_OPEN_EXIT`: the pod's NetworkPolicies never took hold, the agent never
+  (:data:`anchorage.runtime.kube.pod.POLICY_OPEN_EXIT`: the pod's NetworkPolicies never took hold, the agent never
   started — the platform's failure);
 * the Pod's own ``status.reason`` ``Evicted`` (the kubelet killed every container at once, e.g. the agent's
   HOME or ``/tmp`` emptyDir over its ``sizeLimit``; the Job only says ``BackoffLimitExceeded``): without the
@@ -37,8 +37,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from anchorage.controller.podevidence import agent_times, parse_time
-from anchorage.runtime.kubejobs import POLICY_CONTAINER
-from anchorage.runtime.kubepod import POLICY_OPEN_EXIT, REPLAY_MISSING_EXIT
+from anchorage.runtime.kube.jobs import POLICY_CONTAINER
+from anchorage.runtime.kube.pod import POLICY_OPEN_EXIT, REPLAY_MISSING_EXIT
 from anchorage.trials import AgentPlan, AttemptEnd
 from anchorage.trials.agents.plans import missing_replay_message
 
@@ -77,7 +77,7 @@ def _ran(state: Mapping[str, Any]) -> float | None:
 
 
 def _backstop(pods: list[Mapping[str, Any]], timeout_sec: float | None) -> AttemptEnd:
-    """The Job's own deadline passed (the agent's timeout plus the platform's allowance: ``kubejobs.trial_job``). The
+    """The Job's own deadline passed (the agent's timeout plus the platform's allowance: ``kube.jobs.trial_job``). The
     agent is timed from its container's start, so this is the model's timeout only when the kubelet says the agent
     container ran its whole time; otherwise the platform kept it from running that long."""
     newest = sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""), reverse=True)
@@ -134,7 +134,7 @@ def attempt_end(result: str, upload: Mapping[str, Any] | None, timeout_sec: floa
         return AttemptEnd(launcher_failure=f"the node ended the agent's container ({reason}){detail}")
     ran = _ran(agent)
     if reason != "OOMKilled" and code != 0 and timeout_sec and ran is not None and ran >= timeout_sec - 1:
-        # killed by its container's timer (kubejobs.timed): the kubelet's own times say it ran its whole time
+        # killed by its container's timer (kube.jobs.timed): the kubelet's own times say it ran its whole time
         return AttemptEnd(exit_code=code if isinstance(code, int) else None, timed_out=True, timeout_sec=timeout_sec)
     return AttemptEnd(exit_code=code if isinstance(code, int) else None, oom_killed=reason == "OOMKilled",
                       oom_detail="the kernel killed the agent's container (OOMKilled)" if reason == "OOMKilled" else "",

@@ -35,9 +35,9 @@ import kopf
 from anchorage.campaigns.names import label_value
 from anchorage.controller import kube
 from anchorage.controller.settings import config
-from anchorage.runtime import kubejobs
+from anchorage.runtime.kube import jobs
 
-FINALIZER = kubejobs.JOBS_FINALIZER
+FINALIZER = jobs.JOBS_FINALIZER
 #: Seconds a stopped pod's containers get between SIGTERM and SIGKILL.
 GRACE_SECONDS = 1
 #: Seconds between attempts of :func:`finalize` (the last one repeats).
@@ -125,11 +125,11 @@ def _ended(job: Mapping[str, Any]) -> bool:
                for c in (job.get("status") or {}).get("conditions") or [])
 
 
-def stop(namespace: str, jobs: list[Obj]) -> int:
-    """Delete ``jobs`` (Background) and the pods of those that had not ended (:data:`GRACE_SECONDS`); how many Jobs
+def stop(namespace: str, found: list[Obj]) -> int:
+    """Delete the Jobs ``found`` (Background) and the pods of those that had not ended (:data:`GRACE_SECONDS`); how many Jobs
     were still running."""
     running = 0
-    for job in jobs:
+    for job in found:
         meta = job["metadata"]
         if not kube.delete_job(namespace, meta["name"], meta.get("uid")):
             continue
@@ -146,7 +146,7 @@ def trial_jobs(trial: Mapping[str, Any]) -> list[Obj]:
     which the run's own finalizer stops): by the trial's label, of this trial's namespace."""
     meta = trial["metadata"]
     namespace = jobs_namespace(trial)
-    found = kube.list_jobs(namespace, f"{kubejobs.LABEL_TRIAL}={label_value(meta['name'])}")
+    found = kube.list_jobs(namespace, f"{jobs.LABEL_TRIAL}={label_value(meta['name'])}")
     return [j for j in found if (j["metadata"].get("annotations") or {}).get(
         "anchorage.dev/trial-namespace", j["metadata"].get("namespace")) == meta["namespace"]]
 
@@ -155,7 +155,7 @@ def run_deleted(run: Mapping[str, Any]) -> None:
     """A ScoringRun is being deleted: stop its verifier Job, then let it go."""
     meta = run["metadata"]
     namespace = jobs_namespace(run)
-    job = kube.get_job(namespace, kubejobs.verifier_job_name(meta["name"]))
+    job = kube.get_job(namespace, jobs.verifier_job_name(meta["name"]))
     if job is not None and (job["metadata"].get("annotations") or {}).get(
             "anchorage.dev/scoring-run-namespace", namespace) == meta["namespace"]:
         stop(namespace, [job])

@@ -36,9 +36,9 @@ from anchorage.controller.trialstate import (
 )
 from anchorage.errors import AnchorageError
 from anchorage.manifests import TrialSpec
-from anchorage.runtime import kubejobs
-from anchorage.runtime.kubeconditions import carry, lifecycle, state_of
-from anchorage.runtime.kubestatus import TrialStatus, Usage, now_rfc3339
+from anchorage.runtime.kube import jobs
+from anchorage.runtime.kube.conditions import carry, lifecycle, state_of
+from anchorage.runtime.kube.status import TrialStatus, Usage, now_rfc3339
 from anchorage.scoring.records import ScoreRecord
 from anchorage.trials import AttemptEnd, Phase, Reason, TrialRecord
 from anchorage.trials.costing import protocol_cost
@@ -109,7 +109,7 @@ def _step_state(trial: Mapping[str, Any], step: str, prefix: str) -> tuple[str, 
     when it left no outcome; ``("new", None)`` — never created, or deleted before its pod ran to its end (no
     marker): create it (same name, so at most one Job of the step exists)."""
     meta = trial["metadata"]
-    job = kube.get_job(config().trials_namespace or meta["namespace"], kubejobs.protocol_job_name(meta["name"], step))
+    job = kube.get_job(config().trials_namespace or meta["namespace"], jobs.protocol_job_name(meta["name"], step))
     if job is not None:
         result = job_result(job)
         if result is None:
@@ -122,11 +122,11 @@ def _step_state(trial: Mapping[str, Any], step: str, prefix: str) -> tuple[str, 
 
 def _launch_protocol(trial: Mapping[str, Any], spec: TrialSpec, step: str, record: TrialRecord) -> str | None:
     meta = trial["metadata"]
-    campaign = (meta.get("labels") or {}).get(kubejobs.LABEL_CAMPAIGN)
+    campaign = (meta.get("labels") or {}).get(jobs.LABEL_CAMPAIGN)
     settings = getattr(spec.verification, step).model_dump(mode="json", by_alias=True)
     artifact = (record.artifact.path if record.artifact else None) or ""
-    job = kubejobs.protocol_job(dict(trial), step=step, task=spec.task, settings=settings,
-                                artifact=artifact.removeprefix("artifacts/") or None, config=config(), campaign=campaign)
+    job = jobs.protocol_job(dict(trial), step=step, task=spec.task, settings=settings,
+                            artifact=artifact.removeprefix("artifacts/") or None, config=config(), campaign=campaign)
     policies.ensure(job["metadata"]["namespace"], config())
     return metering.create_protocol_job(job, trial, spec, step)
 
@@ -157,7 +157,7 @@ def protocol_ended(job: dict[str, Any], result: str) -> None:
     if data is None:
         return
     record = TrialRecord.model_validate(data)
-    step = labels.get(kubejobs.LABEL_STEP, "")
+    step = labels.get(jobs.LABEL_STEP, "")
     if step in PROTOCOL_SUMMARY and getattr(record, step) is None and \
             read_json(f"{prefix}/verifier/{step}/outcome.json") is None:
         _apply_protocol(record, step, {"block": {"outcome": None},
@@ -180,7 +180,7 @@ def _apply_scores(trial: Mapping[str, Any], record: TrialRecord, run: Mapping[st
     except ValueError as exc:
         record.end(Phase.INFRASTRUCTURE_FAILED, Reason.SANDBOX_ERROR, f"the verifier's {prefix}/score.json: {exc}")
         return
-    record.apply_score(score, kubejobs.artifact_in_trial(score.artifact), f"{kubejobs.SCRATCH_IN}/0")
+    record.apply_score(score, jobs.artifact_in_trial(score.artifact), f"{jobs.SCRATCH_IN}/0")
     metrics.operator_score_checked(trial, score)
 
 
@@ -222,8 +222,8 @@ def complete(trial: Mapping[str, Any], record: TrialRecord, *, run: str | None =
 def deleted(trial: dict[str, Any]) -> None:
     """The Trial is being deleted (its finalizer, :mod:`~anchorage.controller.finalizers`): stop its Jobs and their
     pods, record it Cancelled when it had not ended (:func:`cancel`), then let it go."""
-    jobs = finalizers.trial_jobs(trial)
-    running = finalizers.stop(finalizers.jobs_namespace(trial), jobs)
+    found = finalizers.trial_jobs(trial)
+    running = finalizers.stop(finalizers.jobs_namespace(trial), found)
     if (trial.get("status") or {}).get("phase") not in TERMINAL:
         cancel(trial, running)
     finalizers.release("trials", trial)
@@ -234,9 +234,9 @@ def cancel(trial: Mapping[str, Any], running: int) -> None:
     campaign. Its record (``trial.json``: the agent's end and scores if it got that far, its spend — the gateway token
     revoked and read), its status, the metric and, for a lone trial, a Normal Event."""
     meta, status = trial["metadata"], trial.get("status") or {}
-    campaign = kubejobs.named(meta, kubejobs.LABEL_CAMPAIGN)
+    campaign = jobs.named(meta, jobs.LABEL_CAMPAIGN)
     message = f"deleted before its end: {running} running Job(s) and their pods stopped; no score"
-    prefix = store_prefix(status) or kubejobs.trial_prefix(meta["namespace"], meta["name"], campaign)
+    prefix = store_prefix(status) or jobs.trial_prefix(meta["namespace"], meta["name"], campaign)
     try:
         data = read_json(f"{prefix}/{ATTEMPT_RECORD}") if status.get("phase") else None
         record = TrialRecord.model_validate(data) if data is not None else \
@@ -266,7 +266,7 @@ def _announce_end(trial: Mapping[str, Any], record: TrialRecord) -> None:
     campaign announces its trials' progress itself, which keeps a campaign trial's writes at seven)."""
     score = record.score
     if record.phase is Phase.SUCCEEDED:
-        if kubejobs.named(trial["metadata"], kubejobs.LABEL_CAMPAIGN) is None:
+        if jobs.named(trial["metadata"], jobs.LABEL_CAMPAIGN) is None:
             kube.post_event(dict(trial), "Normal", "Succeeded", f"scored: O-Eval {score.o_eval if score else None}, "
                             f"BO-Eval {score.bo_eval if score else None}")
         return

@@ -21,9 +21,9 @@ from anchorage.controller.settings import config
 from anchorage.controller.trialstate import condition, job_name, task_inputs, trial_spec, typed
 from anchorage.errors import AnchorageError
 from anchorage.manifests import TrialSpec
-from anchorage.runtime import kubejobs
-from anchorage.runtime.kubeconditions import lifecycle
-from anchorage.runtime.kubestatus import TrialStatus, now_rfc3339
+from anchorage.runtime.kube import jobs
+from anchorage.runtime.kube.conditions import lifecycle
+from anchorage.runtime.kube.status import TrialStatus, now_rfc3339
 from anchorage.trials import AgentPlan, Phase, Reason
 from anchorage.trials.admission import admit
 from anchorage.trials.agents import OPERATOR
@@ -37,7 +37,7 @@ def start_attempt(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> Non
     if finalizers.leaving(body):
         return  # deleted meanwhile: its finalizer's handler stops what runs (trial_event)
     meta = body["metadata"]
-    campaign = kubejobs.named(meta, kubejobs.LABEL_CAMPAIGN)
+    campaign = jobs.named(meta, jobs.LABEL_CAMPAIGN)
     admit(spec.agent, spec.verification, OPERATOR)
     plan, limits = task_inputs(spec)
     metering.check(spec, plan)  # a model-calling trial needs a token: refuse before anything is written
@@ -47,14 +47,14 @@ def start_attempt(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> Non
     ns = cfg.trials_namespace or meta["namespace"]
     if attempt == 0:  # a trial starts only where its NetworkPolicies are confirmed enforced (else it waits, saying why)
         enforcement.admit(body, ns, cfg)
-    job = kubejobs.trial_job(dict(body), spec, plan=plan, limits=limits, config=cfg,
-                             job_name=job_name(meta["name"], attempt), campaign=campaign,
-                             gateway_address=gateway_alias(cfg, plan))
-    queue = kubejobs.trial_queue(spec, cfg)
+    job = jobs.trial_job(dict(body), spec, plan=plan, limits=limits, config=cfg,
+                         job_name=job_name(meta["name"], attempt), campaign=campaign,
+                         gateway_address=gateway_alias(cfg, plan))
+    queue = jobs.trial_queue(spec, cfg)
     if queue:  # refused before anything is written when Kueue or the LocalQueue is missing
         kueue.require(queue, job["metadata"]["namespace"])
     if (body.get("status") or {}).get("jobName") != job["metadata"]["name"]:
-        prefix = kubejobs.trial_prefix(meta["namespace"], meta["name"], campaign)
+        prefix = jobs.trial_prefix(meta["namespace"], meta["name"], campaign)
         # queued: no pod and no agent time until Kueue admits the Job (controller.queueing then writes Running)
         when = {"queue": queue, "queued_time": now_rfc3339(), "start_time": None} if queue else \
             {"start_time": now_rfc3339()}
@@ -77,7 +77,7 @@ def start_attempt(body: Mapping[str, Any], spec: TrialSpec, attempt: int) -> Non
     metering.create_job(job, body, spec, plan)  # the Job, then a model-calling agent's token Secret
 
 
-def gateway_alias(cfg: kubejobs.OperatorConfig, plan: AgentPlan) -> str | None:
+def gateway_alias(cfg: jobs.OperatorConfig, plan: AgentPlan) -> str | None:
     """The gateway's address for a trial pod's ``hostAliases`` (its agent has no DNS): required by a model-calling
     agent (no address: the platform's failure before anything runs), given to any other agent when there is one."""
     if plan.replay is not None:

@@ -39,8 +39,8 @@ from anchorage.controller import kube
 from anchorage.errors import InputError
 from anchorage.gateway.tokens import EXPIRY_MARGIN_SECONDS, mint_token
 from anchorage.manifests import TrialSpec
-from anchorage.runtime import kubejobs
-from anchorage.runtime.kubejobs import OperatorConfig
+from anchorage.runtime.kube import jobs
+from anchorage.runtime.kube.jobs import OperatorConfig
 from anchorage.trials import AgentPlan
 from anchorage.trials.costing import protocol_cost, trial_cost
 
@@ -95,11 +95,11 @@ def create_job(job: dict[str, Any], trial: Mapping[str, Any], spec: TrialSpec, p
     expires = time.time() + float(job["spec"]["activeDeadlineSeconds"]) + EXPIRY_MARGIN_SECONDS
     token = mint_token(secret, trial_id(trial), spec.entry, expires_at=expires, transcript=spec.transcripts,
                        campaign=_campaign(trial))
-    kube.create_secret(kubejobs.gateway_token_secret(owned, token))
+    kube.create_secret(jobs.gateway_token_secret(owned, token))
 
 
 def _campaign(trial: Mapping[str, Any]) -> str | None:
-    return (trial["metadata"].get("labels") or {}).get(kubejobs.LABEL_CAMPAIGN)
+    return (trial["metadata"].get("labels") or {}).get(jobs.LABEL_CAMPAIGN)
 
 
 def step_account(trial: Mapping[str, Any], step: str) -> str:
@@ -119,7 +119,7 @@ def create_protocol_job(job: dict[str, Any], trial: Mapping[str, Any], spec: Tri
     owned = {**job, "metadata": {**job["metadata"], "uid": uid}}
     expires = time.time() + float(job["spec"]["activeDeadlineSeconds"]) + EXPIRY_MARGIN_SECONDS
     token = mint_token(secret, step_account(trial, step), spec.entry, expires_at=expires, campaign=_campaign(trial))
-    kube.create_secret(kubejobs.gateway_token_secret(owned, token))
+    kube.create_secret(jobs.gateway_token_secret(owned, token))
     return None
 
 

@@ -6,12 +6,12 @@ in kopf's event loop; the API calls run in the handlers' threads. Per trial pod:
 
 * **store access after the agent** — once the kubelet reports the ``agent`` container terminated while the pod still
   runs (its upload sidecar does), the pod gets the label ``anchorage.dev/store-access=true``, which opens its egress
-  to DNS and the store (``kubejobs.network_policies``: P3). That is the platform's evidence that every process of the
+  to DNS and the store (``kube.jobs.network_policies``: P3). That is the platform's evidence that every process of the
   agent has ended (its pid namespace ended with its container); an agent writing its exit-code file early opens
   nothing. One write per trial whose agent runs (a replay's pod has the label from the start; a pod that has already
   ended needs none).
 * **the agent's deadline from its container's start** — the agent container kills the agent when its timeout has
-  passed since it started (``kubejobs.timed``); should the agent outlive that, the operator ends the attempt as the
+  passed since it started (``kube.jobs.timed``); should the agent outlive that, the operator ends the attempt as the
   model's ``timeout`` :data:`SLACK` seconds later (the kubelet's ``startedAt`` + timeout). Scheduling and image pulls
   never count.
 * **platform failures** (:mod:`anchorage.controller.podevidence`) — a pod no node takes, an image that cannot be
@@ -38,7 +38,7 @@ from typing import Any
 from anchorage.controller import attempts, kube, podevidence
 from anchorage.controller.peering import PEERING
 from anchorage.controller.podevidence import TIMEOUT, Verdict
-from anchorage.runtime import kubejobs
+from anchorage.runtime.kube import jobs
 
 log = logging.getLogger("anchorage.pods")
 Obj = dict[str, Any]
@@ -96,7 +96,7 @@ class PodEvents:
 
     # ----- configuration and peering (late: settings and watching import this module's users) -----
 
-    def config(self) -> kubejobs.OperatorConfig:
+    def config(self) -> jobs.OperatorConfig:
         if self._settings is not None:
             return self._settings  # type: ignore[no-any-return]
         from anchorage.controller.settings import config
@@ -161,7 +161,7 @@ class PodEvents:
         cfg = self.config()
         meta = pod.get("metadata") or {}
         started, finished = podevidence.agent_times(pod)
-        if finished is not None and (meta.get("labels") or {}).get(kubejobs.LABEL_STORE_ACCESS) != "true" \
+        if finished is not None and (meta.get("labels") or {}).get(jobs.LABEL_STORE_ACCESS) != "true" \
                 and uid not in self.labelled:
             self.labelled.add(uid)
             self._spawn(self._label(pod))
@@ -171,7 +171,7 @@ class PodEvents:
             seen.setdefault(key, now)
         verdict, due = podevidence.platform_failure(pod, job, now, seen, unschedulable_after=cfg.unschedulable_after_sec,
                                                     start_after=cfg.start_after_sec)
-        timeout = _float((meta.get("annotations") or {}).get(kubejobs.ANNOTATION_TIMEOUT))
+        timeout = _float((meta.get("annotations") or {}).get(jobs.ANNOTATION_TIMEOUT))
         if verdict is None and started is not None and finished is None and timeout is not None:
             if podevidence.overran(pod, timeout, now, SLACK):
                 verdict = Verdict(TIMEOUT, f"the agent ran past {timeout:g} s from its container's start and was "
@@ -270,7 +270,7 @@ class PodEvents:
 
 def _open_store(namespace: str, name: str) -> bool:
     """Label a trial pod whose agent has ended: its store egress opens (policy P3)."""
-    return kube.label_pod(namespace, name, {kubejobs.LABEL_STORE_ACCESS: "true"})
+    return kube.label_pod(namespace, name, {jobs.LABEL_STORE_ACCESS: "true"})
 
 
 def _job_events(namespace: str, uid: str) -> list[dict[str, Any]]:

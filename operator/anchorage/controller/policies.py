@@ -1,4 +1,4 @@
-"""The trials namespaces' NetworkPolicies, kept as :func:`anchorage.runtime.kubejobs.network_policies` builds them.
+"""The trials namespaces' NetworkPolicies, kept as :func:`anchorage.runtime.kube.jobs.network_policies` builds them.
 
 Who calls it: :mod:`anchorage.controller.launching` and ``finishing`` (protocol Jobs) before a Job goes to a namespace
 (:func:`ensure`), the operator's NetworkPolicy watch (:class:`PolicyEvents`, registered by
@@ -24,12 +24,12 @@ from typing import Any
 
 from anchorage.controller import kube
 from anchorage.controller.peering import PEERING
-from anchorage.runtime import kubejobs
-from anchorage.runtime.kubejobs import OperatorConfig
+from anchorage.runtime.kube import jobs
+from anchorage.runtime.kube.jobs import OperatorConfig
 
 log = logging.getLogger("anchorage.policies")
 Obj = dict[str, Any]
-MANAGED = ",".join(f"{k}={v}" for k, v in kubejobs.MANAGED_BY.items())
+MANAGED = ",".join(f"{k}={v}" for k, v in jobs.MANAGED_BY.items())
 
 #: Namespaces whose policies this process has reconciled (and keeps: the watch's events come back here).
 KEPT: set[str] = set()
@@ -54,7 +54,7 @@ def same(spec: Any, built: Any) -> bool:
 
 def reconcile(namespace: str, config: OperatorConfig) -> list[str]:
     """Make ``namespace``'s trial policies as built; what was done, one line per change ([] when nothing was)."""
-    desired = {p["metadata"]["name"]: p for p in kubejobs.network_policies(namespace, config)}
+    desired = {p["metadata"]["name"]: p for p in jobs.network_policies(namespace, config)}
     done: list[str] = []
     for name, policy in desired.items():
         found = kube.get_network_policy(namespace, name)
@@ -110,11 +110,11 @@ class PolicyEvents:
         namespace = meta.get("namespace", "")
         if namespace not in KEPT:
             return False
-        desired = {p["metadata"]["name"]: p for p in kubejobs.network_policies(namespace, self._settings())}
+        desired = {p["metadata"]["name"]: p for p in jobs.network_policies(namespace, self._settings())}
         name = meta.get("name", "")
         if name in desired:
             return type_ == "DELETED" or not same(policy.get("spec"), desired[name]["spec"])
-        ours = all((meta.get("labels") or {}).get(k) == v for k, v in kubejobs.MANAGED_BY.items())
+        ours = all((meta.get("labels") or {}).get(k) == v for k, v in jobs.MANAGED_BY.items())
         return ours and type_ != "DELETED"
 
     def __call__(self, type_: str, policy: Obj) -> None:

@@ -3,7 +3,7 @@
 Registered by importing ``anchorage.controller``. A trial whose spec (``queueName``, from its campaign) or the
 operator (``--kueue-queue``) names a LocalQueue is launched by ``launching.start_attempt`` as ``Queued`` — after
 :func:`anchorage.controller.kueue.require` found Kueue and the LocalQueue — with its Job created suspended and
-labelled for Kueue (``kubejobs.trial_job``). Kueue makes a Workload of the Job and admits it within its ClusterQueue's
+labelled for Kueue (``kube.jobs.trial_job``). Kueue makes a Workload of the Job and admits it within its ClusterQueue's
 quota (fair sharing, priorities and preemption are the ClusterQueue's) by resuming the Job. This module follows the
 Workloads of the Jobs' namespaces (the operator's trials namespace, else the namespaces it serves) with
 ``watching.Watch``, started once Kueue's API is served (checked at startup and every :data:`DISCOVERY_SEC` until then;
@@ -49,9 +49,9 @@ from anchorage.controller.peering import PEERING, Peering
 from anchorage.controller.podevidence import parse_time
 from anchorage.controller.settings import config
 from anchorage.controller.trialstate import condition, trial_spec, typed
-from anchorage.runtime import kubejobs
-from anchorage.runtime.kubeconditions import carry, lifecycle
-from anchorage.runtime.kubestatus import TrialStatus, now_rfc3339
+from anchorage.runtime.kube import jobs
+from anchorage.runtime.kube.conditions import carry, lifecycle
+from anchorage.runtime.kube.status import TrialStatus, now_rfc3339
 from anchorage.trials import AttemptEnd, Phase
 
 log = logging.getLogger("anchorage.queueing")
@@ -65,9 +65,9 @@ Obj = dict[str, Any]
 def _trial_of(job: Mapping[str, Any]) -> tuple[str, str] | None:
     """(namespace, name) of the Trial whose attempt Job ``job`` is; None for any other Job."""
     meta = job.get("metadata") or {}
-    if (meta.get("labels") or {}).get(kubejobs.LABEL_ROLE) != "trial":
+    if (meta.get("labels") or {}).get(jobs.LABEL_ROLE) != "trial":
         return None
-    name = kubejobs.named(meta, kubejobs.LABEL_TRIAL)
+    name = jobs.named(meta, jobs.LABEL_TRIAL)
     ns = (meta.get("annotations") or {}).get("anchorage.dev/trial-namespace", meta.get("namespace"))
     return (str(ns), name) if name else None
 

@@ -18,7 +18,7 @@ from anchorage.controller.podevidence import parse_time
 from anchorage.controller.settings import config, store
 from anchorage.controller.trialstate import read_json, task_cached, task_inputs
 from anchorage.manifests import TrialSpec
-from anchorage.runtime import kubejobs
+from anchorage.runtime.kube import jobs
 from anchorage.trials import AgentPlan, AttemptEnd, TrialRecord, classify
 from anchorage.trials.agents.plans import replayed_message
 from anchorage.trials.costing import trial_cost
@@ -49,10 +49,10 @@ def attempt_record(trial: Mapping[str, Any], spec: TrialSpec, end: AttemptEnd) -
         end = AttemptEnd(replayed=replayed_message(plan))
         replay = ReplayInfo(source=plan.replay.source, label=plan.label)
     outcome = classify(end)
-    resources = kubejobs.resources_in_force(limits)
-    requested = kubejobs.requests_in_force(resources, config())
+    resources = jobs.resources_in_force(limits)
+    requested = jobs.requests_in_force(resources, config())
     record = TrialRecord(
-        name=meta["name"], campaign=kubejobs.named(meta, kubejobs.LABEL_CAMPAIGN), entry=entry_name(spec),
+        name=meta["name"], campaign=jobs.named(meta, jobs.LABEL_CAMPAIGN), entry=entry_name(spec),
         task=task.slug, seed=spec.seed, attempt=int(status.get("attempt") or 0) + 1, driver="operator",
         agent=AgentInfo(kind=spec.agent.kind, model=spec.agent.model, reasoning_effort=spec.agent.reasoning_effort,
                         label=plan.label),

@@ -34,9 +34,10 @@ from anchorage.controller.settings import config, store
 from anchorage.controller.trialstate import condition, typed
 from anchorage.errors import InputError
 from anchorage.manifests import ScoringRunSpec
-from anchorage.runtime import kubejobs, kuberescoring, kubescores
-from anchorage.runtime.kubeconditions import lifecycle
-from anchorage.runtime.kubestatus import LeaderboardRow, ScoringRunStatus
+from anchorage.runtime.kube import jobs, rescoring
+from anchorage.runtime.kube.conditions import lifecycle
+from anchorage.runtime.kube.scores import SCORES_FILE, run_status, scores_lines
+from anchorage.runtime.kube.status import LeaderboardRow, ScoringRunStatus
 from anchorage.scoring.profiles import get_profile
 from anchorage.trials.agents import OPERATOR
 from anchorage.trials.pipeline import protocol_steps, refusals
@@ -75,7 +76,7 @@ def _sources(ns: str, name: str, spec: ScoringRunSpec) -> tuple[str, list[dict[s
     if campaign is None:
         raise InputError(f"campaignRef {spec.campaign_ref!r} does not exist in namespace {ns}",
                          hint="fix spec.campaignRef (the campaign's trials are rescored from the store)")
-    task, items = kuberescoring.campaign_items(campaign, spec.task, store())
+    task, items = rescoring.campaign_items(campaign, spec.task, store())
     return task, items, out
 
 
@@ -92,8 +93,8 @@ def _run_sources(run: Mapping[str, Any], spec: ScoringRunSpec) -> tuple[str, lis
 
 
 def verifier_job_name(run: Mapping[str, Any]) -> str:
-    """The verifier Job of a run (the name ``kubejobs.verifier_job`` gives it)."""
-    return kubejobs.verifier_job_name(run["metadata"]["name"])
+    """The verifier Job of a run (the name ``kube.jobs.verifier_job`` gives it)."""
+    return jobs.verifier_job_name(run["metadata"]["name"])
 
 
 def start(run: dict[str, Any]) -> None:
@@ -116,9 +117,9 @@ def start(run: dict[str, Any]) -> None:
     if spec.trial_ref is None:  # a lone run (a trial's has its finalizer from its creation): held, Running
         run = dict(finalizers.hold_run(run))
         _running(run)
-    kube.create_job(kubejobs.verifier_job(run, task=task, artifacts=items, out=out, config=config(),
-                                          baseline=spec.baseline, gates=spec.verification.gates,
-                                          lean=spec.verification.lean, profile=spec.scoring.profile))
+    kube.create_job(jobs.verifier_job(run, task=task, artifacts=items, out=out, config=config(),
+                                      baseline=spec.baseline, gates=spec.verification.gates,
+                                      lean=spec.verification.lean, profile=spec.scoring.profile))
 
 
 def _running(run: Mapping[str, Any]) -> None:
@@ -234,10 +235,10 @@ def finish(run: dict[str, Any], result: str) -> dict[str, Any] | None:
     root = config().store_uri.rstrip("/")
     scores_uri = None
     if not spec.trial_ref:  # every artifact's summary in the store; the status keeps counts and the first few
-        key = "/".join(p for p in (out, kubescores.SCORES_FILE) if p)
-        store().put_bytes(key, kubescores.scores_lines(scores))
+        key = "/".join(p for p in (out, SCORES_FILE) if p)
+        store().put_bytes(key, scores_lines(scores))
         scores_uri = f"{root}/{key}"
-    done = kubescores.run_status(
+    done = run_status(
         scores=scores, ok=ok, result=result, job_name=verifier_job_name(run), record_uri=f"{root}/{out}",
         scores_uri=scores_uri, profile=get_profile(spec.scoring.profile).ref, leaderboard=board,
         generation=meta.get("generation"))
@@ -281,7 +282,7 @@ async def on_verifier_job(type_: str, body: Mapping[str, Any]) -> None:
 def _job_ended(job: dict[str, Any], result: str, logger: logging.Logger) -> None:
     annotations = job["metadata"].get("annotations") or {}
     ns = annotations.get("anchorage.dev/scoring-run-namespace", job["metadata"]["namespace"])
-    run = RUNS.current(ns, kubejobs.named(job["metadata"], kubejobs.LABEL_SCORING) or "", _unfinished)
+    run = RUNS.current(ns, jobs.named(job["metadata"], jobs.LABEL_SCORING) or "", _unfinished)
     if run is None or (run.get("status") or {}).get("phase") in FINAL:
         return
     try:

@@ -7,7 +7,7 @@ are logged only with ``--verbose``), and a single replica is active at a time th
 namespaced peering (``KopfPeering`` named ``anchorage`` in each served namespace; an operator serving every
 namespace, ``kopf.run(clusterwide=True)``, peers through the ``ClusterKopfPeering`` named ``anchorage``: kopf's own
 setting from ``kopf.run`` is kept; without the peering CRD the operator runs standalone and says so). The
-:class:`~anchorage.runtime.kubejobs.OperatorConfig` comes from the
+:class:`~anchorage.runtime.kube.jobs.OperatorConfig` comes from the
 environment variable ``ANCHORAGE_OPERATOR_CONFIG`` (JSON), which ``anchorage operator`` sets.
 """
 
@@ -21,8 +21,8 @@ from typing import Any, cast
 import kopf
 
 from anchorage.gctuning import tune_gc
-from anchorage.runtime.kubejobs import OperatorConfig
-from anchorage.runtime.kubepod import open_store
+from anchorage.runtime.kube.jobs import OperatorConfig
+from anchorage.runtime.kube.pod import open_store
 from anchorage.store.base import ArtifactStore
 
 PREFIX = "anchorage.dev"

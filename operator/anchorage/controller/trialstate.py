@@ -19,8 +19,8 @@ from anchorage.campaigns.names import child_name
 from anchorage.controller.caches import Memo
 from anchorage.controller.settings import config, store
 from anchorage.manifests import TrialSpec
-from anchorage.runtime import kubejobs
-from anchorage.runtime.kubestatus import Condition, now_rfc3339
+from anchorage.runtime.kube import jobs
+from anchorage.runtime.kube.status import Condition, now_rfc3339
 from anchorage.tasks import Task, load_task, resolve_task
 from anchorage.trials import AgentPlan, plan_agent
 from anchorage.trials.limits import LimitsInForce, resolve_limits
@@ -42,7 +42,7 @@ def trial_of_job(job: Mapping[str, Any]) -> tuple[str, str]:
     the Job runs in the release's trials namespace)."""
     meta = job["metadata"]
     namespace = (meta.get("annotations") or {}).get("anchorage.dev/trial-namespace", meta["namespace"])
-    return namespace, kubejobs.named(meta, kubejobs.LABEL_TRIAL) or ""
+    return namespace, jobs.named(meta, jobs.LABEL_TRIAL) or ""
 
 
 def runs_job(job: str, trial: Mapping[str, Any]) -> bool:
@@ -59,7 +59,7 @@ def condition(type_: str, status: str, reason: str, message: str = "", generatio
 
 
 def typed(conditions: list[dict[str, Any]]) -> list[Condition]:
-    """Conditions (dicts, as :func:`condition` and ``kubeconditions`` make them) as the status model's."""
+    """Conditions (dicts, as :func:`condition` and ``kube.conditions`` make them) as the status model's."""
     return [Condition.model_validate(c) for c in conditions]
 
 

@@ -37,7 +37,7 @@ from anchorage.controller import kube, watching
 from anchorage.controller.caches import Once
 from anchorage.controller.peering import PEERING, Peering
 from anchorage.manifests import API_GROUP, API_VERSION
-from anchorage.runtime import kubejobs
+from anchorage.runtime.kube import jobs
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -49,7 +49,7 @@ REPORT_ENV = "ANCHORAGE_REPORT_UNSERVED"
 WATCHED = {plural: (API_GROUP, API_VERSION, plural) for plural in ("trials", "scoringruns", "verificationcampaigns")}
 KINDS = {"trials": "Trial", "scoringruns": "ScoringRun", "verificationcampaigns": "VerificationCampaign"}
 #: Objects no operator created (a served parent's children are served).
-SELECTOR = f"{next(iter(kubejobs.MANAGED_BY))}!={next(iter(kubejobs.MANAGED_BY.values()))}"
+SELECTOR = f"{next(iter(jobs.MANAGED_BY))}!={next(iter(jobs.MANAGED_BY.values()))}"
 
 
 def picked_up(obj: Obj) -> bool:

@@ -58,7 +58,7 @@ from anchorage.controller.peering import PEERING, Peering
 from anchorage.controller.settings import config
 from anchorage.controller.trialstate import runs_job
 from anchorage.manifests import API_GROUP, API_VERSION
-from anchorage.runtime import kubejobs
+from anchorage.runtime.kube import jobs
 
 log = logging.getLogger("anchorage.watching")
 Obj = dict[str, Any]
@@ -70,10 +70,10 @@ SHORT_SECONDS = 1.0
 SILENCE_SECONDS = 60.0
 #: Namespaces the operator serves (comma-separated; empty or unset: cluster-wide).
 NAMESPACES_ENV = "ANCHORAGE_WATCH_NAMESPACES"
-JOBS_SELECTOR = f"{next(iter(kubejobs.MANAGED_BY))}={next(iter(kubejobs.MANAGED_BY.values()))},{kubejobs.LABEL_ROLE}"
+JOBS_SELECTOR = f"{next(iter(jobs.MANAGED_BY))}={next(iter(jobs.MANAGED_BY.values()))},{jobs.LABEL_ROLE}"
 #: The trial pods (``anchorage.controller.pods``): verifier and protocol pods are bounded by their Jobs' deadlines,
 #: and every failure of theirs is the platform's already.
-PODS_SELECTOR = f"{next(iter(kubejobs.MANAGED_BY))}={next(iter(kubejobs.MANAGED_BY.values()))},{kubejobs.LABEL_ROLE}=trial"
+PODS_SELECTOR = f"{next(iter(jobs.MANAGED_BY))}={next(iter(jobs.MANAGED_BY.values()))},{jobs.LABEL_ROLE}=trial"
 #: ``on_event`` types of listed objects: the first listing, and a later one (after 410 Gone or a pause).
 LISTED, RELISTED = "LISTED", "RELISTED"
 
@@ -240,10 +240,10 @@ def _waited_for(role: str, job: Obj) -> bool:
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     if role == "verifier":
         ns = annotations.get("anchorage.dev/scoring-run-namespace", meta["namespace"])
-        run = RUNS.peek(ns, labels.get(kubejobs.LABEL_SCORING, ""))
+        run = RUNS.peek(ns, labels.get(jobs.LABEL_SCORING, ""))
         return run is not None and (run.get("status") or {}).get("phase") not in scoring.FINAL
     ns = annotations.get("anchorage.dev/trial-namespace", meta["namespace"])
-    trial = TRIALS.peek(ns, labels.get(kubejobs.LABEL_TRIAL, ""))
+    trial = TRIALS.peek(ns, labels.get(jobs.LABEL_TRIAL, ""))
     if trial is None:
         return False
     return runs_job(meta["name"], trial) if role == "trial" else \
@@ -261,7 +261,7 @@ class JobEvents:
     def __call__(self, type_: str, job: Obj) -> None:
         if self.peering.paused:
             return
-        role = (job["metadata"].get("labels") or {}).get(kubejobs.LABEL_ROLE, "")
+        role = (job["metadata"].get("labels") or {}).get(jobs.LABEL_ROLE, "")
         ended = has_ended((job.get("status") or {}).get("conditions"))
         if role == "trial":  # a trial Job without a pod is the pod watch's to explain (controller.pods)
             pods.PODS.job_event(type_, job, ended)

@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from anchorage.agents import cache_root
+from anchorage.agentclis import cache_root
 from anchorage.errors import InfrastructureError
 from anchorage.images import checkout
 

@@ -3,7 +3,7 @@
 The agent image's three CLIs print their pinned versions and its Python stack imports, as the agent user (uid 65532,
 the Job's ``runAsUser``); the verifier image scores the smoke task's expected result with every gate the laptop runs
 (same command on the host, same gates and verdicts); the operator image's entry points (``anchorage operator``,
-``anchorage gateway``, the pods' ``python -m anchorage.runtime.kubepod``) start and its runtime dependencies import,
+``anchorage gateway``, the pods' ``python -m anchorage.runtime.kube.pod``) start and its runtime dependencies import,
 as its user (uid 10004). Each runs in a working container of the built image (``buildah run``), removed after.
 """
 
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from anchorage.agents.installing import load_pins
+from anchorage.agentclis.installing import load_pins
 from anchorage.images import checkout
 from anchorage.images.building import BuildError, buildah, run, storage
 
@@ -100,7 +100,7 @@ def smoke_operator(tag: str) -> dict[str, object]:
     with container(tag) as ident:
         for name, command in (("operator", ["anchorage", "operator", "--help"]),
                               ("gateway", ["anchorage", "gateway", "--help"]),
-                              ("kubepod", ["python", "-m", "anchorage.runtime.kubepod", "--help"])):
+                              ("kube.pod", ["python", "-m", "anchorage.runtime.kube.pod", "--help"])):
             out = in_image(ident, *command, user=user)
             if "usage" not in out.lower():
                 raise BuildError(f"{' '.join(command)} in {tag} printed no usage: {out[-400:]!r}")

@@ -10,7 +10,7 @@
 * :mod:`.pipeline` — the ordered post-agent steps (score, gates, Lean, panel, CBU) and which driver
   runs which.
 
-The local engine (``runtime/local``) and the operator (``controller`` + ``runtime/kube*``) only turn
+The local engine (``runtime/local``) and the operator (``controller`` + ``runtime/kube``) only turn
 their evidence into these types and write what they return. See docs/architecture.md.
 """
 

@@ -9,7 +9,7 @@ steps it can run in :data:`SUPPORTED`; admission refuses a manifest that turns o
 cannot run (:func:`refusals`) — a campaign never means something different on the two drivers.
 
 Who calls it: the local engine (``runtime/local/trials.py``) and the operator's admission and
-verifier Job builder (``controller``, ``runtime/kubejobs.py``).
+verifier Job builder (``controller``, ``runtime/kube/jobs.py``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ through :meth:`TrialRecord.to_json`; read back as this model where a driver cont
 engine's resume and store, the operator's attempt record), as written (plain dicts: any version's records) by
 the aggregation and ``anchorage report``. The scorer's record comes in as a
 :class:`~anchorage.scoring.records.ScoreRecord` (:meth:`TrialRecord.apply_score`). The Trial's status mirrors
-its headline fields (``runtime/kubestatus.py``).
+its headline fields (``runtime/kube/status.py``).
 Unknown is not zero: ``cost_usd`` is None when the cost is unknown and ``cost_unknown_reason`` says
 why. Every record says which driver, sandbox mechanism and limits, scoring profile and versions
 made it.

@@ -1,7 +1,7 @@
 """The adversarial panel and consequence-based utility of *one trial's* solution, for any model client.
 
 Shared by both drivers: the local engine (``runtime/local/verifying.py``) passes a client whose every call
-is its own sandboxed process with its own gateway token; the operator's protocol pod (``runtime/kubepod.py
+is its own sandboxed process with its own gateway token; the operator's protocol pod (``runtime/kube/pod.py
 protocol``) passes a :class:`~anchorage.verify.models.GatewayClient` with the pod's own token. Both get the
 same blocks for ``score.json`` (``panel`` / ``cbu``) and the same failure rule: a platform failure (no
 gateway, every call failing) is returned as ``failure`` and makes the trial ``InfrastructureFailed``, never

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from anchorage import agents, confined, metrics
+from anchorage import agentclis, confined, metrics
 from anchorage.errors import InputError
 from anchorage.files import write_json_atomic
 from anchorage.manifests import Limits, TrialSpec
@@ -208,11 +208,11 @@ def _attempt(job: TrialJob, plan: AgentPlan, dirs: dict[str, Path], runtime: Loc
     if plan.builtin is not None:
         argv = [sandbox.sandbox_python(), "-I", f"{sandbox.INSIDE_MOUNT}/{plan.builtin}.py", *argv]
     elif plan.cli is not None:
-        missing = agents.missing(plan.cli)
+        missing = agentclis.missing(plan.cli)
         if missing is not None:  # the platform lacks the tool: never the model's failure
             return AttemptEnd(launcher_failure=missing)
-        binds.update(agents.sandbox_binds(plan.cli))
-        env["PATH"] = f"{agents.bin_dir(plan.cli)}:{sandbox.sandbox_path(runtime.mechanism)}"
+        binds.update(agentclis.sandbox_binds(plan.cli))
+        env["PATH"] = f"{agentclis.bin_dir(plan.cli)}:{sandbox.sandbox_path(runtime.mechanism)}"
     token_env: dict[str, str] = {}
     socket: Path | None = None
     limits = sandbox_limits(job.spec, job.task, runtime.campaign_limits)

@@ -1,7 +1,7 @@
 """The agent-kind registry: one module per kind, one list of them, one ``plan_agent`` for both drivers.
 
 Called by the local engine (``runtime/local/trials.py``), the operator's Job builder
-(``runtime/kubejobs.py``) and admission (``controller``), and ``anchorage run`` (does a campaign need
+(``runtime/kube/jobs.py``) and admission (``controller``), and ``anchorage run`` (does a campaign need
 the gateway?). Adding a kind: a module here with a ``KIND`` (see ``codex.py``), then ``anchorage dev crds``
 (regenerates ``anchorage.agentkinds``, the manifests' enum, and the CRDs) — see docs/architecture.md, "Add an agent
 kind". An unknown kind is an error, never another CLI.

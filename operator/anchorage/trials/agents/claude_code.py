@@ -1,7 +1,7 @@
-"""``claude-code``: the Claude Code CLI (``claude``, version pinned in ``anchorage/agents/versions.json``).
+"""``claude-code``: the Claude Code CLI (``claude``, version pinned in ``anchorage/agentclis/versions.json``).
 
 The template, checked against the pinned version by running it here against the scripted mock model
-(``tests/agents/test_real_agents.py``)::
+(``tests/agentclis/test_real_agents.py``)::
 
     claude --print --model M --output-format=stream-json --verbose --dangerously-skip-permissions
       --disallowedTools WebSearch,WebFetch [--effort E] -- PROMPT

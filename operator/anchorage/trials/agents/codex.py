@@ -1,7 +1,7 @@
-"""``codex``: the Codex CLI (version pinned in ``anchorage/agents/versions.json``) through the gateway.
+"""``codex``: the Codex CLI (version pinned in ``anchorage/agentclis/versions.json``) through the gateway.
 
 The template, checked against the pinned version by running it here against the scripted mock model
-(``tests/agents/test_real_agents.py``)::
+(``tests/agentclis/test_real_agents.py``)::
 
     codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check --json --enable unified_exec
       --model M -c model_provider=anchorage -c 'model_providers.anchorage={..., base_url="$(OPENAI_BASE_URL)",

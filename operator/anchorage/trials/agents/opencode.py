@@ -1,7 +1,7 @@
-"""``opencode``: the opencode CLI (version pinned in ``anchorage/agents/versions.json``) through the gateway.
+"""``opencode``: the opencode CLI (version pinned in ``anchorage/agentclis/versions.json``) through the gateway.
 
 The template, checked against the pinned version by running it here against the scripted mock model
-(``tests/agents/test_real_agents.py``)::
+(``tests/agentclis/test_real_agents.py``)::
 
     opencode run --model anchorage/M --format json --thinking --auto --pure --print-logs -- PROMPT
 

@@ -39,8 +39,8 @@ class AgentPlan:
 
     ``builtin`` names a program of Anchorage's own (``runtime/local/inside/<builtin>.py``) that the
     driver starts with its interpreter before ``argv``; ``cli`` names the pinned agent CLI that
-    ``argv[0]`` is (a key of ``anchorage/agents/versions.json``): the driver puts its folder on ``PATH``
-    (:func:`anchorage.agents.bin_dir`, the same path in the sandbox and the agent image) and checks it is
+    ``argv[0]`` is (a key of ``anchorage/agentclis/versions.json``): the driver puts its folder on ``PATH``
+    (:func:`anchorage.agentclis.bin_dir`, the same path in the sandbox and the agent image) and checks it is
     installed before anything runs — a missing CLI is the platform's failure, agents cannot download tools;
     ``binds`` maps a mount point to a folder of the task bound read-only there. ``needs_gateway`` is
     set by :func:`anchorage.trials.agents.plan_agent` from the kind's ``gateway``.

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY
 
-from anchorage import agents
+from anchorage import agentclis
 from anchorage.campaigns.documents import load_documents
 from anchorage.costs import default_snapshot_path
 from anchorage.gateway.scripted import Reply
@@ -53,7 +53,7 @@ def installed() -> None:
     done = subprocess.run([sys.executable, "-c", "from anchorage.cli import main; main()", "agents", "install", "all"],
                           capture_output=True, text=True, timeout=3000)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert all(agents.state(name).installed for name in agents.pins())
+    assert all(agentclis.state(name).installed for name in agentclis.pins())
 
 
 @dataclass

@@ -1,6 +1,6 @@
-"""The programs that run inside the operator's pods: ``python -m anchorage.runtime.kubepod CMD``.
+"""The programs that run inside the operator's pods: ``python -m anchorage.runtime.kube.pod CMD``.
 
-Containers built by ``anchorage.runtime.kubejobs`` call it; nothing else does.
+Containers built by ``anchorage.runtime.kube.jobs`` call it; nothing else does.
 
 * ``fetch-task``   (trial init container): copy the task's data (and the oracle's solution) to a volume, and a
   replay's artifact into the results (exit :data:`REPLAY_MISSING_EXIT` when it does not exist);
@@ -201,15 +201,14 @@ def upload(args: argparse.Namespace) -> None:
     uploads nothing), at most ``--max-files`` entries and ``--max-bytes`` bytes per folder; what was left
     out is listed in ``upload.json`` (``skipped``). A malformed exit-code file is recorded as unknown.
     In a trial pod the store's name is resolved through the cluster DNS given in the environment
-    (:mod:`anchorage.runtime.podresolver`: the pod itself has none), and the store is reachable only after the agent
+    (:mod:`anchorage.runtime.kube.resolver`: the pod itself has none), and the store is reachable only after the agent
     ended (:func:`_reach`).
     """
     term = _terminated()  # first: the kubelet may end the main container (and send SIGTERM) at once
-    from anchorage.runtime import podresolver
-
+    from anchorage.runtime.kube import resolver
     run_dir = Path(args.wait)
     _wait_for(run_dir, term)
-    podresolver.install_from_env()
+    resolver.install_from_env()
     store = open_store(os.environ["ANCHORAGE_STORE"])
     _reach(store, term, args.reach_seconds)
     dest = os.environ["ANCHORAGE_DEST"].strip("/")
@@ -365,7 +364,7 @@ def protocol(args: argparse.Namespace) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m anchorage.runtime.kubepod", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m anchorage.runtime.kube.pod", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("fetch-task", help="copy task data into a volume")
     p.add_argument("--task", required=True)

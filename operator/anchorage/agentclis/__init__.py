@@ -8,7 +8,7 @@ One layout everywhere: each CLI lives in ``<cli>@<version>/bin`` under a tools r
 ``~/.cache/anchorage``), bound read-only into the sandbox at :data:`AGENTS_MOUNT`; in the agent image
 the same folders are built at :data:`AGENTS_MOUNT` itself. So an agent finds ``codex`` at
 ``/opt/anchorage/agents/codex@<version>/bin/codex`` in both drivers. Versions: ``versions.json``
-(read with :func:`pins`); installs: :mod:`anchorage.agents.installing`.
+(read with :func:`pins`); installs: :mod:`anchorage.agentclis.installing`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from anchorage.agents.installing import MARKER, Pin, load_pins, read_marker
+from anchorage.agentclis.installing import MARKER, Pin, load_pins, read_marker
 
 AGENTS_MOUNT = "/opt/anchorage/agents"
 

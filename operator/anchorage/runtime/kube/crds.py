@@ -28,7 +28,7 @@ from anchorage.manifests import (
     ScoringRunSpec,
     TrialSpec,
 )
-from anchorage.runtime.kubestatus import SCORES_IN_STATUS, CampaignStatus, ScoringRunStatus, TrialStatus
+from anchorage.runtime.kube.status import SCORES_IN_STATUS, CampaignStatus, ScoringRunStatus, TrialStatus
 
 Schema = dict[str, Any]
 

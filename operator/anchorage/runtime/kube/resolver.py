@@ -1,6 +1,6 @@
 """Name resolution of a trial pod's upload sidecar, through the cluster DNS servers it is given.
 
-A trial pod whose agent runs has no DNS (``anchorage.runtime.kubejobs.agent_network``: its only nameserver is the
+A trial pod whose agent runs has no DNS (``anchorage.runtime.kube.jobs.agent_network``: its only nameserver is the
 pod's own loopback, where nothing answers), and its containers share that resolver configuration. The upload sidecar
 reaches the store only after the agent has ended (the operator then labels the pod ``anchorage.dev/store-access``,
 which opens the cluster DNS and the store to it), and a store is reached by name: so the sidecar, and only it, resolves
@@ -24,7 +24,7 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
-#: The upload sidecar's cluster DNS servers and search domains (set by ``anchorage.runtime.kubejobs``).
+#: The upload sidecar's cluster DNS servers and search domains (set by ``anchorage.runtime.kube.jobs``).
 RESOLVER_ENV, SEARCH_ENV = "ANCHORAGE_RESOLVER", "ANCHORAGE_RESOLVER_SEARCH"
 #: Names with at least this many dots are tried as they are before the search domains.
 NDOTS = 1

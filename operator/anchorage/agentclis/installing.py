@@ -1,6 +1,6 @@
 """Install the pinned agent CLIs from npm into versioned folders (standard library only).
 
-Called by ``anchorage agents install`` (folders under ``<cache>/agents``, see :mod:`anchorage.agents`)
+Called by ``anchorage agents install`` (folders under ``<cache>/agents``, see :mod:`anchorage.agentclis`)
 and, as a script, by the agent image's build (``python3 installing.py --root /opt/anchorage/agents
 codex claude-code opencode``), so a laptop and the image install the same versions the same way. The
 versions are in ``versions.json`` beside this file — the only place they are written.

@@ -1,6 +1,6 @@
 """The ``status`` of the three custom resources, as pydantic models.
 
-The operator writes these (``controller``), ``crds/`` publishes their schema (``kubecrds``) and
+The operator writes these (``controller``), ``crds/`` publishes their schema (``kube.crds``) and
 ``kubectl get`` shows some of their fields as printer columns. Conditions follow the shape of
 ``metav1.Condition`` so generic tooling (``kubectl wait --for=condition=...``) works.
 """
@@ -96,7 +96,7 @@ class TrialStatus(_Status):
                            "requests, unpriced model).")
     observed_generation: int | None = Field(default=None, description="metadata.generation last acted on.")
     conditions: list[Condition] = Field(default_factory=list, description="Ready and Scored, and Complete, Failed, "
-                                        "Reconciling and Stalled (anchorage.runtime.kubeconditions).")
+                                        "Reconciling and Stalled (anchorage.runtime.kube.conditions).")
 
 
 class ScoreSummary(_Status):
@@ -137,7 +137,7 @@ class LeaderboardRow(_Status):
 
 
 #: Per-artifact summaries a ScoringRun's status holds at most (the first ones scored); every one is in the store
-#: (``scoresUri``), so the object stays small whatever the number of artifacts (``anchorage.runtime.kubescores``).
+#: (``scoresUri``), so the object stays small whatever the number of artifacts (``anchorage.runtime.kube.scores``).
 SCORES_IN_STATUS = 10
 
 
@@ -166,7 +166,7 @@ class ScoringRunStatus(_Status):
                                               "task's leaderboard under this run's profile (full board in the store).")
     observed_generation: int | None = Field(default=None, description="metadata.generation last acted on.")
     conditions: list[Condition] = Field(default_factory=list, description="Ready, and Complete, Failed, "
-                                        "Reconciling and Stalled (anchorage.runtime.kubeconditions).")
+                                        "Reconciling and Stalled (anchorage.runtime.kube.conditions).")
 
 
 class CampaignStatus(_Status):
@@ -199,4 +199,4 @@ class CampaignStatus(_Status):
     observed_generation: int | None = Field(default=None, description="metadata.generation last acted on.")
     conditions: list[Condition] = Field(default_factory=list, description="Ready, Degraded (some trials ended "
                                         "InfrastructureFailed), Suspended, and Complete, Failed, Reconciling and "
-                                        "Stalled (anchorage.runtime.kubeconditions).")
+                                        "Stalled (anchorage.runtime.kube.conditions).")

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from anchorage.runtime.kubestatus import Condition, now_rfc3339
+from anchorage.runtime.kube.status import Condition, now_rfc3339
 
 #: Where an object is, as the four conditions see it.
 State = Literal["working", "succeeded", "failed", "cancelled", "suspended"]

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from anchorage.runtime import podresolver
+from anchorage.runtime.kube import resolver
 
 RECORDS = {"s3.store.svc.cluster.local": ["10.1.2.3"], "alias.example": ["10.9.9.9", "10.9.9.8"]}
 
@@ -64,27 +64,27 @@ def server() -> Iterator[str]:
 
 def test_a_service_name_resolves_through_the_search_domains(server: str) -> None:
     search = ["svc.cluster.local", "cluster.local"]
-    assert podresolver.candidates("s3.store.svc", search) == [
+    assert resolver.candidates("s3.store.svc", search) == [
         "s3.store.svc", "s3.store.svc.svc.cluster.local", "s3.store.svc.cluster.local"]
-    assert podresolver.candidates("s3", search) == ["s3.svc.cluster.local", "s3.cluster.local", "s3"]
-    assert podresolver.resolve("s3.store.svc", [server], search) == ["10.1.2.3"]
-    assert podresolver.resolve("alias.example", [server], search) == ["10.9.9.9", "10.9.9.8"]
+    assert resolver.candidates("s3", search) == ["s3.svc.cluster.local", "s3.cluster.local", "s3"]
+    assert resolver.resolve("s3.store.svc", [server], search) == ["10.1.2.3"]
+    assert resolver.resolve("alias.example", [server], search) == ["10.9.9.9", "10.9.9.8"]
     with pytest.raises(socket.gaierror) as nothing:
-        podresolver.resolve("nowhere.example", [server], search)
+        resolver.resolve("nowhere.example", [server], search)
     assert nothing.value.errno == socket.EAI_NONAME
 
 
 def test_no_server_answering_is_try_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(podresolver, "TIMEOUT", 0.2)
+    monkeypatch.setattr(resolver, "TIMEOUT", 0.2)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
         silent.bind(("127.0.0.1", 0))
         with pytest.raises(socket.gaierror) as again:
-            podresolver.resolve("s3.store.svc", [f"127.0.0.1:{silent.getsockname()[1]}"], [])
+            resolver.resolve("s3.store.svc", [f"127.0.0.1:{silent.getsockname()[1]}"], [])
     assert again.value.errno == socket.EAI_AGAIN
 
 
 def test_getaddrinfo_goes_through_it_and_ip_addresses_pass(server: str) -> None:
-    original = podresolver.install([server], ["cluster.local"])
+    original = resolver.install([server], ["cluster.local"])
     try:
         found = socket.getaddrinfo("s3.store.svc", 7070, type=socket.SOCK_STREAM)
         assert {info[4] for info in found} == {("10.1.2.3", 7070)}

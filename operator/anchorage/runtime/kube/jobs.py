@@ -42,11 +42,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from anchorage import agents
+from anchorage import agentclis
 from anchorage.campaigns.names import child_name, label_value
 from anchorage.errors import InputError
 from anchorage.manifests import API, TrialSpec
-from anchorage.runtime.podresolver import RESOLVER_ENV, SEARCH_ENV
+from anchorage.runtime.kube.resolver import RESOLVER_ENV, SEARCH_ENV
 from anchorage.trials.agents import AgentPlan
 from anchorage.trials.limits import LOG_MAX_MB, MIB, LimitsInForce
 
@@ -445,7 +445,7 @@ def _task_source(config: OperatorConfig, task: str) -> tuple[list[Manifest], lis
     if config.task_image is None:
         env = [{"name": "ANCHORAGE_TASKS", "value": config.task_source}] if config.task_source else []
         return [], env
-    copy = {"name": "fetch-task", "image": config.task_image, "command": ["python", "-m", "anchorage.runtime.kubepod"],
+    copy = {"name": "fetch-task", "image": config.task_image, "command": ["python", "-m", "anchorage.runtime.kube.pod"],
             "args": ["copy-tasks", "--task", task, "--exclude", "solution", "--dest", TASKS_DIR],
             "securityContext": _restricted(), "volumeMounts": [{"name": "work", "mountPath": "/scratch"}],
             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}}}
@@ -474,7 +474,7 @@ def _sidecar(config: OperatorConfig, dest: str, paths: dict[str, str], marker: s
         args += ["--quota", f"{name}={size}"]
     return {
         "name": "upload", "image": config.operator_image, "restartPolicy": "Always",
-        "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": args,
+        "command": ["python", "-m", "anchorage.runtime.kube.pod"], "args": args,
         "env": env, "envFrom": env_from, "securityContext": _restricted(),
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "50m", "memory": "128Mi"}},
         "volumeMounts": [{"name": "results", "mountPath": HELPER_RESULTS, "readOnly": True},
@@ -487,10 +487,10 @@ def _sidecar(config: OperatorConfig, dest: str, paths: dict[str, str], marker: s
 def agent_env(plan: AgentPlan) -> dict[str, str]:
     """The agent container's own environment (the gateway's address and token are added apart): the plan's,
     HOME and TMPDIR on their emptyDirs, and for an agent CLI its folder first on PATH — the same folder as in
-    the local sandbox (:func:`anchorage.agents.bin_dir`)."""
+    the local sandbox (:func:`anchorage.agentclis.bin_dir`)."""
     env = {**plan.env, "MPLBACKEND": "Agg", "HOME": AGENT_HOME, "TMPDIR": "/tmp"}
     if plan.cli is not None:
-        env["PATH"] = f"{agents.bin_dir(plan.cli)}:{AGENT_IMAGE_PATH}"
+        env["PATH"] = f"{agentclis.bin_dir(plan.cli)}:{AGENT_IMAGE_PATH}"
     return env
 
 
@@ -532,12 +532,12 @@ def queued(queue: bool) -> Manifest:
 
 def _await_policy(plan: AgentPlan, config: OperatorConfig) -> list[Manifest]:
     """With ``require_enforcement``, the init container that starts last before an agent (never before a replay: no
-    agent code runs): it waits until the pod's NetworkPolicies block its egress (``kubepod await-policy``), so no agent
+    agent code runs): it waits until the pod's NetworkPolicies block its egress (``kube.pod await-policy``), so no agent
     runs in the moment after the pod's start before the policy engine has applied them to it."""
     if not config.require_enforcement or plan.replay is not None:
         return []
     return [{"name": POLICY_CONTAINER, "image": config.operator_image,
-             "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": ["await-policy", "--seconds", "60"],
+             "command": ["python", "-m", "anchorage.runtime.kube.pod"], "args": ["await-policy", "--seconds", "60"],
              "securityContext": _restricted(),
              "resources": {"requests": {"cpu": "100m", "memory": "96Mi"}, "limits": {"cpu": "100m", "memory": "96Mi"}}}]
 
@@ -548,7 +548,7 @@ def agent_network(plan: AgentPlan, config: OperatorConfig, gateway_address: str 
     (``hostAliases``: ``gateway_address``, the gateway Service's ClusterIP, which the operator looks up; every agent
     gets it, a model-calling one also its token). Its upload
     sidecar, which reaches the store only after the agent ended, resolves the store's name itself through
-    ``cluster_dns`` (``anchorage.runtime.podresolver``). A replay (no agent code runs) resolves names as any pod.
+    ``cluster_dns`` (``anchorage.runtime.kube.resolver``). A replay (no agent code runs) resolves names as any pod.
     Without ``cluster_dns`` the pod keeps the cluster's DNS (its policy still closes DNS during the agent phase)."""
     fields: Manifest = {}
     host = gateway_host(config)
@@ -621,7 +621,7 @@ def trial_job(trial: Manifest, spec: TrialSpec, *, plan: AgentPlan, limits: Limi
         "terminationGracePeriodSeconds": config.upload_grace_sec, "securityContext": _pod_security(), **network,
         "initContainers": [
             {"name": "fetch-task", "image": config.task_image or config.operator_image,
-             "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": fetch_args, "env": task_env,
+             "command": ["python", "-m", "anchorage.runtime.kube.pod"], "args": fetch_args, "env": task_env,
              **({"envFrom": fetch_env_from} if fetch_env_from else {}), "securityContext": _restricted(),
              "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "100m", "memory": "256Mi"}},
              "volumeMounts": [{"name": "task", "mountPath": "/task"}, {"name": "results", "mountPath": HELPER_RESULTS},
@@ -707,14 +707,14 @@ def verifier_job(run: Manifest, *, task: str, artifacts: list[dict[str, Any]], o
         "terminationGracePeriodSeconds": config.upload_grace_sec, "securityContext": _pod_security(),
         "initContainers": [
             {"name": "fetch-artifacts", "image": config.operator_image,
-             "command": ["python", "-m", "anchorage.runtime.kubepod"], "args": fetch, "env": env, "envFrom": env_from,
+             "command": ["python", "-m", "anchorage.runtime.kube.pod"], "args": fetch, "env": env, "envFrom": env_from,
              "securityContext": _restricted(), "resources": small, "volumeMounts": [*mounts, *token_mounts]},
             *copy_task,
             sidecar,
         ],
         "containers": [{
             "name": "score", "image": config.verifier_image,
-            "command": timed("score", ["python", "-m", "anchorage.runtime.kubepod", *score],
+            "command": timed("score", ["python", "-m", "anchorage.runtime.kube.pod", *score],
                              config.verifier_deadline_sec),
             "env": task_env, "securityContext": _restricted(), "resources": small,
             "volumeMounts": [*mounts, {"name": "run", "mountPath": RUN_DIR}],
@@ -745,7 +745,7 @@ def protocol_job_name(trial: str, step: str) -> str:
 
 def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, Any], artifact: str | None,
                  config: OperatorConfig, campaign: str | None) -> Manifest:
-    """The Job running a trial's ``verification.panel`` or ``.cbu`` (``kubepod protocol``) on its uploaded results.
+    """The Job running a trial's ``verification.panel`` or ``.cbu`` (``kube.pod protocol``) on its uploaded results.
 
     Its own pod, its own gateway token (Secret ``<job>-gateway``, like an agent's), egress to the gateway only
     (role ``protocol``); the init container copies the trial's results in, the sidecar uploads
@@ -780,7 +780,7 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
         "terminationGracePeriodSeconds": config.upload_grace_sec, "securityContext": _pod_security(),
         "initContainers": [
             {"name": "fetch-artifacts", "image": config.operator_image,
-             "command": ["python", "-m", "anchorage.runtime.kubepod"],
+             "command": ["python", "-m", "anchorage.runtime.kube.pod"],
              "args": ["fetch-artifacts", "--dest", SCRATCH_IN, "--artifact", f"0={prefix}/artifacts"],
              "env": env, "envFrom": env_from, "securityContext": _restricted(), "resources": small,
              "volumeMounts": [*mounts, *token_mounts]},
@@ -789,7 +789,7 @@ def protocol_job(trial: Manifest, *, step: str, task: str, settings: dict[str, A
         ],
         "containers": [{
             "name": "protocol", "image": config.operator_image,
-            "command": signalled("protocol", ["python", "-m", "anchorage.runtime.kubepod", *args]),
+            "command": signalled("protocol", ["python", "-m", "anchorage.runtime.kube.pod", *args]),
             "env": [*task_env, *gateway_env], "securityContext": _restricted(), "resources": small,
             "volumeMounts": [*mounts, {"name": "run", "mountPath": RUN_DIR}],
         }],

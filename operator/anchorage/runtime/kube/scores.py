@@ -15,8 +15,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from anchorage.runtime.kubeconditions import condition, lifecycle
-from anchorage.runtime.kubestatus import (
+from anchorage.runtime.kube.conditions import condition, lifecycle
+from anchorage.runtime.kube.status import (
     SCORES_IN_STATUS,
     Condition,
     LeaderboardRow,

@@ -3,7 +3,7 @@
 Called by ``controller.scoring`` (the run's sources); no Kubernetes client here, only the store. The
 campaign is planned with the shared planner and task selection (``campaigns.planning``,
 ``campaigns.selection``), so the trial names are the ones the campaign created; each planned trial of
-the task is looked up in its store folder (``kubejobs.trial_prefix``: ``<campaign>/<trial>``) and taken
+the task is looked up in its store folder (``kube.jobs.trial_prefix``: ``<campaign>/<trial>``) and taken
 when its ``upload.json`` (written last by the trial pod's upload sidecar) lists uploaded artifacts.
 Trials that have not run, or ended without an artifact, are left out. Records land under the run's
 own prefix (``_scoring/<ns>/<run>/<entry>-s<seed>``), as for ``spec.artifacts``.
@@ -19,7 +19,7 @@ from anchorage.campaigns.planning import plan
 from anchorage.campaigns.selection import campaign_task_names
 from anchorage.errors import InputError
 from anchorage.manifests import CampaignSpec
-from anchorage.runtime.kubejobs import trial_prefix
+from anchorage.runtime.kube.jobs import trial_prefix
 from anchorage.store import ArtifactStore
 
 

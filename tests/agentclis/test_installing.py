@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from anchorage import agents
-from anchorage.agents.installing import MARKER, InstallError, Pin, install, load_pins, main, read_marker
+from anchorage import agentclis
+from anchorage.agentclis.installing import MARKER, InstallError, Pin, install, load_pins, main, read_marker
 from anchorage.cli import app
 
 PIN = Pin("toy", "@example/toy-cli", "1.2.3", "toy")
@@ -104,7 +104,7 @@ def test_one_versions_file_for_the_installer_and_the_image() -> None:
     assert list(pins) == ["codex", "claude-code", "opencode"]
     assert {p.command for p in pins.values()} == {"codex", "claude", "opencode"}
     dockerfile = (Path(__file__).resolve().parents[2] / "images" / "agent-base" / "Dockerfile").read_text()
-    assert "operator/anchorage/agents/versions.json" in dockerfile and "installing.py" in dockerfile
+    assert "operator/anchorage/agentclis/versions.json" in dockerfile and "installing.py" in dockerfile
     assert not any(p.version in dockerfile for p in pins.values())  # no second copy of a version
 
 
@@ -124,27 +124,27 @@ def test_cli_install_refuses_unknown_names_and_list_shows_the_install_command(
     assert proc.returncode == 2 and "unknown agent CLI 'gemini'" in proc.stderr and "codex, claude-code" in proc.stderr
     listing = CliRunner().invoke(app, ["agents", "list"])
     assert listing.exit_code == 0
-    for name, pin in agents.pins().items():
+    for name, pin in agentclis.pins().items():
         assert f"anchorage agents install {name}" in listing.output and pin.version in listing.output
 
 
 def test_cache_root_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANCHORAGE_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert agents.tools_root() == tmp_path / "xdg" / "anchorage" / "agents"
+    assert agentclis.tools_root() == tmp_path / "xdg" / "anchorage" / "agents"
     monkeypatch.setenv("ANCHORAGE_CACHE", str(tmp_path / "c"))
-    assert agents.tools_root() == tmp_path / "c" / "agents"
-    assert agents.bin_dir("codex") == f"/opt/anchorage/agents/codex@{agents.pins()['codex'].version}/bin"
-    message = agents.missing("codex")
+    assert agentclis.tools_root() == tmp_path / "c" / "agents"
+    assert agentclis.bin_dir("codex") == f"/opt/anchorage/agents/codex@{agentclis.pins()['codex'].version}/bin"
+    message = agentclis.missing("codex")
     assert message is not None and "anchorage agents install codex" in message
 
 
 def test_cli_install_json_says_what_is_where(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from anchorage.agents.installing import MARKER, folder
+    from anchorage.agentclis.installing import MARKER, folder
 
     monkeypatch.setenv("ANCHORAGE_CACHE", str(tmp_path / "cache"))
-    root = agents.tools_root()
-    for pin in agents.pins().values():   # complete installs already there: nothing runs npm
+    root = agentclis.tools_root()
+    for pin in agentclis.pins().values():   # complete installs already there: nothing runs npm
         home = folder(root, pin)
         (home / "bin").mkdir(parents=True)
         (home / "bin" / pin.command).write_text("#!/bin/sh\n")
@@ -153,6 +153,6 @@ def test_cli_install_json_says_what_is_where(tmp_path: Path, monkeypatch: pytest
     result = CliRunner().invoke(app, ["agents", "install", "all", "--json"])
     assert result.exit_code == 0, result.output
     shape = json.loads(result.stdout)
-    assert set(shape) == set(agents.pins())
-    for name, pin in agents.pins().items():
+    assert set(shape) == set(agentclis.pins())
+    for name, pin in agentclis.pins().items():
         assert shape[name] == {"spec": pin.spec, "path": str(folder(root, pin)), "installed_now": False}
