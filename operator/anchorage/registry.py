@@ -1,7 +1,8 @@
 """The extension points' one idiom: each entry is a module of its package that declares it as a module-level
-constant (an agent kind's ``KIND``, an invariant form's ``FORM``, a replay check's ``CHECK``, a command module's
-``register``), and the registry is what the package's modules declare (:func:`declared`; named entries by their names:
-:func:`by_name`) — adding an entry is adding a module, with nothing to list elsewhere.
+constant (an agent kind's ``KIND``, an invariant form's ``FORM``, a replay check's ``CHECK``, a metric mode's
+``MODE``, a command module's ``register``), and the registry is what the package's modules declare
+(:func:`declared`; named entries by their names: :func:`by_name`) — adding an entry is adding a module, with nothing
+to list elsewhere.
 
 Facts other layers need before they can import a registry (the manifests' enum of agent kinds, the CRDs' rules) are
 generated from it and drift-tested (``anchorage dev crds``).
@@ -18,7 +19,7 @@ T = TypeVar("T")
 
 
 class Named(Protocol):
-    """An entry that has a name (an agent kind, an invariant form, a replay check)."""
+    """An entry that has a name (an agent kind, an invariant form, a replay check, a metric mode)."""
 
     @property
     def name(self) -> str: ...
