@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
+from pathlib import Path
 
 import pytest
 
 from anchorage.campaigns.aggregation import TrialResult, cost_note, leaderboard, robust_bo
+from anchorage.scoring import score_artifact
+from anchorage.trials.phases import Phase, Reason
+from anchorage.trials.records import TrialRecord
 
 
 def _r(entry: str, task: str, seed: int, raw: float, *, gradable: bool = True, phase: str = "Succeeded",
@@ -167,3 +172,26 @@ def test_the_campaign_totals_its_unknown_costs_and_says_the_cost_is_incomplete()
     known = leaderboard([TrialResult.from_record(records[0])], baseline=None)
     assert known.cost_note is None and "incomplete" not in to_markdown(known).split("Scoring profile")[0]
     assert cost_note(1, 0) == "cost incomplete: 1 trial cost(s) unknown; the costs shown are lower bounds"
+
+
+def test_the_typed_constructors_give_what_the_dict_reading_gives(tmp_path: Path) -> None:
+    """The operator's typed reads (``TrialResult.of`` a stored record, ``.unrecorded`` for a missing one,
+    ``.rescored`` a ScoringRun's artifact) rank exactly as :meth:`TrialResult.from_record` of the same dicts."""
+    score = dataclasses.replace(score_artifact("smoke-inventory", tmp_path), gradable=True, raw=0.7, oracle_raw=0.9,
+                                baseline_raw=0.2, o_eval=0.4, hard_gate_failed=True)
+    record = TrialRecord(name="t", entry="e", task=score.task, seed=2, driver="operator", phase=Phase.SUCCEEDED,
+                         reason=Reason.COMPLETED, usage={"cost_usd": 0.25, "unmetered_requests": 1},
+                         panel={"outcome": "confirmed"}, cbu={"utility": 0.5}, message="done")
+    record.apply_score(score, None)
+    assert TrialResult.of(record) == TrialResult.from_record(record.to_json())
+    record.cost_usd = 1.5
+    assert TrialResult.of(record) == TrialResult.from_record(record.to_json())
+    assert TrialResult.unrecorded("e", "x", 1, "InfrastructureFailed") == TrialResult.from_record(
+        {"entry": "e", "task": "x", "seed": 1, "phase": "InfrastructureFailed", "score": {}})
+    for profile in ("paper", "strict"):
+        assert TrialResult.rescored("e", "x", 0, score, profile) == TrialResult.from_record(
+            {"entry": "e", "task": "x", "seed": 0, "phase": "Succeeded", "score": score.to_dict(),
+             "scoring_profile": profile})
+        assert TrialResult.rescored("e", "x", 0, None, profile) == TrialResult.from_record(
+            {"entry": "e", "task": "x", "seed": 0, "phase": "Succeeded", "score": {"gradable": False, "error": "none"},
+             "scoring_profile": profile})

@@ -28,6 +28,8 @@ from anchorage.controller import campaigns, kube
 from anchorage.controller.campaigns import TrialState
 from anchorage.runtime.kube.jobs import LABEL_CAMPAIGN
 from anchorage.runtime.kube.pod import open_store
+from anchorage.trials.phases import Phase, Reason
+from anchorage.trials.records import TrialRecord
 
 
 @pytest.fixture
@@ -128,9 +130,9 @@ def test_a_trial_created_and_deleted_between_two_passes_holds_no_place(monkeypat
         name = f"busy-e-smoke-inventory-s{seed}"
         assert created[-1] == name and status["running"] == 1
         _indexed(name)  # its events came; then it was cancelled: its record says so, and it is gone
-        records.put_bytes(f"busy/{name}/trial.json", json.dumps({
-            "entry": "e", "task": "smoke-inventory", "seed": seed, "phase": "Cancelled", "reason": "cancelled",
-            "score": None}).encode())
+        record = TrialRecord(name=name, entry="e", task="smoke-inventory", seed=seed, driver="operator",
+                             phase=Phase.CANCELLED, reason=Reason.CANCELLED)
+        records.put_bytes(f"busy/{name}/trial.json", json.dumps(record.to_json()).encode())
     for _ in range(2):  # a pass finds both records, the next counts them
         status.update(_reconcile(body, status))
     assert created == ["busy-e-smoke-inventory-s0", "busy-e-smoke-inventory-s1"]  # each once, never again
@@ -191,3 +193,22 @@ def test_a_trial_indexed_after_the_pass_took_its_view_still_holds_its_place(monk
     existing.discard(created[0])  # one is deleted: its place is free again
     status.update(_reconcile(body, status))
     assert len(created) == 3
+
+
+def test_a_finished_record_this_version_cannot_read_stops_the_pass(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    """A planned Trial gone from the cluster whose stored record says it finished, in a shape this version cannot
+    read (another version's): the pass stops with a TemporaryError naming it (kopf retries); it is never created
+    again over its result."""
+    created: list[str] = []
+    monkeypatch.setattr(kube, "create_custom", lambda plural, body: created.append(body["metadata"]["name"]) or True)
+    monkeypatch.setattr(kube, "post_event", lambda *args, **kwargs: None)
+    monkeypatch.setattr(kube, "get_custom", lambda plural, ns, name: None)
+    records = open_store(f"file://{tmp_path}")
+    monkeypatch.setattr(campaigns, "store", lambda: records)
+    records.put_bytes("busy/busy-e-smoke-inventory-s0/trial.json",
+                      json.dumps({"phase": "Succeeded", "versions": {"anchorage": "9.9"}}).encode())
+    campaigns._forget("uid-unreadable")
+    with pytest.raises(kopf.TemporaryError, match=r"busy-e-smoke-inventory-s0/trial\.json.*written by 9\.9"):
+        _reconcile(_campaign("uid-unreadable"), {})
+    assert created == []

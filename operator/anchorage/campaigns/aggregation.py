@@ -55,12 +55,16 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from anchorage.scoring.profiles import PAPER, get_profile
 from anchorage.scoring.rewards import bo_eval
 from anchorage.trials.phases import UNSCORED, Phase
+
+if TYPE_CHECKING:  # annotations only: aggregating plain records loads neither model
+    from anchorage.scoring.records import ScoreRecord
+    from anchorage.trials.records import TrialRecord
 
 INFRA_PHASE = str(Phase.INFRASTRUCTURE_FAILED)
 CANCELLED_PHASE = str(Phase.CANCELLED)
@@ -114,6 +118,50 @@ class TrialResult:
             unmetered_requests=int((record.get("usage") or {}).get("unmetered_requests") or 0),
             profile=_profile_ref(record), message=str(record.get("message") or ""),
         )
+
+    @classmethod
+    def of(cls, record: TrialRecord) -> TrialResult:
+        """:meth:`from_record` of a record read as the model (this version's ``trial.json``): the same result."""
+        score, usage = record.score, record.usage or {}
+        metered = usage.get("cost_usd")
+        cost = record.cost_usd if record.cost_usd is not None else _number(metered) or 0.0
+        return cls(
+            entry=record.entry, task=record.task, seed=record.seed, phase=record.phase.value,
+            reason=None if record.reason is None else record.reason.value,
+            gradable=bool(score and score.gradable), raw=float((score and score.raw) or 0.0),
+            oracle_raw=float((score and score.oracle_raw) or 0.0),
+            config_baseline_raw=float((score and score.baseline_raw) or 0.0),
+            o_eval=float((score and score.o_eval) or 0.0), hard_gate_failed=bool(score and score.hard_gate_failed),
+            cost_usd=float(cost), panel_outcome=(record.panel or {}).get("outcome"),
+            cbu_utility=_number((record.cbu or {}).get("utility")), cost_known=record.cost_usd is not None,
+            unmetered_requests=int(usage.get("unmetered_requests") or 0),
+            profile=_ref(record.scoring_profile or PAPER.name), message=record.message or "",
+        )
+
+    @classmethod
+    def unrecorded(cls, entry: str, task: str, seed: int, phase: str) -> TrialResult:
+        """A planned trial without a record (none stored, or not one this version reads): ``phase``, nothing
+        scored, no cost."""
+        return cls(entry=entry, task=task, seed=seed, phase=phase, reason=None, gradable=False, raw=0.0,
+                   oracle_raw=0.0, config_baseline_raw=0.0, o_eval=0.0, hard_gate_failed=False, cost_usd=0.0,
+                   profile=_ref(PAPER.name))
+
+    @classmethod
+    def rescored(cls, entry: str, task: str, seed: int, score: ScoreRecord | None, profile: str) -> TrialResult:
+        """An artifact a ScoringRun rescored (phase ``Succeeded``, no cost): the scorer's numbers from ``score``
+        (None: it has no score record — ungradable, O-Eval 0); ``profile``: the run's profile name, for a record
+        that does not name its own ``name@version``."""
+        def number(value: float | None) -> float:
+            return float(value or 0.0)
+        ref = score.profile_ref if score is not None else None
+        if not (isinstance(ref, str) and ref):
+            ref = _ref(profile or (score.profile if score is not None else "") or PAPER.name)
+        if score is None:
+            return replace(cls.unrecorded(entry, task, seed, Phase.SUCCEEDED.value), profile=ref)
+        return cls(entry=entry, task=task, seed=seed, phase=Phase.SUCCEEDED.value, reason=None,
+                   gradable=bool(score.gradable), raw=number(score.raw), oracle_raw=number(score.oracle_raw),
+                   config_baseline_raw=number(score.baseline_raw), o_eval=number(score.o_eval),
+                   hard_gate_failed=bool(score.hard_gate_failed), cost_usd=0.0, profile=ref)
 
 
 def _profile_ref(record: dict[str, Any]) -> str:

@@ -47,6 +47,7 @@ from anchorage.tasks import resolve_task
 from anchorage.trials import is_terminal
 from anchorage.trials.admission import admit
 from anchorage.trials.agents import OPERATOR
+from anchorage.trials.records import TrialRecord, UnreadableRecord, parse_record
 
 INTERVAL = float(os.environ.get("ANCHORAGE_CAMPAIGN_INTERVAL", "2"))
 SWEEP_SEC = float(os.environ.get("ANCHORAGE_SWEEP_INTERVAL", "10"))
@@ -230,36 +231,52 @@ def _unindexed(namespace: str, mine: dict[str, float], names: set[str]) -> dict[
 _STORED: dict[str, dict[str, TrialState]] = {}
 
 
+def _stored_record(campaign: str, trial: str) -> TrialRecord | None:
+    """A planned Trial's ``trial.json`` from the store, read once as the model; None when there is none, or it is not
+    JSON, or it records an unfinished trial this version cannot read (:func:`~anchorage.trials.records.parse_record`).
+    A *finished* trial's record this version cannot read (another version's) is a TemporaryError: the pass stops
+    (kopf retries it) rather than run the trial again over its result or rank it as unrecorded."""
+    key = f"{campaign}/{trial}/trial.json"
+    try:
+        raw = store().get_bytes(key)
+    except (OSError, KeyError, ValueError):
+        return None
+    try:
+        return parse_record(raw, key)
+    except UnreadableRecord as exc:
+        raise kopf.TemporaryError(str(exc), delay=60) from exc
+
+
 def _ended_in_store(campaign: str, trial: str) -> TrialState | None:
     """A planned Trial that does not exist: its state from its record in the store when it ended (a trial deleted
     before its end is recorded ``Cancelled`` by ``controller.finalizers``), else None (never created, or deleted before
-    it had a record: the campaign creates it)."""
-    try:
-        record = json.loads(store().get_bytes(f"{campaign}/{trial}/trial.json"))
-    except (OSError, KeyError, ValueError):
+    it had a record: the campaign creates it). See :func:`_stored_record` for a record that cannot be read."""
+    record = _stored_record(campaign, trial)
+    if record is None or not is_terminal(record.phase):
         return None
-    if not isinstance(record, dict) or not is_terminal(record.get("phase")):
-        return None
-    cost = record.get("cost_usd")
-    unmetered = int((record.get("usage") or {}).get("unmetered_requests") or 0)
-    return TrialState(trial, str(record["phase"]), True, None if cost is None else float(cost), 0.0, unmetered)
+    unmetered = int((record.usage or {}).get("unmetered_requests") or 0)
+    return TrialState(trial, record.phase.value, True, record.cost_usd, 0.0, unmetered)
 
 
 def _results(body: kopf.Body, spec: CampaignSpec, states: dict[str, TrialState]) -> list[TrialResult]:
-    records = store()
+    """Every planned trial's result from its record; one without a record (see :func:`_stored_record`) has the phase
+    its Trial last had (else ``InfrastructureFailed``) and nothing scored. An entry's ``costPerRunUSD`` is its trials'
+    cost."""
     name = body["metadata"]["name"]
     costs = {e.name: e.cost_per_run_usd for e in spec.entries}
     results = []
     for planned in _plan(body, spec):
-        try:
-            record = json.loads(records.get_bytes(f"{name}/{planned.name}/trial.json"))
-        except (OSError, KeyError, ValueError):
+        record = _stored_record(name, planned.name)
+        if record is not None:
+            result = TrialResult.of(record)
+        else:
             known = states.get(planned.name)
-            phase = known.phase if known is not None else "InfrastructureFailed"
-            record = {"entry": planned.entry, "task": planned.task, "seed": planned.seed, "phase": phase, "score": {}}
-        if costs.get(planned.entry) is not None:
-            record["cost_usd"] = costs[planned.entry]
-        results.append(TrialResult.from_record(record))
+            phase = str(known.phase) if known is not None else "InfrastructureFailed"
+            result = TrialResult.unrecorded(planned.entry, planned.task, planned.seed, phase)
+        cost = costs.get(planned.entry)
+        if cost is not None:
+            result = dataclasses.replace(result, cost_usd=float(cost), cost_known=True)
+        results.append(result)
     return results
 
 

@@ -39,6 +39,7 @@ from anchorage.runtime.kube.conditions import lifecycle
 from anchorage.runtime.kube.scores import SCORES_FILE, run_status, scores_lines
 from anchorage.runtime.kube.status import LeaderboardRow, ScoringRunStatus
 from anchorage.scoring.profiles import get_profile
+from anchorage.scoring.records import ScoreRecord
 from anchorage.trials.agents import OPERATOR
 from anchorage.trials.pipeline import protocol_steps, refusals
 
@@ -204,21 +205,43 @@ def start_created(run: dict[str, Any]) -> None:
         logging.getLogger(__name__).warning(f"scoring run {run['metadata']['name']}: {exc}")
 
 
-def _summaries(run: dict[str, Any], items: list[dict[str, Any]], out: str) -> list[dict[str, Any]]:
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Scored:
+    """One artifact of a run and its score record, read once from the store (None: none at ``key``, or not a score
+    record — the artifact counts as unscored)."""
+
+    entry: str
+    seed: int
+    artifact: str
+    key: str
+    score: ScoreRecord | None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the scorer gave it an O-Eval (a run succeeds when every artifact has one)."""
+        return self.score is not None and self.score.o_eval is not None
+
+    def summary(self) -> dict[str, Any]:
+        """Its summary as the status and :data:`~anchorage.runtime.kube.scores.SCORES_FILE` take it."""
+        score = self.score
+        return {"entry": self.entry, "seed": self.seed, "artifact": self.artifact,
+                "raw": None if score is None else score.raw, "oEval": None if score is None else score.o_eval,
+                "boEval": None if score is None else score.bo_eval, "gradable": bool(score and score.gradable),
+                "recordUri": self.key, "unscored": score is None}
+
+
+def _scored(items: list[dict[str, Any]], out: str) -> list[_Scored]:
+    """The score record of every artifact (``<out>/<item out>/score.json``), read once as the model."""
     records = store()
-    scores = []
+    scored = []
     for item in items:
         key = "/".join(p for p in (out, item["out"], "score.json") if p)
-        unscored = False
         try:
-            record = json.loads(records.get_bytes(key))
-        except (OSError, KeyError, ValueError):
-            record, unscored = {"gradable": False, "error": f"no score record at {key}"}, True
-        scores.append({"entry": item["entry"], "seed": item["seed"], "artifact": item["uri"],
-                       "raw": record.get("raw"), "oEval": record.get("o_eval"), "boEval": record.get("bo_eval"),
-                       "gradable": bool(record.get("gradable")), "recordUri": key, "unscored": unscored,
-                       "_record": record})
-    return scores
+            score: ScoreRecord | None = ScoreRecord.from_dict(json.loads(records.get_bytes(key)))
+        except (OSError, KeyError, ValueError, RecursionError):
+            score = None
+        scored.append(_Scored(item["entry"], item["seed"], item["uri"], key, score))
+    return scored
 
 
 def finish(run: dict[str, Any], result: str) -> dict[str, Any] | None:
@@ -227,11 +250,11 @@ def finish(run: dict[str, Any], result: str) -> dict[str, Any] | None:
     meta = run["metadata"]
     spec = ScoringRunSpec.model_validate(run["spec"])
     task, items, out = _run_sources(run, spec)
-    scores = _summaries(run, items, out)
-    ok = result == "Complete" and all("error" not in s["_record"] or s["_record"].get("o_eval") is not None
-                                      for s in scores)
+    scored = _scored(items, out)
+    ok = result == "Complete" and all(s.ok for s in scored)
+    scores = [s.summary() for s in scored]
     first = scores[0] if scores else {}
-    board = _campaign_board(run, spec, task, scores, out) if spec.campaign_ref else []
+    board = _campaign_board(run, spec, task, scored, out) if spec.campaign_ref else []
     root = config().store_uri.rstrip("/")
     scores_uri = None
     if not spec.trial_ref:  # every artifact's summary in the store; the status keeps counts and the first few
@@ -253,15 +276,13 @@ def finish(run: dict[str, Any], result: str) -> dict[str, Any] | None:
     return published
 
 
-def _campaign_board(run: Mapping[str, Any], spec: ScoringRunSpec, task: str, scores: list[dict[str, Any]],
+def _campaign_board(run: Mapping[str, Any], spec: ScoringRunSpec, task: str, scored: list[_Scored],
                     out: str) -> list[LeaderboardRow]:
     """campaignRef: the rescored task's leaderboard under the run's profile (F: the campaign's baseline
     entry), written beside the score records and summarised in the status."""
     campaign = kube.get_custom("verificationcampaigns", run["metadata"]["namespace"], spec.campaign_ref or "") or {}
     baseline = (campaign.get("spec") or {}).get("baseline")
-    results = [TrialResult.from_record({"entry": s["entry"], "task": task, "seed": s["seed"], "phase": "Succeeded",
-                                        "score": s["_record"], "scoring_profile": spec.scoring.profile})
-               for s in scores]
+    results = [TrialResult.rescored(s.entry, task, s.seed, s.score, spec.scoring.profile) for s in scored]
     board = leaderboard(results, baseline)
     store().put_bytes("/".join(p for p in (out, "leaderboard.json") if p),
                       json.dumps(dataclasses.asdict(board), indent=1).encode())

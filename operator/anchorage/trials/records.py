@@ -2,8 +2,8 @@
 
 Written by the local engine (``runtime/local/trials.py``) and the operator (``controller/trials.py``)
 through :meth:`TrialRecord.to_json`; read back as this model where a driver continues from it (the local
-engine's resume and store, the operator's attempt record), as written (plain dicts: any version's records) by
-the aggregation and ``anchorage report``. The scorer's record comes in as a
+engine's resume and store, the operator's attempt record and campaign passes), as written (plain dicts: any
+version's records) by the aggregation and ``anchorage report``. The scorer's record comes in as a
 :class:`~anchorage.scoring.records.ScoreRecord` (:meth:`TrialRecord.apply_score`). The Trial's status mirrors
 its headline fields (``runtime/kube/status.py``).
 Unknown is not zero: ``cost_usd`` is None when the cost is unknown and ``cost_unknown_reason`` says
