@@ -42,7 +42,9 @@ def _group(item: pytest.Item, name: str) -> None:
     ``@name`` suffix its own hook writes to ``Item._nodeid``, which pytest 9 no longer reads (a node's id is ``_id``):
     without this every worker would start its own session cluster. The suffix is written here, where pytest reads it."""
     item.add_marker(pytest.mark.xdist_group(name))
-    if getattr(item.config.option, "dist", None) == "loadgroup" and not item.nodeid.endswith(f"@{name}"):
+    option = item.config.option  # a worker has ``loadgroup`` (its own ``dist`` is "no"); a lone session, ``dist``
+    if (getattr(option, "loadgroup", False) or getattr(option, "dist", None) == "loadgroup") \
+            and not item.nodeid.endswith(f"@{name}"):
         from _pytest.nodeid import coerce_node_id
 
         item._id = coerce_node_id(f"{item.nodeid}@{name}")

@@ -1,8 +1,11 @@
 """The real-cluster tests' two groups (``tests/budget.py``): each group's tests are scheduled on one worker, which
-starts one session cluster for them; the second group's table names real modules that use the cluster."""
+starts one session cluster for them, and the two groups on two workers; the second group's table names real modules
+that use the cluster."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,3 +38,43 @@ def test_under_loadgroup_each_cluster_test_joins_its_group_and_the_rest_none() -
             assert "@cluster" not in nodeid, nodeid
         else:
             assert nodeid.endswith(expected), nodeid
+
+
+FAKE_CLUSTER_TEST = """
+import json, os
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.mark.parametrize("n", range({count}))
+def test_where(n: int) -> None:
+    with Path(os.environ["WHERE"]).open("a") as out:
+        out.write(json.dumps([Path(__file__).stem, n, os.environ["PYTEST_XDIST_WORKER"]]) + "\\n")
+"""
+
+
+def test_three_workers_run_each_group_on_one_worker_and_the_two_groups_on_two(tmp_path: Path) -> None:
+    """What ``make test`` runs (``-n 3 --dist loadgroup``) on stand-ins of a first- and a second-group module (the
+    same paths, tests that only say where they ran) and pure tests: one worker per group, two workers in all."""
+    kube = tmp_path / "tests" / "kube"
+    kube.mkdir(parents=True)
+    (tmp_path / "tests" / "conftest.py").write_text('pytest_plugins = ["budget"]\n')
+    (kube / "test_real_node_loss.py").write_text(FAKE_CLUSTER_TEST.replace("{count}", "6"))
+    (kube / "test_real_node.py").write_text(FAKE_CLUSTER_TEST.replace("{count}", "6"))
+    (kube / "test_pure.py").write_text(FAKE_CLUSTER_TEST.replace("{count}", "12").replace(
+        "pytestmark = pytest.mark.cluster", ""))
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    cluster: uses the real cluster\n")
+    where = tmp_path / "where.jsonl"
+    env = {**os.environ, "WHERE": str(where), "PYTHONPATH": str(REPO / "tests")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "3", "--dist",
+                           "loadgroup", "tests"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    ran = [json.loads(line) for line in where.read_text().splitlines()]
+    workers = {module: {w for m, _, w in ran if m == module} for module in {m for m, _, _ in ran}}
+    assert len(ran) == 24
+    first, second = workers["test_real_node"], workers["test_real_node_loss"]
+    assert len(first) == 1 and len(second) == 1 and first != second, workers
