@@ -9,7 +9,8 @@
   own gets :data:`CLUSTER_TIMEOUT`.
 * At the end, the time per test folder (setup + call + teardown, summed over the workers), each worker's busy time
   (how even the split was: the busiest worker is the run's critical path) and the tests over
-  :data:`SLOW_SEC` that carry no ``slow`` marker — each long test must say why it is long (``pytest.mark.slow`` with a
+  :data:`SLOW_SEC` (a real-cluster test's setup not counted: the first one's starts its group's cluster) that carry
+  no ``slow`` marker — each long test must say why it is long (``pytest.mark.slow`` with a
   one-line reason beside it), so the budget stays readable. The 25 slowest tests come from ``--durations=25``.
 """
 
@@ -66,7 +67,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     parts = Path(path).parts
     folder = "/".join(parts[:2]) if len(parts) > 2 else parts[0]
     _by_folder[folder] += report.duration
-    _by_test[report.nodeid] += report.duration
+    if not (report.when == "setup" and "@cluster" in report.nodeid):  # a cluster group's first setup starts its
+        _by_test[report.nodeid] += report.duration                    # session cluster: the group's time, not the test's
     node = getattr(report, "node", None)  # under xdist, the controller's reports name the worker that ran them
     _by_worker[node.gateway.id if node is not None else "main"] += report.duration
     if "slow" in report.keywords:

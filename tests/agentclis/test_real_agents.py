@@ -122,6 +122,7 @@ def priced(model: str, tokens: dict[str, int]) -> float:
                   + tokens["output_tokens"] * price["output"]) / snapshot["per_tokens"])
 
 
+@pytest.mark.slow  # the first one's setup runs the module's campaign: the three CLIs on two tasks (~1 min)
 @pytest.mark.parametrize("task", [SMOKE, DRAGON])
 @pytest.mark.parametrize("entry", ["codex", "claude-code", "opencode"])
 def test_each_cli_succeeds_and_is_billed_what_the_model_reported(campaign: Ran, entry: str, task: str) -> None:

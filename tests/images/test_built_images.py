@@ -49,6 +49,7 @@ def test_verifier_image_scores_the_smoke_task_with_the_hosts_gates(tool: ModuleT
     assert all(time.time() - created <= tool.YOUNG_SEC or built == tag for created, built in builds[tool.KEEP:]), builds
 
 
+@pytest.mark.slow  # starts the operator image's programs (operator, gateway, pod programs) one by one: ~35 s
 def test_operator_image_runs_its_entry_points_as_its_user(tool: ModuleType, base: str) -> None:
     tag = tool.build("operator", base)
     result = smoke.smoke_operator(tag)

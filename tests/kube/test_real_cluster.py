@@ -187,6 +187,7 @@ def _operator(target: Target) -> tuple[subprocess.Popen[bytes] | None, Callable[
     return proc, lambda: log.read_text()[-3000:], target.namespace
 
 
+@pytest.mark.slow  # an operator, a trial and its verifier on the real nodes (the fake's variant: seconds)
 def test_example_trial_runs_to_a_score_through_an_operator(target: Target) -> None:
     proc, tail, namespace = _operator(target)
     name = yaml.safe_load((REPO / "examples" / "trial.yaml").read_text())["metadata"]["name"]

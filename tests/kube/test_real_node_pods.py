@@ -118,6 +118,7 @@ def test_a_container_waits_for_the_secret_its_environment_names(real_cluster: Re
     assert any(c["type"] == "Complete" for c in job["status"]["conditions"]), _state(pod, "main")
 
 
+@pytest.mark.slow  # the kubelet sees the full emptyDir on a housekeeping pass, then evicts: ~30-60 s
 def test_an_empty_dir_over_its_size_limit_evicts_the_pod(real_cluster: RealCluster, namespace: str) -> None:
     main = _container("main", "head -c 4194304 /dev/zero > /scratch/fill && sleep 600",
                       volumeMounts=[{"name": "scratch", "mountPath": "/scratch"}])
