@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anchorage.cli import app
+from anchorage.errors import InfrastructureError
 from anchorage.store import COMPLETE_MARKER, open_store
 from engine.conftest import campaign_yaml
 from store.faults import Fault, FaultProxy
@@ -130,3 +131,45 @@ def test_a_store_that_refuses_costs_the_upload_never_the_trial(mechanism: str, b
         assert len(open_store(uri).completed_prefixes("deny")) == 3
     finally:
         proxy.stop()
+
+
+LONE = """\
+apiVersion: anchorage.dev/v1alpha1
+kind: Trial
+metadata: {name: lone-s0}
+spec:
+  task: smoke-inventory
+  seed: 0
+  agent: {kind: command, command: ["/bin/sh", "-c", "echo '{}' > /root/results/smoke-inventory_result.json"]}
+"""
+
+
+def test_a_lone_trial_is_published_at_the_stores_root_and_taken_from_it(mechanism: str, bucket: str,
+                                                                       s3_server_env: Any, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same rules as a campaign's trials (``TrialCopies``): a store that refuses costs the upload (the command
+    fails and says a rerun publishes it), the rerun publishes without running, and another machine takes the
+    store's record instead of running."""
+    manifest = tmp_path / "trial.yaml"
+    manifest.write_text(LONE)
+    uri = f"s3://{bucket}/runs"
+    proxy = FaultProxy(s3_server_env.endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+    proxy.add(Fault("status", method="PUT", path_has="lone-s0/", status=403, code="AccessDenied", times=10**6))
+    args = ["run", str(manifest), "--no-plots", "--store", uri, "--json"]
+    refused = CliRunner().invoke(app, [*args, "--runs-dir", str(tmp_path / "a")])
+    assert isinstance(refused.exception, InfrastructureError), refused.output
+    assert "could not be published" in str(refused.exception) and "rerun the same command" in str(refused.exception)
+    local = (tmp_path / "a" / "lone-s0" / "trial.json").read_bytes()
+    store = open_store(uri)
+    assert not store.exists("lone-s0/trial.json")
+
+    proxy.clear()
+    (again,) = _run(manifest, tmp_path / "a", uri)["results"]
+    assert again["name"] == "lone-s0" and again["phase"] == json.loads(local)["phase"]
+    assert store.get_bytes("lone-s0/trial.json") == local  # published as it was: it did not run again
+    assert store.completed_prefixes("") == ["lone-s0"]
+
+    (elsewhere,) = _run(manifest, tmp_path / "b", uri)["results"]  # another machine: the store's record, not a new run
+    assert elsewhere["phase"] == again["phase"]
+    assert (tmp_path / "b" / "lone-s0" / "trial.json").read_bytes() == local

@@ -33,7 +33,7 @@ from anchorage.errors import InfrastructureError, InputError, did_you_mean
 from anchorage.files import write_json_atomic
 from anchorage.manifests import CampaignSpec, Trial, TrialSpec, VerificationCampaign
 from anchorage.runtime.local import cgroups, leftovers, quotas, views
-from anchorage.runtime.local.publishing import Publisher
+from anchorage.runtime.local.publishing import Publisher, TrialCopies
 from anchorage.runtime.local.trials import (
     LocalRuntime,
     TrialJob,
@@ -258,29 +258,10 @@ def run_campaign(
 def _sync_with_store(publisher: Publisher, planned: list[PlannedTrial], directory: Path,
                      unpublished: list[str]) -> None:
     """Before anything runs: the store's records come into the run folder, and the trials finished here that the
-    store lacks (a kill before their upload) go up."""
+    store lacks (a kill before their upload) go up (one listing of the store for all of them)."""
     stored = publisher.stored_records()
     for item in planned:
-        theirs, ours = stored.get(item.name), read_record(directory / item.name)
-        if theirs is not None and is_terminal(theirs.phase):
-            if ours != theirs:
-                publisher.fetch(item.name, directory / item.name)
-        elif ours is not None and is_terminal(ours.phase):
-            _publish(publisher, item.name, directory / item.name, unpublished)
-
-
-def _publish(publisher: Publisher, trial: str, trial_dir: Path, unpublished: list[str]) -> TrialRecord | None:
-    """Publish a finished trial; a store that keeps failing costs the upload (listed, published by a rerun), never
-    the trial's result. Returns the record another run stored first, if one did."""
-    try:
-        theirs = publisher.publish(trial, trial_dir)
-        if theirs is not None:
-            publisher.fetch(trial, trial_dir)
-    except Exception as exc:  # the store's failure (or a bug) costs this upload, never the run
-        unpublished.append(trial)
-        log.warning("trial %s is finished but not published: %s: %s", trial, type(exc).__name__, exc)
-        return None
-    return theirs
+        TrialCopies(item.name, directory / item.name, publisher).settle_with(stored.get(item.name), unpublished)
 
 
 def _run_all(
@@ -297,9 +278,8 @@ def _run_all(
             record = run_with_retries(job, directory / item.name, runtime, earlier=(earlier or {}).get(item.name))
         except Exception as exc:  # a bug or an OS failure must cost one trial, never the whole run
             record = record_engine_failure(job, directory / item.name, exc)
-        if publisher is not None:
-            record = _publish(publisher, item.name, directory / item.name, unpublished
-                              if unpublished is not None else []) or record
+        record = TrialCopies(item.name, directory / item.name, publisher).publish(
+            record, unpublished if unpublished is not None else [])
         with lock:
             records[item.name] = record
         notify("finished", item, record)
@@ -328,22 +308,16 @@ def run_single_trial(trial: Trial, runs_dir: Path, runtime: LocalRuntime, *,
     name = trial.metadata.name
     directory = runs_dir / name
     publisher = Publisher(store) if store is not None else None
+    copies = TrialCopies(name, directory, publisher)
+    unpublished: list[str] = []
     with campaign_lock(runs_dir / f".{name}"):
         sweep_leftovers()
-        stored = publisher.stored_record(name) if publisher is not None else None
-        if publisher is not None and stored is not None and is_terminal(stored.phase):
-            if read_record(directory) != stored:
-                publisher.fetch(name, directory)
-            return stored
-        existing = read_record(directory)
-        if existing is None or not is_terminal(existing.phase):
+        record = copies.settle(unpublished)
+        if record is None:
             job = TrialJob(name, task, spec, spec.entry or spec.agent.kind)
-            existing = run_with_retries(job, directory, runtime)
-        if publisher is not None:
-            unpublished: list[str] = []
-            existing = _publish(publisher, name, directory, unpublished) or existing
-            if unpublished:
-                raise InfrastructureError(f"trial {name} finished ({directory}) but could not be published to "
-                                          f"{publisher.store.uri}", hint="rerun the same command: it publishes the "
-                                          "finished trial without running it again")
-        return existing
+            record = copies.publish(run_with_retries(job, directory, runtime), unpublished)
+    if unpublished:
+        raise InfrastructureError(f"trial {name} finished ({directory}) but could not be published to "
+                                  f"{store.uri if store is not None else '?'}", hint="rerun the same command: it "
+                                  "publishes the finished trial without running it again")
+    return record

@@ -20,12 +20,14 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from anchorage import confined
+from anchorage.runtime.local.trials import read_record
 from anchorage.store import COMPLETE_MARKER, ArtifactStore
 from anchorage.store.base import AlreadyStored, join
-from anchorage.trials import TrialRecord
+from anchorage.trials import TrialRecord, is_terminal
 from anchorage.trials.records import parse_record
 
 RECORD = "trial.json"
@@ -134,6 +136,52 @@ class Publisher:
         target = directory / "campaign.json"
         if not target.exists() and self.store.exists(join(self.campaign, "campaign.json")):
             self.store.get_file(join(self.campaign, "campaign.json"), target)
+
+
+@dataclass(frozen=True)
+class TrialCopies:
+    """One trial's two copies: its run folder, and (with a publisher) the store's. The rules that keep them in line
+    live here alone, for a campaign's trials and a lone Trial alike: a finished record in the store wins; one
+    finished only here goes up; a store that keeps failing costs the upload (listed, published by a rerun), never
+    the trial's result."""
+
+    trial: str
+    folder: Path
+    publisher: Publisher | None = None
+
+    def settle(self, unpublished: list[str]) -> TrialRecord | None:
+        """Before the trial runs: :meth:`settle_with` the store's record of it (one GET)."""
+        stored = self.publisher.stored_record(self.trial) if self.publisher is not None else None
+        return self.settle_with(stored, unpublished)
+
+    def settle_with(self, stored: TrialRecord | None, unpublished: list[str]) -> TrialRecord | None:
+        """Before the trial runs (``stored``: the store's record, if any; a campaign lists them all at once): the
+        store's finished record comes into the folder (over whatever a killed run left), and one finished here that
+        the store lacks goes up. The finished record, or None when the trial is still to run."""
+        ours = read_record(self.folder)
+        if self.publisher is not None and stored is not None and is_terminal(stored.phase):
+            if ours != stored:
+                self.publisher.fetch(self.trial, self.folder)
+            return stored
+        if ours is not None and is_terminal(ours.phase):
+            return self.publish(ours, unpublished)
+        return None
+
+    def publish(self, record: TrialRecord, unpublished: list[str]) -> TrialRecord:
+        """Publish the finished trial (nothing without a publisher); the record that counts: another run's, when
+        it stored one first (the folder then takes it), else ``record``. A failed upload is added to
+        ``unpublished`` and logged."""
+        if self.publisher is None:
+            return record
+        try:
+            theirs = self.publisher.publish(self.trial, self.folder)
+            if theirs is not None:
+                self.publisher.fetch(self.trial, self.folder)
+        except Exception as exc:  # the store's failure (or a bug) costs this upload, never the run
+            unpublished.append(self.trial)
+            log.warning("trial %s is finished but not published: %s: %s", self.trial, type(exc).__name__, exc)
+            return record
+        return theirs or record
 
 
 def outputs_of(directory: Path) -> list[str]:
