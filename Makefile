@@ -10,6 +10,9 @@ SYSTEM_PACKAGES := bubblewrap libseccomp2 prometheus poppler-utils iproute2 chro
 #: pytest's workers: three on the machine's two cores — the real-cluster tests in two groups, each on a worker with a
 #: session cluster of its own (tests/budget.py), mostly waiting on their pods, and one worker for the rest
 PYTEST_WORKERS ?= -n 3 --dist loadgroup
+#: the installer of the virtualenv (and of `make lock`): uv, pinned
+UV_PIN := uv==0.13.9
+UV := $(BIN)/uv pip install --quiet --python $(BIN)/python
 
 .PHONY: demo test test-fast lint unit system venv agents kube s3 images images-cached lock clean
 
@@ -27,9 +30,11 @@ test:
 test-fast: venv system
 	$(BIN)/python -m pytest $(PYTEST_WORKERS) -m "not slow and not cluster" $(PYTEST_ARGS)
 
+#: mypy's cache beside the other caches: it checks each file's hash, so a clean clone of the same code reuses it
+CACHE := $(or $(ANCHORAGE_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/anchorage)
 lint: venv
 	$(BIN)/ruff check operator devcluster tests bench tools
-	$(BIN)/mypy
+	MYPY_CACHE_DIR=$(CACHE)/mypy $(BIN)/mypy
 	$(BIN)/lint-imports
 
 unit: venv system agents
@@ -61,13 +66,12 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml devcluster/pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,inspect,agent-stack]'
+	# uv installs what pip would (the same constraints), from its cache on a second run: seconds, not minutes
+	$(BIN)/python -m pip install --quiet $(UV_PIN)
+	$(UV) -c constraints.txt -e '.[dev,inspect,agent-stack]' -e ./devcluster toml shortuuid dirhash
 	# Harbor's own pydantic models read the Harbor export in the tests (Harbor pins Python >= 3.12; its models
-	# load on 3.11 with typing shims, see tests/interop/harbor_check.py)
+	# load on 3.11 with typing shims, see tests/interop/harbor_check.py): pip, which can ignore that pin
 	$(BIN)/python -m pip install --quiet --no-deps --ignore-requires-python harbor==0.25.0
-	$(BIN)/python -m pip install --quiet toml shortuuid dirhash
-	$(BIN)/python -m pip install --quiet -e ./devcluster
 	$(BIN)/python -m pip install --quiet --ignore-requires-python helm-sdkpy
 	touch $@
 
@@ -95,7 +99,6 @@ kube:
 LOCK := $(BIN)/uv pip compile --generate-hashes --python-version 3.12 --python-platform x86_64-manylinux_2_28 \
 	--quiet --custom-compile-command "make lock"
 lock: venv
-	$(BIN)/python -m pip install --quiet uv
 	$(BIN)/python -m pip freeze --exclude-editable > $(VENV)/tested-versions.txt
 	$(LOCK) images/verifier/requirements.in -o images/verifier/requirements.txt
 	$(LOCK) pyproject.toml -c $(VENV)/tested-versions.txt -o images/operator/requirements.txt

@@ -3,10 +3,11 @@
 # CI log shows where its budget went (the pytest run adds its own table: time per test folder and the 25 slowest).
 #
 #   system    Debian packages (apt, as root)            venv    the virtualenv and the package's dev tools
-#   builds    in parallel, each with its own prefix:    go      the Kubernetes, node, registry and S3 binaries
+#   in parallel, each with its own prefix:              go      the Kubernetes, node, registry and S3 binaries
 #                                                       images  the agent, verifier, operator and task images
 #                                                       agents  the pinned agent CLIs (npm)
-#   lint      ruff, mypy strict, import-linter          tests   pytest (PYTEST_ARGS; three workers, see Makefile)
+#                                                       lint    ruff, mypy strict (its cache: see Makefile), import-linter
+#   tests     pytest (PYTEST_ARGS; three workers, see Makefile)
 #
 # Every phase runs even when one before failed (a lint failure still shows the tests); the exit status is 1 when
 # any failed. A second run reuses what is cached by version or content (binaries, images, CLIs, reproductions).
@@ -34,8 +35,8 @@ phase venv "$MAKE" --no-print-directory venv
 phase go "$MAKE" --no-print-directory kube s3 &
 phase images "$MAKE" --no-print-directory images-cached &
 phase agents "$MAKE" --no-print-directory agents &
+phase lint "$MAKE" --no-print-directory lint &
 wait
-phase lint "$MAKE" --no-print-directory lint
 phase tests "$MAKE" --no-print-directory unit
 
 status=0
