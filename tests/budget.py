@@ -12,11 +12,16 @@
   :data:`SLOW_SEC` (a real-cluster test's setup not counted: the first one's starts its group's cluster) that carry
   no ``slow`` marker — each long test must say why it is long (``pytest.mark.slow`` with a
   one-line reason beside it), so the budget stays readable. The 25 slowest tests come from ``--durations=25``.
+* The machine's CPU over the run (from ``/proc/stat``: busy core-seconds of those the run had): near 100 % the run
+  is CPU-bound, and only less work (not more workers) makes it shorter. Every test's own durations (setup, call,
+  teardown) and worker go to ``test-output/durations.json`` for a closer look.
 """
 
 from __future__ import annotations
 
 import collections
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -36,6 +41,22 @@ _by_folder: collections.Counter[str] = collections.Counter()
 _by_test: collections.Counter[str] = collections.Counter()
 _by_worker: collections.Counter[str] = collections.Counter()
 _marked_slow: set[str] = set()
+_reports: list[dict[str, object]] = []
+_cpu_at_start: list[tuple[float, float]] = []
+DURATIONS = Path("test-output/durations.json")
+
+
+def _cpu() -> tuple[float, float]:
+    """(busy, all) core-seconds the machine has spent since boot, from /proc/stat's first line."""
+    fields = [float(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    ticks = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / ticks, sum(fields[:8]) / ticks
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller (or a lone session) measures the whole run
+        _cpu_at_start.append(_cpu())
 
 
 def _group(item: pytest.Item, name: str) -> None:
@@ -73,6 +94,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _by_worker[node.gateway.id if node is not None else "main"] += report.duration
     if "slow" in report.keywords:
         _marked_slow.add(report.nodeid)
+    _reports.append({"test": report.nodeid, "when": report.when, "seconds": round(report.duration, 3),
+                     "worker": node.gateway.id if node is not None else "main", "outcome": report.outcome})
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -86,6 +109,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.section("busy time per worker (the longest is the run's critical path)")
     for worker, seconds in sorted(_by_worker.items()):
         write(f"  {seconds:8.1f} s  {worker}")
+    if _cpu_at_start:
+        (busy0, all0), (busy1, all1) = _cpu_at_start[0], _cpu()
+        write(f"  machine CPU over the run: {busy1 - busy0:.0f} of {all1 - all0:.0f} core-seconds busy "
+              f"({100 * (busy1 - busy0) / max(all1 - all0, 1e-9):.0f} %, {os.cpu_count()} cores)")
+    DURATIONS.parent.mkdir(exist_ok=True)
+    DURATIONS.write_text(json.dumps(_reports, indent=1))
     unmarked = sorted(((s, n) for n, s in _by_test.items() if s > SLOW_SEC and n not in _marked_slow), reverse=True)
     if unmarked:
         terminalreporter.section(f"tests over {SLOW_SEC:.0f} s without a slow marker (add one, with its reason)")
