@@ -29,6 +29,7 @@ def base(tool: ModuleType) -> str:
     return tag
 
 
+@pytest.mark.slow  # runs each pinned agent CLI in the image under the agent's user (node starts): ~35 s on a busy machine
 def test_agent_image_has_the_pinned_clis_for_the_agent_user(tool: ModuleType, base: str) -> None:
     tag = tool.build("agent-base", base)
     printed = smoke.smoke_agent(tag)
