@@ -42,6 +42,9 @@ class LocalCluster:
     registry: addons.Registry | None = None
     real_nodes: dict[str, realnode.RealNode] = field(default_factory=dict)
     system_images: dict[str, str] = field(default_factory=dict)
+    #: References of the images this cluster runs beside the system ones (``bring_up``: Anchorage's and the store's):
+    #: what a real node keeps of its image store when it joins (:meth:`add_real_node`).
+    session_images: set[str] = field(default_factory=set)
 
     @property
     def root(self) -> Path:
@@ -72,8 +75,10 @@ class LocalCluster:
         return store
 
     def add_real_node(self, name: str, *, labels: dict[str, str] | None = None, timeout: float = 240) -> realnode.RealNode:
-        """Join a real node (``realnode``) and wait until it is Ready; the first one also brings the system images
-        (pause, CoreDNS) and the cluster's add-ons (``addons.manifests``)."""
+        """Join a real node (``realnode``) and wait until it is Ready, then remove from its image store (kept in the
+        cache across clusters) every image but the system ones and :attr:`session_images`: a node holds at most one
+        session's images. The first node also brings the system images (pause, CoreDNS) and the cluster's add-ons
+        (``addons.manifests``)."""
         if self.network is None or self.registry is None:
             raise controlplane.StartError("real nodes need a cluster started with real_nodes=True")
         if not self.system_images:
@@ -85,6 +90,7 @@ class LocalCluster:
         self.real_nodes[name] = node
         node.start(node.prepare(self.plane, registry=self.registry.address, pause_image=self.system_images["pause"]))
         node.wait_ready(self.plane, timeout)
+        node.prune_images(set(self.system_images.values()) | self.session_images)
         return node
 
     def start_simulated_node(self, name: str, *, simulate: str, capacity: dict[str, str] | None = None,
@@ -215,16 +221,17 @@ def bring_up(root: Path, binaries: Binaries, *, images: dict[str, str], nodes: t
              labels: dict[str, str] | None = None, audit_groups: tuple[str, ...] = ()
              ) -> tuple[LocalCluster, dict[str, str], addons.Store]:
     """A cluster as a managed one is: the control plane, the registry with Anchorage's ``images`` (local name by
-    ``images/`` folder) pushed to it, real ``nodes`` (Ready) and the S3 store as a pod; the cluster, the images'
-    references by folder, the store. Stopped again when anything fails."""
+    ``images/`` folder) pushed to it, real ``nodes`` (Ready; each keeps of its cached image store only these images,
+    the store's and the system ones) and the S3 store as a pod; the cluster, the images' references by folder, the
+    store. Stopped again when anything fails."""
     local = start(root, binaries, real_nodes=True, audit_groups=audit_groups)
     try:
         assert local.registry is not None
         pushed = {name: local.registry.push(tag, f"anchorage/{name}", tag.rpartition(":")[2])
                   for name, tag in images.items()}
+        local.session_images = {*pushed.values(), addons.system_images(binaries, local.registry, s3=s3_binary)["s3"]}
         for name in nodes:
-            node = local.add_real_node(name, labels=labels)
-            node.prune_images(f"{local.registry.address}/anchorage/", set(pushed.values()))
+            local.add_real_node(name, labels=labels)
         store = local.start_store(s3_binary)
     except BaseException:
         local.stop()

@@ -12,7 +12,10 @@ routing, no service proxy). ``nodeprocs`` supervises them inside the node's name
 The kubelet measures the machine: capacity is this machine's CPUs and memory (two nodes on one machine both report
 all of it; the scheduler's requests still bound what runs on each). State lives under ``/var/lib/anchorage-dev/<slot>/
 <node>`` and sockets under ``/run/anchorage-dev/<slot>/<node>`` (short paths), containerd's images in the cache
-(:attr:`RealNode.images`: pulled and unpacked once); logs under the cluster's ``logs``.
+(:attr:`RealNode.images`: pulled and unpacked once, kept across clusters); logs under the cluster's ``logs``. That
+store is bounded: :meth:`RealNode.prune_images` (at a node's start, by ``cluster``) leaves only the cluster's own
+images, so it never holds more than one session's; a store over :data:`STORE_LIMIT` when the node is prepared (what
+pruning cannot remove) is wiped, and containerd pulls again from the cluster's registry.
 :meth:`RealNode.lose` kills the node's every process (kubelet, runtime, shims, containers) as a failed machine would;
 :meth:`RealNode.stop` stops it cleanly and removes what it made.
 """
@@ -43,6 +46,10 @@ CNI_BIN = Path("/usr/lib/cni")
 #: Node status heartbeats: a lease renewed every 2.5 s, so the node lifecycle controller's grace (controlplane) can
 #: be short and a lost node is noticed within seconds, not minutes.
 LEASE_SECONDS = 10
+#: The most a node's image store (:attr:`RealNode.images`) may hold when the node is prepared; a larger one is wiped.
+#: One session's images, unpacked (containerd keeps no layer once unpacked: ``discard_unpacked_layers``), are about
+#: 5 GB: the agent image 2.7 GB, the operator's, the task bundle's and the verifier's 0.4-0.9 GB each.
+STORE_LIMIT = 8 * 1024 ** 3
 #: Debian packages a real node needs: the runtime, the CNI plugins, and what kube-proxy and kube-router run.
 PACKAGES = ("containerd", "runc", "containernetworking-plugins", "iptables", "ipset", "conntrack", "iproute2")
 
@@ -94,7 +101,8 @@ class RealNode:
     @property
     def images(self) -> Path:
         """containerd's root (content store, unpacked snapshots): kept in the cache across clusters, per slot and
-        node name, so a node pulls and unpacks an image once, not once per cluster."""
+        node name, so a node pulls and unpacks an image once, not once per cluster (bounded: see the module
+        docstring)."""
         return cache_root() / "nodes" / f"{self.slot.number}-{self.name}" / "containerd"
 
     @property
@@ -111,7 +119,9 @@ class RealNode:
 
     def prepare(self, plane: Any, *, registry: str | None, pause_image: str) -> Path:
         """Write the node's certificates and configuration, register its Node (with its pod CIDR) and set up its
-        network namespace and cgroup; the supervisor's configuration file."""
+        network namespace and cgroup; the supervisor's configuration file. An image store over :data:`STORE_LIMIT` is
+        wiped first (nothing of this node runs yet)."""
+        self.bound_store()
         shutil.rmtree(self.state, ignore_errors=True)
         shutil.rmtree(self.run, ignore_errors=True)
         for folder in (self.state, self.run, self.logs):
@@ -222,6 +232,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [{cri}.containerd]
   snapshotter = "overlayfs"
   default_runtime_name = "runc"
+  # an image's layers are unpacked into snapshots once: the compressed copies would double the store (the registry
+  # on this machine has them)
+  discard_unpacked_layers = true
 
 [{cri}.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
@@ -307,19 +320,39 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             time.sleep(0.5)
         raise RuntimeError(f"node {self.name} did not become Ready within {timeout:.0f} s:\n{self.log_tails()}")
 
-    def prune_images(self, repository_prefix: str, keep: set[str]) -> list[str]:
-        """Remove from the node's runtime the images under ``repository_prefix`` (e.g. the cluster registry's
-        ``anchorage/``) that are not in ``keep``: the node's image store lives in the cache across clusters
-        (:attr:`images`) and its kubelet never collects images, so earlier builds would pile up. The removed ones."""
+    def store_size(self) -> int:
+        """Bytes the node's image store takes on disk (``du``: hard-linked files once)."""
+        if not self.images.exists():
+            return 0
+        done = subprocess.run(["du", "-sx", "--block-size=1", str(self.images)], capture_output=True, text=True,
+                              check=False)
+        return int(done.stdout.split()[0]) if done.stdout.strip() else 0
+
+    def bound_store(self, limit: int = STORE_LIMIT) -> int | None:
+        """Wipe the node's image store when it takes more than ``limit`` bytes (only while the node is down: from
+        :meth:`prepare`); its size when wiped, else None."""
+        size = self.store_size()
+        if size <= limit:
+            return None
+        print(f"{self.name}: image store {self.images} holds {size / 1024 ** 3:.1f} GiB (over "
+              f"{limit / 1024 ** 3:.0f} GiB): wiped, images are pulled again", file=sys.stderr, flush=True)
+        subprocess.run(["rm", "-rf", "--one-file-system", str(self.images)], check=False, capture_output=True)
+        return size
+
+    def prune_images(self, keep: set[str]) -> list[str]:
+        """Remove from the node's runtime every image but those ``keep`` names (references): the node's image store
+        lives in the cache across clusters (:attr:`images`) and its kubelet never collects images, so whatever an
+        earlier cluster pulled — earlier builds, images of other registries, test-built ones — would pile up.
+        Called when the node has started, with the cluster's own images (``cluster``), so the store holds at most one
+        session's. The removed references (:func:`stale_images`); containerd drops their content and snapshots
+        before this returns, but not what a container still uses."""
         def ctr(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run(["ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", *args],
-                                  capture_output=True, text=True, check=False)
+                                  capture_output=True, text=True, check=False, timeout=300)
 
-        listed = ctr("images", "ls", "-q")
-        stale = [ref for ref in listed.stdout.split() if ref.startswith(repository_prefix) and ref not in keep
-                 and ref.split("@", 1)[0] not in keep]
+        stale = stale_images(ctr("images", "ls").stdout, keep)
         if stale:
-            ctr("images", "rm", *stale)  # containerd's garbage collector then drops their unshared content
+            ctr("images", "rm", "--sync", *stale)
         return stale
 
     def log_tails(self, size: int = 1500) -> str:
@@ -348,6 +381,16 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         self.network.remove_node(self.name)
         shutil.rmtree(self.run, ignore_errors=True)
         subprocess.run(["rm", "-rf", "--one-file-system", str(self.state)], check=False, capture_output=True)
+
+
+def stale_images(listing: str, keep: set[str]) -> list[str]:
+    """The references of ``ctr images ls`` output ``listing`` that :meth:`RealNode.prune_images` removes: all but the
+    images ``keep`` names — an image's every reference (its tag, its digest reference, the runtime's ``sha256:`` ID)
+    shares its target digest, so all of them stay with a kept one — and the runtime's pinned ones (the sandbox
+    image)."""
+    rows = [row for row in (line.split() for line in listing.splitlines()[1:]) if len(row) >= 3]  # REF TYPE DIGEST ...
+    kept = {row[2] for row in rows if row[0] in keep or "io.cri-containerd.pinned=pinned" in row[-1]}
+    return [row[0] for row in rows if row[2] not in kept]
 
 
 def _path() -> str:
