@@ -73,9 +73,12 @@ def _covered(lib: Path) -> list[str]:
     """Paths (relative to ``lib``) of site-packages files that name host folders (editable installs' hooks)."""
     out: list[str] = []
     for site in sorted(lib.glob("python3*/site-packages")):
-        for item in sorted([*site.glob("__editable__*"), *site.glob("__pycache__/__editable__*")]):
-            if item.is_file() and not item.is_symlink():
-                out.append(str(item.relative_to(lib)))
+        hooks = [item for item in [*site.glob("__editable__*"), *site.glob("__pycache__/__editable__*")]
+                 if item.is_file() and not item.is_symlink()]
+        # a hook's compiled form names the checkout too, and Python may write it after this list was made (an
+        # installer that compiles nothing, the first import): it is covered whether or not it exists yet
+        compiled = [Path(importlib.util.cache_from_source(str(h))) for h in hooks if h.suffix == ".py"]
+        out.extend(sorted({str(item.relative_to(lib)) for item in [*hooks, *compiled]}))
         for record in sorted(site.glob("*.dist-info/direct_url.json")):
             try:
                 mentions_file = "file://" in record.read_text(errors="replace")
