@@ -18,14 +18,21 @@ record=$(mktemp)
 trap 'rm -f "$record"' EXIT
 start_all=$SECONDS
 
-# phase NAME COMMAND...: run it, its output prefixed with [NAME], and record its time and exit status
+# The machine's busy and total CPU ticks since boot (/proc/stat's first line; idle and iowait count as not busy).
+ticks() { awk 'NR == 1 { t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat; }
+
+# phase NAME COMMAND...: run it, its output prefixed with [NAME], and record its time, exit status and how busy the
+# machine's CPU was over its span (the whole machine's: phases that run side by side share it)
 phase() {
-  local name=$1 start=$SECONDS rc
+  local name=$1 start=$SECONDS rc cpu0 cpu1
   shift
+  cpu0=$(ticks)
   echo "=== $name: $*"
   "$@" 2>&1 | sed -u "s/^/[$name] /"
   rc=${PIPESTATUS[0]}
-  echo "$name $((SECONDS - start)) $rc" >> "$record"
+  cpu1=$(ticks)
+  echo "$name $((SECONDS - start)) $rc $(echo "$cpu0 $cpu1" | awk '{ d = $4 - $2; print (d > 0 ? int(100 * ($3 - $1) / d + 0.5) : 0) }')" \
+    >> "$record"
   echo "=== $name: exit $rc after $((SECONDS - start)) s"
   return "$rc"
 }
@@ -41,10 +48,10 @@ phase tests "$MAKE" --no-print-directory unit
 
 status=0
 echo
-echo "make test: time per phase (the builds ran side by side)"
-printf '  %-8s %8s  %s\n' phase seconds result
-while read -r name seconds rc; do
-  printf '  %-8s %8s  %s\n' "$name" "$seconds" "$([ "$rc" = 0 ] && echo ok || echo "FAILED ($rc)")"
+echo "make test: time per phase (the builds ran side by side; CPU: how busy the machine's cores were over the phase)"
+printf '  %-8s %8s %5s  %s\n' phase seconds CPU result
+while read -r name seconds rc busy; do
+  printf '  %-8s %8s %4s%%  %s\n' "$name" "$seconds" "$busy" "$([ "$rc" = 0 ] && echo ok || echo "FAILED ($rc)")"
   [ "$rc" = 0 ] || status=1
 done < "$record"
 printf '  %-8s %8s\n' total "$((SECONDS - start_all))"
