@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -131,8 +132,10 @@ def _serve(binary: Path, folder: Path, htpasswd: Path | None = None) -> Iterator
 
 @pytest.fixture(scope="module")
 def tiny_image(registry_binary: Path) -> Iterator[str]:
-    """A one-file image in the builder's storage (no base, nothing downloaded)."""
-    local = "localhost/anchorage/publishing-test:1"
+    """A one-file image in the builder's storage (no base, nothing downloaded), named for this process: the storage
+    is the machine's, and under xdist each worker running this module makes (and at its end removes) its own — one
+    shared name let a worker remove the image another was pushing."""
+    local = f"localhost/anchorage/publishing-test:{os.getpid()}"
     ident = building.buildah("from", "scratch", quiet=True).strip()
     try:
         building.buildah("copy", ident, str(REPO / "charts" / "anchorage" / "Chart.yaml"), "/Chart.yaml", quiet=True)
