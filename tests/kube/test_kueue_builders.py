@@ -1,5 +1,6 @@
 """Queued trials' manifests: a trial Job that names a LocalQueue is created suspended with Kueue's labels, a scoring
-Job only with the scoring queue; a priority needs a queue; and the operator's reading of Kueue's Workloads."""
+Job only with the scoring queue; a priority needs a queue; and the operator's reading of Kueue's API (whether it is
+installed, its Workloads)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from pydantic import ValidationError
 
 from anchorage.campaigns.planning import plan
-from anchorage.controller import kueue
+from anchorage.controller import kube, kueue
+from anchorage.errors import InputError
 from anchorage.manifests import CampaignSpec, TrialSpec
 from anchorage.runtime.kube import jobs
 from anchorage.runtime.kube.jobs import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, OperatorConfig
@@ -124,3 +126,29 @@ def test_every_trial_phase_queued_included_has_its_lifecycle_state() -> None:
     assert set(_TRIAL_STATES) == {str(p) for p in Phase}
     flags = {c["type"]: c["status"] for c in lifecycle(state_of("Queued", trial=True), "Queued")}
     assert flags == {"Complete": "False", "Failed": "False", "Reconciling": "True", "Stalled": "False"}
+
+
+def test_kueue_installed_just_after_a_remembered_absence_is_not_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator remembers "Kueue is not installed" for a while (its Workloads' watch polls), but a refusal fails
+    the campaign for good, so it is made on the API server's answer of the moment (CI run ci52: a campaign applied
+    seconds after Kueue's install was refused on the answer the previous test's refusal had left)."""
+    served: set[str] | None = None
+    asked: list[str] = []
+
+    def api_resources(group: str, version: str) -> set[str] | None:
+        asked.append(f"{group}/{version}")
+        return served
+
+    monkeypatch.setattr(kube, "api_resources", api_resources)
+    monkeypatch.setattr(kube, "get_local_queue", lambda namespace, name: {"metadata": {"name": name}})
+    kueue.forget()
+    try:
+        with pytest.raises(InputError, match="Kueue is not installed"):
+            kueue.require("team-a", "trials")
+        assert not kueue.installed() and len(asked) == 1  # the poll reuses the refusal's answer: not asked again
+        served = {"workloads", "localqueues"}  # Kueue installed, well within RECHECK_SEC
+        assert not kueue.installed()  # the poll may still say no for a while ...
+        kueue.require("team-a", "trials")  # ... a refusal may not
+        assert len(asked) == 2 and kueue.installed()
+    finally:
+        kueue.forget()

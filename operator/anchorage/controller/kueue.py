@@ -3,8 +3,10 @@
 Used by ``trials`` (a queued trial is refused before anything is written when Kueue or its LocalQueue is missing:
 :func:`require`), ``campaigns`` (the same refusal once per campaign generation) and ``queueing`` (the Workloads'
 watch: :func:`workload_job`, :func:`state`). The check reads the API server's discovery of ``kueue.x-k8s.io/v1beta2``
-(no RBAC needed), asked again after :data:`PRESENT_SEC` while Kueue is there and :data:`RECHECK_SEC` while it is not; a
-LocalQueue's existence is read once per (namespace, queue) and process while it exists.
+(no RBAC needed), asked again after :data:`PRESENT_SEC` while Kueue is there and :data:`RECHECK_SEC` while it is not —
+except before a refusal, which is final (the trial or campaign fails): a remembered "not installed" is asked again
+then, so Kueue installed a moment ago is never refused on an old answer. A LocalQueue's existence is read once per
+(namespace, queue) and process while it exists.
 """
 
 from __future__ import annotations
@@ -31,17 +33,23 @@ def crd_name(plural: str) -> str:
     return f"{plural}.{kube.KUEUE_GROUP}"
 
 
-def missing_crds() -> list[str]:
-    """The CRDs of :data:`REQUIRED` the cluster does not serve (``[]``: Kueue is installed)."""
+def missing_crds(*, fresh: bool = False) -> list[str]:
+    """The CRDs of :data:`REQUIRED` the cluster does not serve (``[]``: Kueue is installed); ``fresh``: asked of the API
+    server now, whatever was remembered."""
     global _present, _checked_at
     with _lock:
-        if time.monotonic() - _checked_at < (PRESENT_SEC if _present else RECHECK_SEC):
+        if not fresh and time.monotonic() - _checked_at < (PRESENT_SEC if _present else RECHECK_SEC):
             return [] if _present else [crd_name(p) for p in REQUIRED]
     served = kube.api_resources(kube.KUEUE_GROUP, kube.KUEUE_API) or set()
     missing = [crd_name(p) for p in REQUIRED if p not in served]
     with _lock:
         _present, _checked_at = not missing, time.monotonic()
     return missing
+
+
+def _remembered_present() -> bool:
+    with _lock:
+        return _present and time.monotonic() - _checked_at < PRESENT_SEC
 
 
 def installed() -> bool:
@@ -53,7 +61,7 @@ def require(queue: str, namespace: str, *, field: str = "spec.queueName") -> Non
     """Refuse a queued trial when Kueue is not installed or its LocalQueue ``queue`` does not exist in ``namespace``
     (the namespace of its Jobs): :class:`InputError` naming what is missing and how to fix it. A LocalQueue that cannot
     be read (no RBAC for it) is not refused here: Kueue then says why the workload waits."""
-    missing = missing_crds()
+    missing = missing_crds(fresh=not _remembered_present())  # a refusal is final: never on a remembered answer
     if missing:
         raise InputError(f"{field} {queue!r} needs Kueue, but this cluster does not serve its CRDs "
                          f"{', '.join(missing)} (Kueue is not installed)",
