@@ -33,23 +33,18 @@ def crd_name(plural: str) -> str:
     return f"{plural}.{kube.KUEUE_GROUP}"
 
 
-def missing_crds(*, fresh: bool = False) -> list[str]:
-    """The CRDs of :data:`REQUIRED` the cluster does not serve (``[]``: Kueue is installed); ``fresh``: asked of the API
-    server now, whatever was remembered."""
+def missing_crds(*, trust_absence: bool = True) -> list[str]:
+    """The CRDs of :data:`REQUIRED` the cluster does not serve (``[]``: Kueue is installed); ``trust_absence=False``:
+    a remembered absence is asked of the API server again (a remembered presence still answers)."""
     global _present, _checked_at
     with _lock:
-        if not fresh and time.monotonic() - _checked_at < (PRESENT_SEC if _present else RECHECK_SEC):
+        if (_present or trust_absence) and time.monotonic() - _checked_at < (PRESENT_SEC if _present else RECHECK_SEC):
             return [] if _present else [crd_name(p) for p in REQUIRED]
     served = kube.api_resources(kube.KUEUE_GROUP, kube.KUEUE_API) or set()
     missing = [crd_name(p) for p in REQUIRED if p not in served]
     with _lock:
         _present, _checked_at = not missing, time.monotonic()
     return missing
-
-
-def _remembered_present() -> bool:
-    with _lock:
-        return _present and time.monotonic() - _checked_at < PRESENT_SEC
 
 
 def installed() -> bool:
@@ -61,7 +56,7 @@ def require(queue: str, namespace: str, *, field: str = "spec.queueName") -> Non
     """Refuse a queued trial when Kueue is not installed or its LocalQueue ``queue`` does not exist in ``namespace``
     (the namespace of its Jobs): :class:`InputError` naming what is missing and how to fix it. A LocalQueue that cannot
     be read (no RBAC for it) is not refused here: Kueue then says why the workload waits."""
-    missing = missing_crds(fresh=not _remembered_present())  # a refusal is final: never on a remembered answer
+    missing = missing_crds(trust_absence=False)  # a refusal is final: never on a remembered answer
     if missing:
         raise InputError(f"{field} {queue!r} needs Kueue, but this cluster does not serve its CRDs "
                          f"{', '.join(missing)} (Kueue is not installed)",
