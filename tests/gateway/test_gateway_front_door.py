@@ -21,6 +21,7 @@ import logging
 import socket
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -189,19 +190,24 @@ def test_slowloris_connections_close_at_the_head_deadline_while_a_good_client_is
         reader, writer = await asyncio.open_connection("127.0.0.1", port_of(gateway))
         opened = time.monotonic()  # ...and before this, which 500 connects in one loop delay
         message = head(token, length=len(CHAT)) + CHAT
+        # one read waits all along, so the answer is taken when it comes however late this loop runs; the trickle
+        # stops at the answer (a byte written after the gateway's linger would reset the connection, and a reset
+        # drops an answer not yet read)
+        answer = asyncio.ensure_future(reader.read(65536))
         got = b""
         try:
             for byte in message:  # a byte a second: never a whole head
+                if answer.done():
+                    break
                 writer.write(bytes([byte]))
-                try:
-                    got = await asyncio.wait_for(reader.read(65536), 1.0)
-                except TimeoutError:
-                    continue
-                break  # an answer, or the end
-            if got:
-                got += await asyncio.wait_for(reader.read(), 5)
-        except (OSError, TimeoutError):
-            pass
+                await asyncio.wait({answer}, timeout=1.0)
+            got = await asyncio.wait_for(answer, 10)
+            while chunk := await asyncio.wait_for(reader.read(65536), 10):
+                got += chunk
+        except (OSError, TimeoutError) as exc:
+            got = f"[client: {exc!r}] ".encode() + got  # not an answer: counted below with what came
+        finally:
+            answer.cancel()
         writer.close()
         now = time.monotonic()
         return now - dialled, now - opened, got
@@ -216,7 +222,9 @@ def test_slowloris_connections_close_at_the_head_deadline_while_a_good_client_is
         good.join(30)
     at_least = min(since_dial for since_dial, _, _ in results)
     at_most = max(since_open for _, since_open, _ in results)
-    assert all(status_of(got) == 408 and error_type(got) == "request_timeout" for _, _, got in results)
+    wrong = Counter(got[:80] for _, _, got in results
+                    if not (status_of(got) == 408 and error_type(got) == "request_timeout"))
+    assert not wrong, f"{sum(wrong.values())} of 500 not answered 408 request_timeout: {wrong.most_common(5)}"
     assert deadline <= at_least and at_most < deadline + 2.5, (at_least, at_most)  # trickling never extended it
     assert refusals("head_timeout") >= before + 500
     assert len(latencies) >= 20 and max(latencies) < 1.0, latencies
