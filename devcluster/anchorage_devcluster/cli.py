@@ -14,7 +14,6 @@ Without the binaries — or with ``fake=True`` — it serves the HTTP-level API 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import signal
@@ -149,7 +148,7 @@ def _wait_for_signal() -> None:
         nonlocal stop
         stop = True
 
-    signal.signal(signal.SIGTERM, handler)
-    with contextlib.suppress(KeyboardInterrupt):
-        while not stop:
-            time.sleep(0.5)
+    for number in serving.STOP_SIGNALS:
+        signal.signal(number, handler)
+    while not stop:
+        time.sleep(0.5)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import ssl
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -115,6 +116,12 @@ async def running_cluster(kubeconfig: Path, *, port: int = 0, crds_dir: Path | N
                 await runner.stop()
 
 
+#: What stops ``anchorage dev cluster``, the fake or the real one, cleanly (its programs stopped, its state removed).
+#: SIGINT is handled, not left to Python's KeyboardInterrupt: a shell starts a background job with SIGINT ignored,
+#: and Python keeps that.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def serve_forever(*, port: int, kubeconfig: Path, crds_dir: Path, store: str, kubelet: bool, note: str = "") -> None:
     """Run the fake until interrupted (``anchorage dev cluster``)."""
     writable = (Path(store.removeprefix("file://")).resolve(),) if store.startswith("file://") else ()
@@ -126,10 +133,13 @@ def serve_forever(*, port: int, kubeconfig: Path, crds_dir: Path, store: str, ku
                                    kubelet=kubelet, writable=writable, namespaces=("anchorage-trials",)) as cluster:
             print(f"Kubernetes API fake (a mock, not a real API server) on {cluster.url}{note}", flush=True)
             print(f"export KUBECONFIG={cluster.kubeconfig}", flush=True)
+            stop = asyncio.Event()
+            for number in STOP_SIGNALS:
+                asyncio.get_running_loop().add_signal_handler(number, stop.set)
             print(READY, flush=True)
-            await asyncio.Event().wait()
+            await stop.wait()
 
-    with contextlib.suppress(KeyboardInterrupt):
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C while it starts
         asyncio.run(main())
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -40,7 +41,9 @@ def test_dev_cluster_serves_kubectl(tmp_path: Path, repo_root: Path, variant: st
     kubeconfig = tmp_path / "kubeconfig"
     argv = [ANCHORAGE, "dev", "cluster", "--kubeconfig", str(kubeconfig), "--no-kubelet", "--crds",
             str(repo_root / "crds"), "--store", f"file://{tmp_path / 'runs'}", *(["--fake"] if variant == "fake" else [])]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    # started as a shell starts a background job, with SIGINT ignored: SIGINT still stops it, cleanly
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=tmp_path,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         assert proc.stdout is not None
         lines = [proc.stdout.readline()]
@@ -59,6 +62,9 @@ def test_dev_cluster_serves_kubectl(tmp_path: Path, repo_root: Path, variant: st
                 break
             time.sleep(1)
         assert "opencode | oracle | replay" in explain.stdout, explain.stderr
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+        assert subprocess.run(["kubectl", "get", "crd"], env=env, capture_output=True, timeout=60).returncode != 0
     finally:
         proc.terminate()
         proc.wait(60)
