@@ -337,8 +337,8 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory, cluster_images: dict[
 @pytest.fixture(scope="module")
 def kueue_cluster(real_cluster: RealCluster) -> Iterator[RealCluster]:
     """The session's cluster with Kueue installed (as ``anchorage_devcluster.kueue`` installs it: its manager as a
-    pod, its CRDs and webhooks from its module's manifests; Admission Fair Sharing off until
-    :func:`fair_kueue_cluster`) for the tests of one module (``tests/kube/test_real_kueue.py``: once per session), and
+    pod, its CRDs and webhooks from its module's manifests, Admission Fair Sharing configured as
+    :data:`KUEUE_FAIR_SHARING`) for the tests of one module (``tests/kube/test_real_kueue.py``: once per session), and
     removed after them: Kueue's Job webhook fails Job creation while its pod is down, which the other modules' tests
     (nodes killed, operators restarted) must not meet. Tests add their own ClusterQueues and LocalQueues."""
     from anchorage_devcluster import binaries, kueue
@@ -346,21 +346,8 @@ def kueue_cluster(real_cluster: RealCluster) -> Iterator[RealCluster]:
     found = binaries.find_kueue()
     if isinstance(found, str):
         pytest.skip(found)
-    kueue.install(real_cluster.local)
+    kueue.install(real_cluster.local, fair_sharing=KUEUE_FAIR_SHARING)
     try:
         yield real_cluster
     finally:
         kueue.uninstall(real_cluster.local)
-
-
-@pytest.fixture
-def fair_kueue_cluster(kueue_cluster: RealCluster) -> RealCluster:
-    """:func:`kueue_cluster` with its manager restarted with Admission Fair Sharing as :data:`KUEUE_FAIR_SHARING`,
-    for the module's last test: it stays on until the module's Kueue is removed. Kueue v0.17.0 with fair sharing on
-    keeps every admitted LocalQueue's spent entry penalty, and from then on rewrites the queue's status as fast as its
-    client's rate limit lets it (50 writes a second, about half a core of the API server's; kubernetes-sigs/kueue#10156,
-    see docs/design-notes.md), so only the test that needs fair sharing runs with it."""
-    from anchorage_devcluster import kueue
-
-    kueue.install(kueue_cluster.local, fair_sharing=KUEUE_FAIR_SHARING)
-    return kueue_cluster

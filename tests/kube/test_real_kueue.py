@@ -9,13 +9,12 @@ namespace, where the trial Jobs run. Agents are ``command`` agents that sleep an
 the points are about admission.
 
 * Without Kueue, ``queueName`` is refused naming the missing CRDs (runs first, before Kueue is installed).
+* Two campaigns from two namespaces share a ClusterQueue of 2 pods: never more than 2 agent pods exist, both finish,
+  and with Admission Fair Sharing weights 3:1 the first gets the larger share of the pod-seconds while both wait.
 * A higher-priority campaign preempts a lower one: the preempted attempts end InfrastructureFailed/preempted, are
   queued again and finish; the lower campaign's leaderboard equals the same campaign's run without a queue.
 * A trial that waits 60+ s in the queue with a 30 s agent timeout succeeds: the wait is not the agent's time;
   ``kubectl get trials`` says ``Queued`` meanwhile.
-* Last (``fair_kueue_cluster`` restarts Kueue's manager with Admission Fair Sharing, which stays on until Kueue is
-  removed): two campaigns from two namespaces share a ClusterQueue of 2 pods: never more than 2 agent pods exist,
-  both finish, and with fair-sharing weights 3:1 the first gets the larger share of the pod-seconds while both wait.
 """
 
 from __future__ import annotations
@@ -202,6 +201,48 @@ def test_without_kueue_a_queue_name_is_refused_naming_the_missing_crds(real_clus
     assert not real_cluster.get("trials", "-n", ns, "-l", "anchorage.dev/campaign=queued-without-kueue")["items"]
 
 
+@pytest.mark.slow  # two campaigns of 6 trials through a 2-pod quota, two pods at a time: about 3 minutes
+def test_two_teams_share_a_quota_of_two_by_their_fair_sharing_weights(kueue_cluster: RealCluster) -> None:
+    """The trials of a round start and end together, so Kueue admits a round at a time, to the team whose usage over
+    its weight is lower. Weights 3:1 give team-a two rounds for each of team-b's while both wait (a share of 2/3,
+    whichever team went first); equal weights would give turns (1/2)."""
+    real = kueue_cluster
+    _queues(real, "kueue-fair", 2, {"team-a": 3, "team-b": 1}, fair=True)
+    names = ("fair-a", "fair-b")
+    docs = [_campaign(name, team, [{"name": "e", "agent": _agent(5)}], seeds=6, parallelism=6, queue=team)
+            for name, team in zip(names, TEAM_NAMESPACES, strict=True)]
+    watch = PodWatch(real)
+    try:
+        real.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
+        statuses = _wait_campaigns(real, list(zip(TEAM_NAMESPACES, names, strict=True)), 900)
+    finally:
+        watch.stop()
+    for name in names:
+        assert statuses[name]["phase"] == "Succeeded" and statuses[name]["progress"] == "6/6", statuses[name]
+        assert statuses[name]["infrastructureFailed"] == 0, statuses[name]
+    timeline = watch.timeline(names)
+    peak = max(sum(counts.values()) for _, counts in timeline)
+    assert peak <= 2, f"{peak} agent pods at once on a 2-pod quota"
+    assert peak == 2, f"the quota was never used in full ({len(watch.events)} pod events: {watch.events[:5]})"
+    # the share of each team while both still had trials waiting: until the first team's last pod appeared
+    first = watch.first_seen()
+    last_start = {c: max(at for at, campaign in first.values() if campaign == c) for c in names}
+    start = min(at for at, _ in first.values())
+    end = min(last_start.values())
+    used = dict.fromkeys(names, 0.0)
+    for (at, counts), (nxt, _) in itertools.pairwise(timeline):
+        lo, hi = max(at, start), min(nxt, end)
+        if hi > lo:
+            for c in names:
+                used[c] += counts[c] * (hi - lo)
+    share = used["fair-a"] / sum(used.values())
+    order = "".join(campaign[-1] for _, campaign in sorted(first.values()))
+    print(f"pod-seconds while both waited ({end - start:.0f} s): {used}; team-a's share {share:.2f} (weights 3:1); "
+          f"pods started in the order {order}")
+    assert last_start["fair-a"] < last_start["fair-b"], f"team-b's trials all started first: {order}"
+    assert 0.6 <= share <= 0.8, f"team-a's share {share:.2f} is not what weights 3:1 give ({used}, order {order})"
+
+
 @pytest.mark.slow  # a 20 s low-priority campaign preempted and run again, beside its run without a queue: ~90 s
 def test_a_higher_priority_campaign_preempts_and_the_preempted_trials_finish_as_if_never_preempted(
         kueue_cluster: RealCluster) -> None:
@@ -286,48 +327,6 @@ def test_a_trial_waiting_in_the_queue_does_not_spend_its_agent_time(kueue_cluste
     # once), never the queue's wait (≥ 60 s)
     assert 10 <= record["durations"]["agent_sec"] < waited, (record["durations"], waited)
     real.kubectl("delete", "trial", "patient", "-n", ns, "--wait=false", check=False)
-
-
-@pytest.mark.slow  # two campaigns of 6 trials through a 2-pod quota, two pods at a time: about 3 minutes
-def test_two_teams_share_a_quota_of_two_by_their_fair_sharing_weights(fair_kueue_cluster: RealCluster) -> None:
-    """The trials of a round start and end together, so Kueue admits a round at a time, to the team whose usage over
-    its weight is lower. Weights 3:1 give team-a two rounds for each of team-b's while both wait (a share of 2/3,
-    whichever team went first); equal weights would give turns (1/2)."""
-    real = fair_kueue_cluster
-    _queues(real, "kueue-fair", 2, {"team-a": 3, "team-b": 1}, fair=True)
-    names = ("fair-a", "fair-b")
-    docs = [_campaign(name, team, [{"name": "e", "agent": _agent(5)}], seeds=6, parallelism=6, queue=team)
-            for name, team in zip(names, TEAM_NAMESPACES, strict=True)]
-    watch = PodWatch(real)
-    try:
-        real.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
-        statuses = _wait_campaigns(real, list(zip(TEAM_NAMESPACES, names, strict=True)), 900)
-    finally:
-        watch.stop()
-    for name in names:
-        assert statuses[name]["phase"] == "Succeeded" and statuses[name]["progress"] == "6/6", statuses[name]
-        assert statuses[name]["infrastructureFailed"] == 0, statuses[name]
-    timeline = watch.timeline(names)
-    peak = max(sum(counts.values()) for _, counts in timeline)
-    assert peak <= 2, f"{peak} agent pods at once on a 2-pod quota"
-    assert peak == 2, f"the quota was never used in full ({len(watch.events)} pod events: {watch.events[:5]})"
-    # the share of each team while both still had trials waiting: until the first team's last pod appeared
-    first = {pod: seen for pod, seen in watch.first_seen().items() if seen[1] in names}  # earlier tests' pods aside
-    last_start = {c: max(at for at, campaign in first.values() if campaign == c) for c in names}
-    start = min(at for at, _ in first.values())
-    end = min(last_start.values())
-    used = dict.fromkeys(names, 0.0)
-    for (at, counts), (nxt, _) in itertools.pairwise(timeline):
-        lo, hi = max(at, start), min(nxt, end)
-        if hi > lo:
-            for c in names:
-                used[c] += counts[c] * (hi - lo)
-    share = used["fair-a"] / sum(used.values())
-    order = "".join(campaign[-1] for _, campaign in sorted(first.values()))
-    print(f"pod-seconds while both waited ({end - start:.0f} s): {used}; team-a's share {share:.2f} (weights 3:1); "
-          f"pods started in the order {order}")
-    assert last_start["fair-a"] < last_start["fair-b"], f"team-b's trials all started first: {order}"
-    assert 0.6 <= share <= 0.8, f"team-a's share {share:.2f} is not what weights 3:1 give ({used}, order {order})"
 
 
 def _seconds(rfc3339: str) -> float:
