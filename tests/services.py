@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from anchorage_devcluster.ports import free_port
 
 PROMETHEUS = "/usr/bin/prometheus"
 
@@ -40,12 +41,6 @@ def pytest_report_header(config: pytest.Config) -> str:
     version = next((line.split(":", 1)[1].strip() for line in printed.splitlines() if line.startswith("Version")),
                    "unknown version")
     return f"s3 server: {s3server.S3_NAME} {version} ({found})"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # ----- S3 (versitygw; moto) ----------------------------------------------------------------------------

@@ -42,6 +42,7 @@ import yaml
 from anchorage_devcluster import pki
 from anchorage_devcluster.binaries import Binaries
 from anchorage_devcluster.lifetimes import die_with_parent
+from anchorage_devcluster.ports import free_port
 
 SERVICE_CIDR = "10.96.0.0/16"  # addresses of Services (never routed here: no kube-proxy)
 ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -74,12 +75,6 @@ class Throughput:
 #: finalizer removals (several requests per Job) and the scheduler's bindings well above the defaults of 20 and 50
 #: requests/s. etcd stays unsynced (a throw-away cluster); the caller may put its data on tmpfs (``etcd_dir``).
 BATCH = Throughput(controller_qps=500.0, controller_burst=1000, job_syncs=50, scheduler_qps=500.0, scheduler_burst=1000)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def kubeconfig(server: str, ca: Path, *, user: dict[str, str], namespace: str = "default", name: str = "anchorage-dev"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from anchorage_devcluster.binaries import GO_FALLBACK, cache_root
+from anchorage_devcluster.ports import free_port
 
 S3_NAME = "versitygw"
 S3_VERSION = "v1.8.0"
@@ -41,12 +41,6 @@ def find() -> Path | str:
     how = ("run `make s3` (tools/s3/build.sh builds it with Go and the Go module proxy, about a minute once)" if go
            else "Go is not installed, so tools/s3/build.sh cannot build it: install Go >= 1.25, then run `make s3`")
     return f"the S3 server ({S3_NAME} {S3_VERSION}) is not built ({path} missing): {how}"
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
