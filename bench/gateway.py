@@ -59,7 +59,6 @@ import json
 import os
 import resource
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -73,15 +72,11 @@ from typing import Any
 
 import aiohttp
 
+from anchorage_devcluster.ports import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "bench-secret"
 MARKER = "[[bench]]"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # ----- the servers (child processes) ---------------------------------------------------------------

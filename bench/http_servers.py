@@ -34,6 +34,8 @@ from typing import Any
 
 import aiohttp
 
+from anchorage_devcluster.ports import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "bench-token"
 SERVERS = ("own", "uvicorn", "aiohttp")
@@ -192,12 +194,6 @@ async def probes(ports: dict[str, int], slow_seconds: float) -> dict[str, dict[s
 
     answers = await asyncio.gather(*(one(port) for port in ports.values()))
     return dict(zip(ports, answers, strict=True))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_up(port: int) -> None:

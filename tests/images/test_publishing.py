@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -30,6 +29,7 @@ from typer.testing import CliRunner
 from anchorage.cli import app
 from anchorage.errors import InfrastructureError, InputError
 from anchorage.images import building, checkout, publishing
+from anchorage_devcluster.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -87,12 +87,6 @@ def test_the_values_push_writes_pin_every_image_and_the_chart_accepts_them() -> 
 # ----- a real push ----------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def registry_binary() -> Path:
     from anchorage_devcluster import binaries
@@ -107,7 +101,7 @@ def registry_binary() -> Path:
 
 @contextlib.contextmanager
 def _serve(binary: Path, folder: Path, htpasswd: Path | None = None) -> Iterator[str]:
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     config: dict[str, Any] = {"version": 0.1, "log": {"level": "error"},
                               "storage": {"filesystem": {"rootdirectory": str(folder / "data")}},
                               "http": {"addr": address, "secret": "not-a-secret"}}
