@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -74,13 +75,21 @@ def test_a_service_name_resolves_through_the_search_domains(server: str) -> None
     assert nothing.value.errno == socket.EAI_NONAME
 
 
-def test_no_server_answering_is_try_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(resolver, "TIMEOUT", 0.2)
+def test_no_server_answering_is_try_again_after_the_query_timeout_in_force() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
         silent.bind(("127.0.0.1", 0))
-        with pytest.raises(socket.gaierror) as again:
-            resolver.resolve("s3.store.svc", [f"127.0.0.1:{silent.getsockname()[1]}"], [])
+        server = f"127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        with resolver.query_timeout(0.2), pytest.raises(socket.gaierror) as again:
+            resolver.resolve("s3.store.svc", [server], ["cluster.local"])  # two names asked: 0.4 s
+        waited = time.monotonic() - started
+        assert resolver._timeout == resolver.TIMEOUT  # back to the usual wait after the block
+        with pytest.raises(OSError):
+            resolver.lookup("s3.store.svc", [server])  # the usual 2 s
+        usual = time.monotonic() - started - waited
     assert again.value.errno == socket.EAI_AGAIN
+    assert 0.35 <= waited < 1.5, f"two unanswered queries took {waited:.2f} s under a 0.2 s timeout"
+    assert usual >= resolver.TIMEOUT - 0.1, usual
 
 
 def test_getaddrinfo_goes_through_it_and_ip_addresses_pass(server: str) -> None:

@@ -169,21 +169,32 @@ def _endpoint(store: ArtifactStore) -> tuple[str, int] | None:
     return (parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
 
 
-def _reach(store: ArtifactStore, term: threading.Event, limit: float, pause: float = 1.0) -> None:
+def _reach(store: ArtifactStore, term: threading.Event, limit: float, pause: float = 0.2,
+           patience: tuple[float, float] = (0.25, 2.0)) -> None:
     """Wait until the store's endpoint accepts a connection (its name resolved). A trial pod reaches the store only
     once the operator has seen its agent container end and labelled the pod (its NetworkPolicy then opens): until
     SIGTERM (the kubelet's word that the agent ended) this waits as long as it takes; after it, ``limit`` seconds at
-    most (the pod's grace period is the rest of the upload's time)."""
+    most (the pod's grace period is the rest of the upload's time).
+
+    While the policy drops its packets, an attempt (each DNS query of it, then the connection) fails only by its
+    timeout: the first waits ``patience[0]`` seconds, each next one twice as long up to ``patience[1]``, ``pause``
+    apart: short at first, so the upload starts within a moment of the policy's opening; longer later, for a store
+    far away."""
+    from anchorage.runtime.kube import resolver
+
     target = _endpoint(store)
     if target is None:
         return
     deadline: float | None = None
+    wait = patience[0]
     while True:
         try:
-            socket.create_connection(target, timeout=2).close()
+            with resolver.query_timeout(wait):
+                socket.create_connection(target, timeout=wait).close()
             return
         except OSError as exc:
             problem = exc
+        wait = min(wait * 2, patience[1])
         if term.is_set() and deadline is None:
             deadline = time.monotonic() + limit
         if deadline is not None and time.monotonic() >= deadline:
@@ -207,9 +218,11 @@ def upload(args: argparse.Namespace) -> None:
     term = _terminated()  # first: the kubelet may end the main container (and send SIGTERM) at once
     from anchorage.runtime.kube import resolver
     run_dir = Path(args.wait)
-    _wait_for(run_dir, term)
     resolver.install_from_env()
+    # before the wait, while the main container runs: the S3 client's import and set-up (about 0.25 s of CPU, no
+    # network) take seconds on the sidecar's small CPU share, and after the agent's end they would delay its upload
     store = open_store(os.environ["ANCHORAGE_STORE"])
+    _wait_for(run_dir, term)
     _reach(store, term, args.reach_seconds)
     dest = os.environ["ANCHORAGE_DEST"].strip("/")
     files: dict[str, int] = {}

@@ -16,12 +16,13 @@ does this (glibc reads only ``/etc/resolv.conf``), hence this module.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import secrets
 import socket
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 #: The upload sidecar's cluster DNS servers and search domains (set by ``anchorage.runtime.kube.jobs``).
@@ -29,7 +30,9 @@ RESOLVER_ENV, SEARCH_ENV = "ANCHORAGE_RESOLVER", "ANCHORAGE_RESOLVER_SEARCH"
 #: Names with at least this many dots are tried as they are before the search domains.
 NDOTS = 1
 PORT = 53
+#: Seconds a query waits for its answer (:func:`query_timeout` changes it for a while).
 TIMEOUT = 2.0
+_timeout = TIMEOUT
 A, IN = 1, 1
 NXDOMAIN = 3
 AddrInfo = list[tuple[Any, ...]]
@@ -84,14 +87,26 @@ def _address(server: str) -> tuple[str, int]:
     return server, PORT
 
 
+@contextlib.contextmanager
+def query_timeout(seconds: float) -> Iterator[None]:
+    """Within it, each query of this process waits ``seconds`` for its answer, not :data:`TIMEOUT`: for a probe
+    that expects no answer while a NetworkPolicy still drops its packets, and tries again soon."""
+    global _timeout
+    before, _timeout = _timeout, seconds
+    try:
+        yield
+    finally:
+        _timeout = before
+
+
 def _exchange(query: bytes, server: str, *, tcp: bool) -> bytes:
     address = _address(server)
     if not tcp:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            sock.settimeout(TIMEOUT)
+            sock.settimeout(_timeout)
             sock.sendto(query, address)
             return sock.recv(65535)
-    with socket.create_connection(address, timeout=TIMEOUT) as conn:
+    with socket.create_connection(address, timeout=_timeout) as conn:
         conn.sendall(struct.pack("!H", len(query)) + query)
         size = struct.unpack("!H", _read(conn, 2))[0]
         return _read(conn, size)
