@@ -6,6 +6,7 @@ while the main container still runs."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import threading
 import time
@@ -68,7 +69,7 @@ def test_attempts_start_short_and_double_to_their_bound(monkeypatch: pytest.Monk
             raise TimeoutError("timed out")
         return socket.socket()
 
-    monkeypatch.setattr(pod.socket, "create_connection", connect)
+    monkeypatch.setattr(socket, "create_connection", connect)
     pod._reach(_store(1), threading.Event(), limit=10.0, pause=0.0)
     assert tried == [(0.25, 0.25), (0.5, 0.5), (1.0, 1.0), (2.0, 2.0), (2.0, 2.0), (2.0, 2.0)]
     assert resolver._timeout == resolver.TIMEOUT
@@ -100,7 +101,7 @@ def test_the_sidecar_sets_up_its_store_before_the_main_container_ends(tmp_path: 
 
     agent = threading.Thread(target=main_container)
     agent.start()
-    monkeypatch.setattr(pod.signal, "signal", lambda *_: None)  # the sidecar's SIGTERM handler stays out of pytest
+    monkeypatch.setattr(signal, "signal", lambda *_: None)  # the sidecar's SIGTERM handler stays out of pytest
     assert pod.main(["upload", "--wait", str(run), "--put", f"artifacts={results}"]) == 0
     agent.join()
     assert opened == [False], "the store was set up only after the main container ended"
