@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import os
 import resource
-import shutil
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -29,8 +27,7 @@ def _rss_mib() -> float:
 
 
 def test_filling_the_disk_stops_at_the_results_quota(attack: RunAttack, mech: sandbox.Mechanism,
-                                                     smoke_task: Task, tmp_path: Path) -> None:
-    free_before = shutil.disk_usage(tmp_path).free
+                                                     smoke_task: Task) -> None:
     code = f"""
 import os
 {write_expected(smoke_task)}
@@ -44,13 +41,16 @@ except OSError as exc:
     print("stopped", exc.errno, written)
 """
     result = attack(code, mech, limits={"resultMaxBytes": 4 * MIB})
-    assert any(line.startswith("stopped 28") for line in result.stdout.splitlines()), result.stdout  # ENOSPC
+    stopped = [line.split() for line in result.stdout.splitlines() if line.startswith("stopped ")]
+    assert stopped and stopped[0][1] == "28", result.stdout  # ENOSPC
+    # the host's disk never saw 200 MB: the writes stopped near the quota, on a tmpfs (below). The machine's free
+    # space is no measure of it: other tests write beside this one (ci61: 70 MB in the attack's seconds)
+    assert int(stopped[0][2]) <= 6 * MIB, result.stdout
     assert result.phase_reason == ("Failed", "oversized_result"), result.record
     assert "/root/results" in result.record["message"]
     assert result.record["score"]["bo_eval"] == -1.0
     quota = result.record["sandbox"]["quotas"]["results"]
     assert quota["mechanism"] == "tmpfs" and quota["over"] and quota["bytes"] <= 6 * MIB
-    assert free_before - shutil.disk_usage(tmp_path).free < 64 * MIB  # the host's disk never saw 200 MB
 
 
 def test_a_million_files_stop_at_the_entry_quota(attack: RunAttack, mech: sandbox.Mechanism,
