@@ -219,8 +219,8 @@ def upload(args: argparse.Namespace) -> None:
     from anchorage.runtime.kube import resolver
     run_dir = Path(args.wait)
     resolver.install_from_env()
-    # before the wait, while the main container runs: the S3 client's import and set-up (about 0.25 s of CPU, no
-    # network) take seconds on the sidecar's small CPU share, and after the agent's end they would delay its upload
+    # before the wait, while the main container runs: the S3 client's import and set-up (no network) take seconds on
+    # the sidecar's small CPU share (jobs.SIDECAR_CPU), and after the agent's end they would delay its upload
     store = open_store(os.environ["ANCHORAGE_STORE"])
     _wait_for(run_dir, term)
     _reach(store, term, args.reach_seconds)
