@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from anchorage.controller.jobends import job_result
 from kube_cluster import REAL_NODES, RealCluster
 
 pytestmark = pytest.mark.cluster
@@ -99,8 +100,13 @@ def test_the_memory_limit_is_enforced(real_cluster: RealCluster, namespace: str)
 def test_a_job_deadline_kills_and_removes_the_pod(real_cluster: RealCluster, namespace: str) -> None:
     started = time.monotonic()
     job, _ = _run(real_cluster, namespace, _job("slow", [_container("main", "sleep 600")], deadline=3), timeout=90)
+    # the Job controller's own reason is DeadlineExceeded, or BackoffLimitExceeded when its sync at the deadline
+    # could not record the end and the next counted the deleted pod as failed (seen once on a loaded CI machine):
+    # the operator reads both as the deadline (controller.jobends.job_result, tests/controller/test_job_result.py)
     failed = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")
-    assert failed["reason"] == "DeadlineExceeded" and time.monotonic() - started < 90
+    assert failed["reason"] in ("DeadlineExceeded", "BackoffLimitExceeded"), failed
+    assert job_result(job) == "DeadlineExceeded", job["status"]
+    assert time.monotonic() - started < 90
     real_cluster.wait_for(lambda: not real_cluster.get("pods", "-n", namespace, "-l", "job-name=slow")["items"], 60,
                           "the deadline's pod to be removed")
 
