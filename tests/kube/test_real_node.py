@@ -4,7 +4,7 @@
 ``anchorage_devcluster.realnode``) and installs the chart from images in the cluster's registry. Here:
 
 * the nodes are what ``kubectl get nodes -o wide`` says a real node is: the pinned kubelet, ``containerd://``, and
-  this machine's CPUs and memory as capacity;
+  this machine's CPUs and memory as capacity (and a cgroup weighing as ``kubepods`` on such a machine);
 * the trial of ``examples/trial.yaml`` reaches Succeeded with O-Eval 1 through the operator *pod*, and every pod of
   it (trial, verifier) ran its image on a node: container IDs are the runtime's, ``kubectl logs`` reads them
   (``examples/trial.yaml`` itself, applied with kubectl: ``test_real_cluster.py``);
@@ -50,6 +50,9 @@ def test_the_nodes_run_the_pinned_kubelet_on_containerd_with_the_machines_capaci
         assert info["containerRuntimeVersion"].startswith("containerd://1.")
         assert capacity["cpu"] == str(os.cpu_count())
         assert capacity["memory"] == f"{_meminfo_kib()}Ki"
+        # the node's cgroup weighs as kubepods does on a machine of these CPUs (nodeprocs.weigh_cgroup)
+        top = Path("/sys/fs/cgroup/cpu", real_cluster.local.real_nodes[node["metadata"]["name"]].cgroup)
+        assert (top / "cpu.shares").read_text().strip() == str(1024 * (os.cpu_count() or 1))
     wide = real_cluster.kubectl("get", "nodes", "-o", "wide", "-l", REAL_SELECTOR).stdout
     assert binaries.KUBE_VERSION in wide and "containerd://" in wide, wide
 
@@ -138,11 +141,13 @@ def _container_cgroup(real: RealCluster, controller: str, node: str, container_i
     return None
 
 
-@pytest.mark.slow  # a trial whose agent spins for 4 s at half a CPU
+@pytest.mark.slow  # a trial whose agent spins for 1 s of CPU at a fifth of a CPU
 def test_a_trials_cpu_limit_is_enforced_by_its_cgroup(real_cluster: RealCluster) -> None:
-    """Half a CPU: the agent's container gets a CFS quota of 50 ms per 100 ms, and a busy loop is throttled by it."""
-    busy = "python3 -c 'import time; t = time.time()\nwhile time.time() - t < 4: pass'; sleep 40"
-    _trial(real_cluster, "spins", busy, {"memoryMB": 256, "cpus": 0.5, "agentTimeoutSec": 300})
+    """A fifth of a CPU: the agent's container gets a CFS quota of 20 ms per 100 ms, and a busy loop is throttled by it.
+    The loop runs for CPU time, not wall time: on a loaded machine it runs longer instead of ending unthrottled (a
+    4 s wall-time loop at half a CPU once saw no throttling, its node starved below its quota)."""
+    busy = "python3 -c 'import time\nwhile time.process_time() < 1: pass'; sleep 40"
+    _trial(real_cluster, "spins", busy, {"memoryMB": 256, "cpus": 0.2, "agentTimeoutSec": 300})
     namespace = real_cluster.release.trials_namespace
     deadline, cgroup = time.monotonic() + 300, None
     while cgroup is None and time.monotonic() < deadline:
@@ -152,9 +157,12 @@ def test_a_trials_cpu_limit_is_enforced_by_its_cgroup(real_cluster: RealCluster)
                     cgroup = _container_cgroup(real_cluster, "cpu", pod["spec"]["nodeName"], status["containerID"])
         time.sleep(1)
     assert cgroup is not None, "the agent container never ran (or its cgroup was not found)"
-    assert int((cgroup / "cpu.cfs_quota_us").read_text()) == 50_000
+    assert int((cgroup / "cpu.cfs_quota_us").read_text()) == 20_000
     assert int((cgroup / "cpu.cfs_period_us").read_text()) == 100_000
-    time.sleep(6)  # the busy loop's 4 s, at half a CPU
-    stat = dict(line.split() for line in (cgroup / "cpu.stat").read_text().splitlines())
+    stat: dict[str, str] = {}
+    until = time.monotonic() + 60  # 1 s of CPU at 0.2 CPU is 5 s or more
+    while time.monotonic() < until and int(stat.get("nr_throttled", 0)) == 0:
+        time.sleep(0.5)
+        stat = dict(line.split() for line in (cgroup / "cpu.stat").read_text().splitlines())
     assert int(stat["nr_throttled"]) > 0 and int(stat["throttled_time"]) > 0, stat
     real_cluster.kubectl("delete", "trial", "spins", "-n", real_cluster.release.namespace, "--wait=false")
