@@ -33,7 +33,22 @@ def _pins(path: Path) -> dict[str, str]:
 
 
 def test_every_image_has_a_dockerfile() -> None:
-    assert {p.parent.name for p in DOCKERFILES} == {"agent-base", "verifier", "lean", "operator", "tasks"}
+    assert {p.parent.name for p in DOCKERFILES} == {"agent-base", "verifier", "verifier-deps", "lean", "operator",
+                                                    "operator-deps", "tasks"}
+
+
+@pytest.mark.parametrize("image", ["operator", "verifier"])
+def test_a_dependencies_image_installs_the_lock_alone_and_its_image_is_built_on_it(image: str) -> None:
+    """``images/<image>-deps`` copies nothing but the image's lock (a change to Anchorage's code keeps it cached) and
+    installs it as the image itself does; ``tools/images.py`` builds the image on it."""
+    from anchorage.images.building import BUILT_ON, copied_sources
+
+    deps = IMAGES / f"{image}-deps" / "Dockerfile"
+    assert copied_sources(deps, IMAGES.parent) == [IMAGES / image / "requirements.txt"]
+    assert f"pip install --no-cache-dir --require-hashes -r /tmp/{image}/requirements.txt" in deps.read_text()
+    assert BUILT_ON[image] == f"{image}-deps"
+    # built on another base, the image still makes its own virtualenv
+    assert "(test -x /opt/venv/bin/python || python3 -m venv /opt/venv)" in (IMAGES / image / "Dockerfile").read_text()
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)

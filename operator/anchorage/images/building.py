@@ -39,8 +39,10 @@ SUITE = "bookworm"
 MIRROR = os.environ.get("ANCHORAGE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "passwd")
 IMAGES = ("agent-base", "verifier", "operator", "tasks")
-#: Images built on another of these images instead of the base (the task bundle adds tasks/ to the operator image).
-BUILT_ON = {"tasks": "operator"}
+#: Images built on another image instead of the base: the task bundle adds tasks/ to the operator image, and the
+#: operator and verifier images add the Anchorage package to an image of their locked dependencies alone
+#: (``images/<name>-deps``), so a change to the package's code does not install every wheel again.
+BUILT_ON = {"tasks": "operator", "operator": "operator-deps", "verifier": "verifier-deps"}
 BUILD_TIMEOUT_SEC = 7200
 KEEP = 2  # builds kept per image (see prune)
 YOUNG_SEC = 6 * 3600  # ... and every build younger than this
