@@ -12,7 +12,7 @@ SYSTEM_PACKAGES := bubblewrap libseccomp2 prometheus poppler-utils iproute2 chro
 PYTEST_WORKERS ?= -n 3 --dist loadgroup
 #: the installer of the virtualenv (and of `make lock`): uv, pinned
 UV_PIN := uv==0.13.9
-UV := $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python
+UV := $(BIN)/uv pip install --quiet --python $(BIN)/python
 
 .PHONY: demo test test-fast lint unit system venv agents kube s3 images images-cached lock clean
 
@@ -66,14 +66,17 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml devcluster/pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# uv installs what pip would (the same constraints, compiled as pip compiles: the sandbox's view of this
-	# virtualenv is read-only), from its cache on a second run: seconds, not minutes
+	# uv installs what pip would (the same constraints), from its cache on a second run: seconds, not minutes
 	$(BIN)/python -m pip install --quiet $(UV_PIN)
 	$(UV) -c constraints.txt -e '.[dev,inspect,agent-stack]' -e ./devcluster toml shortuuid dirhash
 	# Harbor's own pydantic models read the Harbor export in the tests (Harbor pins Python >= 3.12; its models
 	# load on 3.11 with typing shims, see tests/interop/harbor_check.py): pip, which can ignore that pin
 	$(BIN)/python -m pip install --quiet --no-deps --ignore-requires-python harbor==0.25.0
 	$(BIN)/python -m pip install --quiet --ignore-requires-python helm-sdkpy
+	# compiled as pip compiles (the sandbox's view of this virtualenv is read-only): the bytecode of the same lock is
+	# reused from the cache, only what is missing or stale compiled (tools/bytecode.py)
+	$(BIN)/python tools/bytecode.py $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+	  $(CACHE)/bytecode/$(subst .installed-,lock-,$(notdir $(STAMP)))
 	touch $@
 
 ## system: Debian packages for the sandbox (bubblewrap; libseccomp2, the compiler of its seccomp filter: apt brings it,
