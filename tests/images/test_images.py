@@ -33,19 +33,21 @@ def _pins(path: Path) -> dict[str, str]:
 
 
 def test_every_image_has_a_dockerfile() -> None:
-    assert {p.parent.name for p in DOCKERFILES} == {"agent-base", "verifier", "verifier-deps", "lean", "operator",
-                                                    "operator-deps", "tasks"}
+    assert {p.parent.name for p in DOCKERFILES} == {"agent-base", "verifier", "deps", "lean", "operator", "tasks"}
 
 
 @pytest.mark.parametrize("image", ["operator", "verifier"])
 def test_a_dependencies_image_installs_the_lock_alone_and_its_image_is_built_on_it(image: str) -> None:
-    """``images/<image>-deps`` copies nothing but the image's lock (a change to Anchorage's code keeps it cached) and
-    installs it as the image itself does; ``tools/images.py`` builds the image on it."""
-    from anchorage.images.building import BUILT_ON, copied_sources
+    """``<image>-deps`` (``images/deps`` with ``LOCK=<image>``) copies nothing but the image's lock, so a change to
+    Anchorage's code keeps it cached, and installs it as the image itself does; ``tools/images.py`` builds the image
+    on it."""
+    from anchorage.images.building import BUILT_ON, copied_sources, recipe
 
-    deps = IMAGES / f"{image}-deps" / "Dockerfile"
-    assert copied_sources(deps, IMAGES.parent) == [IMAGES / image / "requirements.txt"]
-    assert f"pip install --no-cache-dir --require-hashes -r /tmp/{image}/requirements.txt" in deps.read_text()
+    dockerfile, args = recipe(f"{image}-deps", {"BASE_IMAGE": "base"})
+    assert dockerfile == "images/deps/Dockerfile" and args == {"BASE_IMAGE": "base", "LOCK": image}
+    assert copied_sources(IMAGES / "deps" / "Dockerfile", IMAGES.parent, args) == [IMAGES / image / "requirements.txt"]
+    assert "pip install --no-cache-dir --require-hashes -r /tmp/lock/requirements.txt" in (
+        IMAGES / "deps" / "Dockerfile").read_text()
     assert BUILT_ON[image] == f"{image}-deps"
     # built on another base, the image still makes its own virtualenv
     assert "(test -x /opt/venv/bin/python || python3 -m venv /opt/venv)" in (IMAGES / image / "Dockerfile").read_text()

@@ -40,9 +40,12 @@ MIRROR = os.environ.get("ANCHORAGE_DEBIAN_MIRROR", "http://deb.debian.org/debian
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "passwd")
 IMAGES = ("agent-base", "verifier", "operator", "tasks")
 #: Images built on another image instead of the base: the task bundle adds tasks/ to the operator image, and the
-#: operator and verifier images add the Anchorage package to an image of their locked dependencies alone
-#: (``images/<name>-deps``), so a change to the package's code does not install every wheel again.
+#: operator and verifier images add the Anchorage package to an image of their locked dependencies alone, so a
+#: change to the package's code does not install every wheel again.
 BUILT_ON = {"tasks": "operator", "operator": "operator-deps", "verifier": "verifier-deps"}
+#: Images built from another folder's Dockerfile with fixed build arguments: (folder under ``images/``, arguments).
+VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
+    "operator-deps": ("deps", {"LOCK": "operator"}), "verifier-deps": ("deps", {"LOCK": "verifier"})}
 BUILD_TIMEOUT_SEC = 7200
 KEEP = 2  # builds kept per image (see prune)
 YOUNG_SEC = 6 * 3600  # ... and every build younger than this
@@ -149,14 +152,16 @@ def build_base() -> str:
 
 # ----- the images ---------------------------------------------------------------------------------------------
 
-def copied_sources(dockerfile: Path, context: Path) -> list[Path]:
-    """The files of the build context the Dockerfile's ``COPY`` lines read (directories expanded)."""
+def copied_sources(dockerfile: Path, context: Path, args: dict[str, str] | None = None) -> list[Path]:
+    """The files of the build context the Dockerfile's ``COPY`` lines read (directories expanded), ``${ARG}`` in a
+    source replaced by the build argument ``args`` gives it."""
     files: list[Path] = []
     for line in dockerfile.read_text(encoding="utf-8").splitlines():
         parts = line.split()
         if not parts or parts[0] != "COPY":
             continue
         for source in [p for p in parts[1:-1] if not p.startswith("--")]:
+            source = re.sub(r"\$\{(\w+)\}", lambda m: (args or {}).get(m.group(1), m.group(0)), source)
             path = context / source
             files += sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts) \
                 if path.is_dir() else [path]
@@ -171,15 +176,23 @@ def instructions(dockerfile: Path) -> str:
     return "\n".join(kept)
 
 
+def recipe(name: str, args: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """The Dockerfile an image is built from (``images/<folder>/Dockerfile``) and its build arguments: ``args`` and,
+    for a :data:`VARIANTS` image, its own."""
+    folder, fixed = VARIANTS.get(name, (name, {}))
+    return f"images/{folder}/Dockerfile", {**args, **fixed}
+
+
 def image_tag(name: str, base: str, args: dict[str, str], context: Path | None = None) -> str:
     """``localhost/anchorage/<name>:<hash>`` of everything the build reads (see the module docstring)."""
     context = context or checkout.find()
-    dockerfile = context / "images" / name / "Dockerfile"
+    file, args = recipe(name, args)
+    dockerfile = context / file
     digest = hashlib.sha256()
     digest.update((image_id(base) or base).encode() + json.dumps(RECIPE).encode())
     digest.update(json.dumps(sorted(args.items())).encode())
     digest.update(instructions(dockerfile).encode() + b"\0")
-    for path in copied_sources(dockerfile, context):
+    for path in copied_sources(dockerfile, context, args):
         digest.update(str(path.relative_to(context)).encode() + b"\0" + path.read_bytes() + b"\0")
     return f"localhost/anchorage/{name}:{digest.hexdigest()[:12]}"
 
@@ -201,17 +214,17 @@ def build_trust() -> Iterator[list[str]]:
 
 
 def build(name: str, base: str, args: dict[str, str] | None = None, context: Path | None = None) -> str:
-    """Build ``images/<name>`` of the checkout ``context`` (default: :func:`checkout.find`) on ``base`` unless an image
-    of the same content exists; its tag."""
+    """Build ``images/<name>`` (or a :data:`VARIANTS` image's folder) of the checkout ``context`` (default:
+    :func:`checkout.find`) on ``base`` unless an image of the same content exists; its tag."""
     context = context or checkout.find()
-    args = {"BASE_IMAGE": base, **(args or {})}
-    tag = image_tag(name, base, args, context)
+    tag = image_tag(name, base, {"BASE_IMAGE": base, **(args or {})}, context)
     if image_id(tag) is not None:
         print(f"{name}: cached as {tag}")
     else:
-        flags = [arg for key, value in sorted(args.items()) for arg in ("--build-arg", f"{key}={value}")]
+        dockerfile, every = recipe(name, {"BASE_IMAGE": base, **(args or {})})
+        flags = [arg for key, value in sorted(every.items()) for arg in ("--build-arg", f"{key}={value}")]
         with build_trust() as mounts:
-            buildah(*RECIPE, *flags, *mounts, "-f", f"images/{name}/Dockerfile", "-t", tag, str(context), stream=True)
+            buildah(*RECIPE, *flags, *mounts, "-f", dockerfile, "-t", tag, str(context), stream=True)
         print(f"{name}: built {tag}")
     prune(name, spare=tag)  # also when cached: other checkouts' builds age past YOUNG_SEC while this one is reused
     return tag
