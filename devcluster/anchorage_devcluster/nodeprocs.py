@@ -74,18 +74,6 @@ def make_cgroup(relative: str) -> None:
                         (path / name).write_text((parent / name).read_text())
 
 
-def weigh_cgroup(relative: str, cpus: int) -> None:
-    """Give ``relative`` (a node's top cgroup) the CPU weight a kubelet gives ``kubepods`` on a machine of ``cpus`` CPUs:
-    v1 ``cpu.shares`` of 1024 per CPU. At the default 1024 the whole node — kubelet, containerd and every pod — weighs
-    as one session of the host's root cgroup (the kernel's autogroups), and on a loaded machine a pod's busy loop never
-    got the 50 ms per 100 ms its quota allows (a CPU-limit test saw no throttling at all; figures in
-    ``docs/design-notes.md``); a real node's pods are not starved so."""
-    for hierarchy in hierarchies():
-        shares = hierarchy / relative / "cpu.shares"
-        if shares.exists():
-            shares.write_text(str(1024 * cpus))
-
-
 def join_cgroup(relative: str, pid: int) -> None:
     for hierarchy in hierarchies():
         (hierarchy / relative / "cgroup.procs").write_text(str(pid))

@@ -9,14 +9,13 @@ sandbox image the project's own ``pause``), CNI ``bridge`` + ``host-local`` + ``
 from the cluster's CA), kube-proxy (iptables mode) and kube-router's firewall controller (the NetworkPolicy engine; no
 routing, no service proxy). ``nodeprocs`` supervises them inside the node's namespaces.
 
-The kubelet measures the machine: capacity is this machine's CPUs and memory (two nodes on one machine both report all
-of it; the scheduler's requests still bound what runs on each), and its cgroup weighs against the host's processes as
-``kubepods`` does on a real machine (``nodeprocs.weigh_cgroup``). State lives under ``/var/lib/anchorage-dev/<slot>/
+The kubelet measures the machine: capacity is this machine's CPUs and memory (two nodes on one machine both report
+all of it; the scheduler's requests still bound what runs on each). State lives under ``/var/lib/anchorage-dev/<slot>/
 <node>`` and sockets under ``/run/anchorage-dev/<slot>/<node>`` (short paths), containerd's images in the cache
-(:attr:`RealNode.images`: pulled and unpacked once, kept across clusters); logs under the cluster's ``logs``. That store
-is bounded: :meth:`RealNode.prune_images` (at a node's start, by ``cluster``) leaves only the cluster's own images, so
-it never holds more than one session's; a store over :data:`STORE_LIMIT` when the node is prepared (what pruning cannot
-remove) is wiped, and containerd pulls again from the cluster's registry.
+(:attr:`RealNode.images`: pulled and unpacked once, kept across clusters); logs under the cluster's ``logs``. That
+store is bounded: :meth:`RealNode.prune_images` (at a node's start, by ``cluster``) leaves only the cluster's own
+images, so it never holds more than one session's; a store over :data:`STORE_LIMIT` when the node is prepared (what
+pruning cannot remove) is wiped, and containerd pulls again from the cluster's registry.
 :meth:`RealNode.lose` kills the node's every process (kubelet, runtime, shims, containers) as a failed machine would;
 :meth:`RealNode.stop` stops it cleanly and removes what it made.
 """
@@ -139,7 +138,6 @@ class RealNode:
                        (("kubelet", kubelet), ("kube-proxy", proxy), ("kube-router", router))}
         self.network.add_node(self.name, self.index)
         nodeprocs.make_cgroup(f"{self.cgroup}/system")
-        nodeprocs.weigh_cgroup(self.cgroup, os.cpu_count() or 1)
         self._register(plane)
         config = {
             "name": self.name, "logs": str(self.logs), "cgroup": self.cgroup,

@@ -4,7 +4,7 @@
 ``anchorage_devcluster.realnode``) and installs the chart from images in the cluster's registry. Here:
 
 * the nodes are what ``kubectl get nodes -o wide`` says a real node is: the pinned kubelet, ``containerd://``, and
-  this machine's CPUs and memory as capacity (and a cgroup weighing as ``kubepods`` on such a machine);
+  this machine's CPUs and memory as capacity;
 * the trial of ``examples/trial.yaml`` reaches Succeeded with O-Eval 1 through the operator *pod*, and every pod of
   it (trial, verifier) ran its image on a node: container IDs are the runtime's, ``kubectl logs`` reads them
   (``examples/trial.yaml`` itself, applied with kubectl: ``test_real_cluster.py``);
@@ -50,9 +50,6 @@ def test_the_nodes_run_the_pinned_kubelet_on_containerd_with_the_machines_capaci
         assert info["containerRuntimeVersion"].startswith("containerd://1.")
         assert capacity["cpu"] == str(os.cpu_count())
         assert capacity["memory"] == f"{_meminfo_kib()}Ki"
-        # the node's cgroup weighs as kubepods does on a machine of these CPUs (nodeprocs.weigh_cgroup)
-        top = Path("/sys/fs/cgroup/cpu", real_cluster.local.real_nodes[node["metadata"]["name"]].cgroup)
-        assert (top / "cpu.shares").read_text().strip() == str(1024 * (os.cpu_count() or 1))
     wide = real_cluster.kubectl("get", "nodes", "-o", "wide", "-l", REAL_SELECTOR).stdout
     assert binaries.KUBE_VERSION in wide and "containerd://" in wide, wide
 
@@ -144,8 +141,10 @@ def _container_cgroup(real: RealCluster, controller: str, node: str, container_i
 @pytest.mark.slow  # a trial whose agent spins for 1 s of CPU at a fifth of a CPU
 def test_a_trials_cpu_limit_is_enforced_by_its_cgroup(real_cluster: RealCluster) -> None:
     """A fifth of a CPU: the agent's container gets a CFS quota of 20 ms per 100 ms, and a busy loop is throttled by it.
-    The loop runs for CPU time, not wall time: on a loaded machine it runs longer instead of ending unthrottled (a
-    4 s wall-time loop at half a CPU once saw no throttling, its node starved below its quota)."""
+    The loop runs for CPU time, not wall time: on a loaded machine it runs longer instead of ending unthrottled. A node
+    weighs as one of the machine's sessions (the kernel's autogroups), so a 4 s wall-time loop at half a CPU once saw
+    no throttling on the CI (measured here: a top cgroup beside 4 busy sessions got 0.34 CPU, below half a CPU and
+    above a fifth)."""
     busy = "python3 -c 'import time\nwhile time.process_time() < 1: pass'; sleep 40"
     _trial(real_cluster, "spins", busy, {"memoryMB": 256, "cpus": 0.2, "agentTimeoutSec": 300})
     namespace = real_cluster.release.trials_namespace
