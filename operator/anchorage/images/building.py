@@ -217,11 +217,12 @@ def build(name: str, base: str, args: dict[str, str] | None = None, context: Pat
     """Build ``images/<name>`` (or a :data:`VARIANTS` image's folder) of the checkout ``context`` (default:
     :func:`checkout.find`) on ``base`` unless an image of the same content exists; its tag."""
     context = context or checkout.find()
-    tag = image_tag(name, base, {"BASE_IMAGE": base, **(args or {})}, context)
+    args = {"BASE_IMAGE": base, **(args or {})}
+    tag = image_tag(name, base, args, context)
     if image_id(tag) is not None:
         print(f"{name}: cached as {tag}")
     else:
-        dockerfile, every = recipe(name, {"BASE_IMAGE": base, **(args or {})})
+        dockerfile, every = recipe(name, args)
         flags = [arg for key, value in sorted(every.items()) for arg in ("--build-arg", f"{key}={value}")]
         with build_trust() as mounts:
             buildah(*RECIPE, *flags, *mounts, "-f", dockerfile, "-t", tag, str(context), stream=True)
