@@ -1,17 +1,20 @@
 """Where a test run's time goes, and the workers' grouping: a pytest plugin (``tests/conftest.py`` loads it).
 
-* With pytest-xdist (``make test`` runs three workers, ``--dist loadgroup``), every test that uses the real cluster
-  (the ``cluster`` marker, or the ``real_cluster`` fixture) joins one of two groups, and each group runs on one worker
-  that starts its own session cluster once (a network slot of its own: ``anchorage_devcluster.network``) and runs the
-  group's tests on it, while the third worker runs the rest (and the cluster workers take pure tests once their group
-  is done). The modules in :data:`SECOND_CLUSTER` form the second group: about half of the cluster time, so the two
-  cluster workers end together. Without xdist both groups share one cluster. Such a test without a timeout of its
-  own gets :data:`CLUSTER_TIMEOUT`.
+* With pytest-xdist (``make test`` runs four workers, ``--dist loadgroup``: the Makefile's ``PYTEST_WORKERS``),
+  every test that uses the real cluster (the ``cluster`` marker, or the ``real_cluster`` fixture) joins one of two
+  groups, and each group runs on one worker that starts its own session cluster once (a network slot of its own:
+  ``anchorage_devcluster.network``) and runs the group's tests on it, while the other workers run the rest (and the
+  cluster workers take pure tests once their group is done). The modules in :data:`SECOND_CLUSTER` form the second
+  group: about half of the cluster time, so the two cluster workers end together. Without xdist both groups share one
+  cluster. Such a test without a timeout of its own gets :data:`CLUSTER_TIMEOUT`.
 * At the end, the time per test folder (setup + call + teardown, summed over the workers), each worker's busy time
   (how even the split was: the busiest worker is the run's critical path) and the tests over
   :data:`SLOW_SEC` (a real-cluster test's setup not counted: the first one's starts its group's cluster) that carry
   no ``slow`` marker — each long test must say why it is long (``pytest.mark.slow`` with a
   one-line reason beside it), so the budget stays readable. The 25 slowest tests come from ``--durations=25``.
+* Each test phase's CPU in the process that ran it (the worker, plus the child processes it waited for: the CLIs
+  and kubectl runs it started, not the cluster's daemons nor pods) goes beside its duration, and the 15 tests that
+  used the most are listed: which tests to make cheaper when the run is CPU-bound.
 * The machine's CPU over the run (from ``/proc/stat``: busy core-seconds of those the run had): near 100 % the run
   is CPU-bound, and only less work (not more workers) makes it shorter. Every test's own durations (setup, call,
   teardown) and worker go to ``test-output/durations.json`` for a closer look.
@@ -22,6 +25,8 @@ from __future__ import annotations
 import collections
 import json
 import os
+import resource
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -41,7 +46,9 @@ _by_folder: collections.Counter[str] = collections.Counter()
 _by_test: collections.Counter[str] = collections.Counter()
 _by_worker: collections.Counter[str] = collections.Counter()
 _marked_slow: set[str] = set()
+_by_test_cpu: collections.Counter[str] = collections.Counter()
 _reports: list[dict[str, object]] = []
+_PHASE_CPU = pytest.StashKey[float]()
 _cpu_at_start: list[tuple[float, float]] = []
 DURATIONS = Path("test-output/durations.json")
 
@@ -52,6 +59,42 @@ def _cpu() -> tuple[float, float]:
     ticks = os.sysconf("SC_CLK_TCK")
     idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
     return (sum(fields[:8]) - idle) / ticks, sum(fields[:8]) / ticks
+
+
+def _own_cpu() -> float:
+    """CPU seconds (user + system) of this process and of the children it has waited for."""
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                   resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport,
+                                                                                           pytest.TestReport]:
+    """The phase's CPU (since the phase began: :func:`_phase_began`) on its report, which a worker sends on."""
+    report = yield
+    began = item.stash.get(_PHASE_CPU, None)
+    if began is not None:
+        report.user_properties.append(("cpu_sec", round(_own_cpu() - began, 3)))
+    return report
+
+
+def _phase_began(item: pytest.Item) -> None:
+    item.stash[_PHASE_CPU] = _own_cpu()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _phase_began(item)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    _phase_began(item)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    _phase_began(item)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -94,8 +137,12 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _by_worker[node.gateway.id if node is not None else "main"] += report.duration
     if "slow" in report.keywords:
         _marked_slow.add(report.nodeid)
+    cpu = dict(report.user_properties).get("cpu_sec")
+    if isinstance(cpu, (int, float)):
+        _by_test_cpu[report.nodeid] += cpu
     _reports.append({"test": report.nodeid, "when": report.when, "seconds": round(report.duration, 3),
-                     "worker": node.gateway.id if node is not None else "main", "outcome": report.outcome})
+                     "cpu_sec": cpu, "worker": node.gateway.id if node is not None else "main",
+                     "outcome": report.outcome})
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -113,6 +160,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         (busy0, all0), (busy1, all1) = _cpu_at_start[0], _cpu()
         write(f"  machine CPU over the run: {busy1 - busy0:.0f} of {all1 - all0:.0f} core-seconds busy "
               f"({100 * (busy1 - busy0) / max(all1 - all0, 1e-9):.0f} %, {os.cpu_count()} cores)")
+    if _by_test_cpu:
+        terminalreporter.section("most CPU per test (its process and the children it waited for)")
+        for nodeid, seconds in _by_test_cpu.most_common(15):
+            write(f"  {seconds:8.1f} s  {nodeid}")
+        write(f"  {sum(_by_test_cpu.values()):8.1f} s  in all tests")
     DURATIONS.parent.mkdir(exist_ok=True)
     DURATIONS.write_text(json.dumps(_reports, indent=1))
     unmarked = sorted(((s, n) for n, s in _by_test.items() if s > SLOW_SEC and n not in _marked_slow), reverse=True)

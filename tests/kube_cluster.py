@@ -19,10 +19,12 @@ skips with the reason (``make kube`` builds them; ``make test`` does that first)
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +51,68 @@ KUEUE_FAIR_SHARING = {"usageHalfLifeTime": "10m", "usageSamplingInterval": "1s"}
 #: Namespaces of the chart's releases whose ServiceAccounts' requests the API server's audit log records
 #: (``RealCluster.audited``): the session's release, and the simulated-node one of ``tests/kube/test_real_operator.py``.
 AUDITED_NAMESPACES = (OPERATOR_NAMESPACE, "crash")
+
+
+def _readable_kinds() -> dict[str, tuple[str, str, bool]]:
+    """kubectl's names of the kinds :meth:`RealCluster.get` reads in-process → (API path, plural, namespaced): the
+    built-in kinds the tests poll, and Anchorage's own (their plural, kind and short name, as their CRDs declare)."""
+    from anchorage.manifests import API_GROUP, API_VERSION, PLURALS, SHORT_NAMES
+
+    built_in = {("pods", "pod"): ("/api/v1", True), ("namespaces", "namespace", "ns"): ("/api/v1", False),
+                ("nodes", "node"): ("/api/v1", False), ("events", "event"): ("/api/v1", True),
+                ("jobs", "job"): ("/apis/batch/v1", True), ("deployments", "deployment"): ("/apis/apps/v1", True),
+                ("networkpolicies", "networkpolicy"): ("/apis/networking.k8s.io/v1", True)}
+    for kind, plural in PLURALS.items():
+        built_in[(plural, kind.lower(), SHORT_NAMES[kind])] = (f"/apis/{API_GROUP}/{API_VERSION}", True)
+    return {name: (path, names[0], namespaced) for names, (path, namespaced) in built_in.items() for name in names}
+
+
+READABLE = _readable_kinds()
+
+
+@dataclass(frozen=True)
+class Query:
+    """A ``kubectl get`` that :meth:`RealCluster.get` answers in-process: one kind, one object or a list."""
+
+    kind: str
+    name: str | None = None
+    namespace: str | None = None
+    selector: str | None = None
+    field_selector: str | None = None
+    all_namespaces: bool = False
+
+    @classmethod
+    def parse(cls, args: tuple[str, ...]) -> Query | None:
+        """The query of ``kubectl get`` arguments, or None for any it does not take (kubectl answers those)."""
+        words: list[str] = []
+        options: dict[str, str] = {}
+        flags = {"-n": "namespace", "--namespace": "namespace", "-l": "selector", "--selector": "selector",
+                 "--field-selector": "field_selector"}
+        rest = iter(args)
+        all_namespaces = False
+        for arg in rest:
+            if arg in flags:
+                value = next(rest, None)
+                if value is None:
+                    return None
+                options[flags[arg]] = value
+            elif arg in ("-A", "--all-namespaces"):
+                all_namespaces = True
+            elif arg.startswith("-") or "/" in arg or "," in arg:
+                return None
+            else:
+                words.append(arg)
+        if not 1 <= len(words) <= 2 or words[0] not in READABLE or (len(words) == 2 and (
+                all_namespaces or "selector" in options or "field_selector" in options)):
+            return None
+        return cls(words[0], words[1] if len(words) == 2 else None, all_namespaces=all_namespaces, **options)
+
+    def path(self) -> str:
+        prefix, plural, namespaced = READABLE[self.kind]
+        where = f"/namespaces/{self.namespace or 'default'}" if namespaced and not self.all_namespaces else ""
+        path = f"{prefix}{where}/{plural}" + (f"/{self.name}" if self.name else "")
+        query = {k: v for k, v in (("labelSelector", self.selector), ("fieldSelector", self.field_selector)) if v}
+        return path + (f"?{urllib.parse.urlencode(query)}" if query else "")
 
 
 @dataclass
@@ -173,8 +237,48 @@ class RealCluster:
             raise AssertionError(f"the Deployments of {namespace} are not Available after {timeout:.0f} s: "
                                  f"{done.stderr.strip()}\n{pods}\n{events[-4000:]}")
 
+    @functools.cached_property
+    def api(self) -> Any:
+        """An API client of the admin's (``anchorage.controller.kube.Client``: JSON over kept-alive connections)."""
+        import kubernetes
+
+        from anchorage.controller.kube import Client
+
+        configuration = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config(config_file=str(self.admin_kubeconfig), client_configuration=configuration)
+        return Client(configuration)
+
     def get(self, *args: str) -> Any:
-        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+        """What ``kubectl get ARGS -o json`` prints. The kinds and options the tests poll (:class:`Query`) are read
+        in-process, a list as kubectl prints it (a ``List`` whose items carry their kind): a kubectl run costs about
+        50 ms of CPU, and the real-cluster tests poll thousands of times a run. Anything else runs kubectl."""
+        from anchorage.controller.kube import ApiError
+
+        query = Query.parse(args)
+        if query is None:
+            return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+        try:
+            answer: dict[str, Any] = self.api.request("GET", query.path())
+        except ApiError as exc:
+            raise RuntimeError(f"kubectl get {' '.join(args)} failed: {exc}") from exc
+        if query.name is not None:
+            return answer
+        kind, version = str(answer.get("kind", "")).removesuffix("List"), answer.get("apiVersion")
+        return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
+                "items": [{"apiVersion": version, "kind": kind, **item} for item in answer.get("items") or []]}
+
+    def status(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        """An object's ``status`` ({} while it has none, or if it does not exist)."""
+        from anchorage.controller.kube import ApiError
+
+        query = Query(kind, name, namespace)
+        try:
+            found: dict[str, Any] = self.api.request("GET", query.path())
+        except ApiError as exc:
+            if exc.status == 404:
+                return {}
+            raise
+        return dict(found.get("status") or {})
 
     def namespace(self, name: str, *, simulated: bool = False, pod_security: str | None = "restricted") -> str:
         """A namespace whose pods run on the simulated node (else on the real nodes)."""

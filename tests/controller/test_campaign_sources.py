@@ -26,6 +26,7 @@ def _status(env: Env, plural: str, name: str) -> dict[str, Any]:
     return (json.loads(result.stdout).get("status") or {}) if result.returncode == 0 else {}
 
 
+@pytest.mark.slow  # a campaign of two sandboxed trials, then a ScoringRun of its artifacts: 11-43 s as the load goes
 def test_a_selected_campaign_runs_and_a_campaign_ref_rescores_its_artifacts(kube_env: Env) -> None:
     kube_env.start_operator()
     _apply(kube_env, "VerificationCampaign", "sel", {"taskSelector": {"names": ["smoke-*"]}, "entries": [ORACLE],

@@ -40,6 +40,7 @@ def test_agent_image_has_the_pinned_clis_for_the_agent_user(tool: ModuleType, ba
     assert tool.build("agent-base", base) == tag  # cached by content: nothing rebuilt
 
 
+@pytest.mark.slow  # scores the smoke task in the verifier image (its Python and the gates start): 23-49 s under load
 def test_verifier_image_scores_the_smoke_task_with_the_hosts_gates(tool: ModuleType, base: str) -> None:
     tag = tool.build("verifier", base)
     result = smoke.smoke_verifier(tag)

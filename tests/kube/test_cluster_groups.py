@@ -56,9 +56,16 @@ def test_where(n: int) -> None:
 """
 
 
-def test_three_workers_run_each_group_on_one_worker_and_the_two_groups_on_two(tmp_path: Path) -> None:
-    """What ``make test`` runs (``-n 3 --dist loadgroup``) on stand-ins of a first- and a second-group module (the
-    same paths, tests that only say where they ran) and pure tests: one worker per group, two workers in all."""
+def _make_test_workers() -> list[str]:
+    """pytest's worker options as ``make test`` gives them (the Makefile's ``PYTEST_WORKERS``)."""
+    [line] = [line for line in (REPO / "Makefile").read_text().splitlines() if line.startswith("PYTEST_WORKERS ?=")]
+    return line.split("?=", 1)[1].split()
+
+
+def test_make_tests_workers_run_each_group_on_one_worker_and_the_two_groups_on_two(tmp_path: Path) -> None:
+    """What ``make test`` runs (its ``PYTEST_WORKERS``, ``--dist loadgroup``) on stand-ins of a first- and a
+    second-group module (the same paths, tests that only say where they ran) and pure tests: one worker per group,
+    two workers in all."""
     kube = tmp_path / "tests" / "kube"
     kube.mkdir(parents=True)
     (tmp_path / "tests" / "conftest.py").write_text('pytest_plugins = ["budget"]\n')
@@ -69,9 +76,10 @@ def test_three_workers_run_each_group_on_one_worker_and_the_two_groups_on_two(tm
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    cluster: uses the real cluster\n")
     where = tmp_path / "where.jsonl"
     env = {**os.environ, "WHERE": str(where), "PYTHONPATH": str(REPO / "tests")}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "3", "--dist",
-                           "loadgroup", "tests"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
+    options = _make_test_workers()
+    assert "loadgroup" in options and int(options[options.index("-n") + 1]) >= 3, options
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *options, "tests"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     ran = [json.loads(line) for line in where.read_text().splitlines()]
     workers = {module: {w for m, _, w in ran if m == module} for module in {m for m, _, _ in ran}}

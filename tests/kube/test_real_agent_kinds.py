@@ -12,7 +12,6 @@ instead. An agent image without the CLI is the platform's failure naming the fix
 
 from __future__ import annotations
 
-import json
 import math
 import secrets
 from collections.abc import Iterator
@@ -55,11 +54,6 @@ def _campaign(name: str, replay: str) -> dict[str, Any]:
                                  {"name": "replay", "agent": {"kind": "replay", "artifact": str(replay)}}]}}
 
 
-def _status(real: RealCluster, namespace: str, name: str) -> dict[str, Any]:
-    out = real.kubectl("get", "vc", name, "-n", namespace, "-o", "json", check=False)
-    return dict(json.loads(out.stdout).get("status") or {}) if out.returncode == 0 else {}
-
-
 @pytest.fixture(scope="module")
 def kinds(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Release, Any, ScriptBook]]:
     """A release (namespace ``kinds``) whose gateway sends every model to the scripted mock model on this machine,
@@ -94,15 +88,15 @@ def test_every_agent_kind_of_the_examples_ranks_as_on_the_local_engine(
     boto3.client("s3", **_client(real_cluster)).put_object(Bucket=real_cluster.s3.bucket, Key=key, Body=b"{}")
     doc = _campaign("kinds-all", key)
     real_cluster.kubectl("apply", "-n", release.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
-    real_cluster.wait_for(lambda: _status(real_cluster, release.namespace, "kinds-all").get("phase") == "Succeeded",
+    real_cluster.wait_for(lambda: real_cluster.status("vc", release.namespace, "kinds-all").get("phase") == "Succeeded",
                           1800, "the campaign of every agent kind", release.name)
-    status = _status(real_cluster, release.namespace, "kinds-all")
+    status = real_cluster.status("vc", release.namespace, "kinds-all")
     with_mock = {**doc, "metadata": {"name": "with-mock"},
                  "spec": {**doc["spec"], "entries": [{"name": "m", "agent": {"kind": "mock"}}]}}
     real_cluster.kubectl("apply", "-n", release.namespace, "-f", "-", stdin=yaml.safe_dump(with_mock))
-    real_cluster.wait_for(lambda: _status(real_cluster, release.namespace, "with-mock").get("phase") == "Failed",
+    real_cluster.wait_for(lambda: real_cluster.status("vc", release.namespace, "with-mock").get("phase") == "Failed",
                           120, "the operator to refuse the mock agent", release.name)
-    refused = _status(real_cluster, release.namespace, "with-mock")
+    refused = real_cluster.status("vc", release.namespace, "with-mock")
     trials = real_cluster.get("trials", "-n", release.namespace, "-l", "anchorage.dev/campaign=kinds-all")["items"]
     assert status["progress"] == "5/5" and status["infrastructureFailed"] == 0, \
         [(t["spec"]["entry"], t["status"].get("reason"), t["status"].get("message")) for t in trials]

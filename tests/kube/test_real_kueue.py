@@ -5,8 +5,8 @@ real cluster runs it: its manager a pod, its CRDs and webhooks from its module's
 API reached by the API server at the pod's address (``anchorage_devcluster.kueue``; ``kueue_cluster`` installs it for
 this module, once per session, and removes it after). The chart's operator runs as a pod. Each test makes its own
 ClusterQueue (a pod quota: one pod per trial attempt; CPU and memory quotas ample) and LocalQueues in the trials
-namespace, where the trial Jobs run. Agents are ``command`` agents that sleep and write a fixed result: CPU is scarce,
-the points are about admission.
+namespace, where the trial Jobs run (``queues``: deleted when the test ends, see there). Agents are ``command``
+agents that sleep and write a fixed result: CPU is scarce, the points are about admission.
 
 * Without Kueue, ``queueName`` is refused naming the missing CRDs (runs first, before Kueue is installed).
 * Two campaigns from two namespaces share a ClusterQueue of 2 pods: never more than 2 agent pods exist, both finish,
@@ -24,6 +24,7 @@ import json
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,9 +93,25 @@ def _queues(real: RealCluster, name: str, pods: int, local: dict[str, int | None
     real.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
 
 
-def _status(real: RealCluster, kind: str, namespace: str, name: str) -> dict[str, Any]:
-    out = real.kubectl("get", kind, name, "-n", namespace, "-o", "json", check=False)
-    return dict(json.loads(out.stdout).get("status") or {}) if out.returncode == 0 else {}
+Queues = Callable[..., None]
+
+
+@pytest.fixture
+def queues(kueue_cluster: RealCluster) -> Iterator[Queues]:
+    """:func:`_queues` for one test, whose LocalQueues are deleted when it ends. Kueue v0.17.0 rewrites the status of
+    a LocalQueue that has admitted a workload as fast as its client may (its 50 QPS, kubernetes-sigs/kueue#10156) until
+    the queue is gone: measured, 25-48 writes a second per queue, and the API server's CPU with them, through the
+    module's later tests until Kueue is removed."""
+    made: list[str] = []
+
+    def make(name: str, pods: int, local: dict[str, int | None], **options: Any) -> None:
+        made.extend(local)
+        _queues(kueue_cluster, name, pods, local, **options)
+
+    yield make
+    if made:
+        kueue_cluster.kubectl("delete", "localqueue", *made, "-n", kueue_cluster.release.trials_namespace,
+                              "--wait=false", check=False)
 
 
 def _wait_campaigns(real: RealCluster, campaigns: list[tuple[str, str]], timeout: float) -> dict[str, dict[str, Any]]:
@@ -103,7 +120,7 @@ def _wait_campaigns(real: RealCluster, campaigns: list[tuple[str, str]], timeout
 
     def ended() -> bool:
         for ns, name in campaigns:
-            found[name] = _status(real, "vc", ns, name)
+            found[name] = real.status("vc", ns, name)
         return all(s.get("phase") in ENDED for s in found.values())
 
     try:
@@ -186,11 +203,11 @@ def test_without_kueue_a_queue_name_is_refused_naming_the_missing_crds(real_clus
              "spec": {"task": "smoke-inventory", "agent": _agent(0), "limits": LIMITS, "queueName": "team-a"}}
     real_cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([campaign, trial]))
     try:
-        real_cluster.wait_for(lambda: _status(real_cluster, "vc", ns, "queued-without-kueue").get("phase") == "Failed"
-                              and _status(real_cluster, "trial", ns, "queued-lone").get("phase") ==
+        real_cluster.wait_for(lambda: real_cluster.status("vc", ns, "queued-without-kueue").get("phase") == "Failed"
+                              and real_cluster.status("trial", ns, "queued-lone").get("phase") ==
                               "InfrastructureFailed", 120, "the operator to refuse queueName without Kueue")
-        refused = _status(real_cluster, "vc", ns, "queued-without-kueue")
-        lone = _status(real_cluster, "trial", ns, "queued-lone")
+        refused = real_cluster.status("vc", ns, "queued-without-kueue")
+        lone = real_cluster.status("trial", ns, "queued-lone")
     finally:
         real_cluster.kubectl("delete", "vc", "queued-without-kueue", "-n", ns, "--wait=false", check=False)
         real_cluster.kubectl("delete", "trial", "queued-lone", "-n", ns, "--wait=false", check=False)
@@ -202,12 +219,13 @@ def test_without_kueue_a_queue_name_is_refused_naming_the_missing_crds(real_clus
 
 
 @pytest.mark.slow  # two campaigns of 6 trials through a 2-pod quota, two pods at a time: about 3 minutes
-def test_two_teams_share_a_quota_of_two_by_their_fair_sharing_weights(kueue_cluster: RealCluster) -> None:
+def test_two_teams_share_a_quota_of_two_by_their_fair_sharing_weights(kueue_cluster: RealCluster,
+                                                                     queues: Queues) -> None:
     """The trials of a round start and end together, so Kueue admits a round at a time, to the team whose usage over
     its weight is lower. Weights 3:1 give team-a two rounds for each of team-b's while both wait (a share of 2/3,
     whichever team went first); equal weights would give turns (1/2)."""
     real = kueue_cluster
-    _queues(real, "kueue-fair", 2, {"team-a": 3, "team-b": 1}, fair=True)
+    queues("kueue-fair", 2, {"team-a": 3, "team-b": 1}, fair=True)
     names = ("fair-a", "fair-b")
     docs = [_campaign(name, team, [{"name": "e", "agent": _agent(5)}], seeds=6, parallelism=6, queue=team)
             for name, team in zip(names, TEAM_NAMESPACES, strict=True)]
@@ -217,10 +235,6 @@ def test_two_teams_share_a_quota_of_two_by_their_fair_sharing_weights(kueue_clus
         statuses = _wait_campaigns(real, list(zip(TEAM_NAMESPACES, names, strict=True)), 900)
     finally:
         watch.stop()
-        # Kueue v0.17.0 rewrites an admitting fair-sharing LocalQueue's status as fast as it may (its client's 50 QPS,
-        # kubernetes-sigs/kueue#10156) until the queue is gone: without this, half a core for the module's other tests
-        real.kubectl("delete", "localqueue", "team-a", "team-b", "-n", real.release.trials_namespace, "--wait=false",
-                     check=False)
     for name in names:
         assert statuses[name]["phase"] == "Succeeded" and statuses[name]["progress"] == "6/6", statuses[name]
         assert statuses[name]["infrastructureFailed"] == 0, statuses[name]
@@ -249,10 +263,10 @@ def test_two_teams_share_a_quota_of_two_by_their_fair_sharing_weights(kueue_clus
 
 @pytest.mark.slow  # a 20 s low-priority campaign preempted and run again, beside its run without a queue: ~90 s
 def test_a_higher_priority_campaign_preempts_and_the_preempted_trials_finish_as_if_never_preempted(
-        kueue_cluster: RealCluster) -> None:
+        kueue_cluster: RealCluster, queues: Queues) -> None:
     real = kueue_cluster
     ns = real.release.namespace
-    _queues(real, "kueue-prio", 2, {"prio": None}, preemption="LowerPriority")
+    queues("kueue-prio", 2, {"prio": None}, preemption="LowerPriority")
     real.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": name},
          "value": value} for name, value in (("anchorage-low", 100), ("anchorage-high", 1000))]))
@@ -288,10 +302,11 @@ def test_a_higher_priority_campaign_preempts_and_the_preempted_trials_finish_as_
 
 
 @pytest.mark.slow  # a 75 s wait in the queue, then the trial: about 2 minutes
-def test_a_trial_waiting_in_the_queue_does_not_spend_its_agent_time(kueue_cluster: RealCluster) -> None:
+def test_a_trial_waiting_in_the_queue_does_not_spend_its_agent_time(kueue_cluster: RealCluster,
+                                                                    queues: Queues) -> None:
     real = kueue_cluster
     ns, trials_ns = real.release.namespace, real.release.trials_namespace
-    _queues(real, "kueue-slow", 1, {"slow": None})
+    queues("kueue-slow", 1, {"slow": None})
     restricted = {"runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
                   "seccompProfile": {"type": "RuntimeDefault"}}
     blocker = {"apiVersion": "batch/v1", "kind": "Job",
@@ -313,14 +328,14 @@ def test_a_trial_waiting_in_the_queue_does_not_spend_its_agent_time(kueue_cluste
     seen: dict[str, Any] = {}
 
     def ended() -> bool:
-        status = _status(real, "trial", ns, "patient")
+        status = real.status("trial", ns, "patient")
         if status.get("phase") == "Queued":
             shown.append(real.kubectl("get", "trials", "patient", "-n", ns, "-o", "wide").stdout)
             seen.update({k: status[k] for k in ("queuePosition", "queueMessage") if k in status})
         return status.get("phase") in ("Succeeded", "Failed", "InfrastructureFailed")
 
     real.wait_for(ended, 300, "the queued trial to end")
-    status = _status(real, "trial", ns, "patient")
+    status = real.status("trial", ns, "patient")
     assert (status["phase"], status["reason"]) == ("Succeeded", "completed"), status
     assert shown and "Queued" in shown[0] and "slow" in shown[0], shown[:1]
     assert seen.get("queuePosition") == 0 and "quota" in str(seen.get("queueMessage")), seen

@@ -58,8 +58,7 @@ def _wait_phase(real: RealCluster, kind: str, namespace: str, name: str, timeout
     deadline = time.monotonic() + timeout
     status: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        out = real.kubectl("get", kind, name, "-n", namespace, "-o", "json", check=False)
-        status = (json.loads(out.stdout).get("status") or {}) if out.returncode == 0 else {}
+        status = real.status(kind, namespace, name)
         if status.get("phase") in ("Succeeded", "Failed", "InfrastructureFailed", "Cancelled"):
             return status
         time.sleep(2)

@@ -22,7 +22,6 @@ controller.
 from __future__ import annotations
 
 import collections
-import json
 import math
 import os
 import random
@@ -47,11 +46,6 @@ CRASH_KILLS = int(os.environ.get("ANCHORAGE_CRASH_KILLS", "10"))
 def simulated(real_cluster: RealCluster) -> Release:
     """A second release of the chart (``crash`` in namespace ``crash``) whose trials run on the simulated node."""
     return real_cluster.releases.get("crash") or real_cluster.install("crash", "crash", "crash-trials", simulated=True)
-
-
-def _status(real: RealCluster, namespace: str, name: str) -> dict[str, Any]:
-    out = real.kubectl("get", "vc", name, "-n", namespace, "-o", "json", check=False)
-    return dict(json.loads(out.stdout).get("status") or {}) if out.returncode == 0 else {}
 
 
 def test_the_chart_is_installed_and_its_operator_account_is_least_privileged(real_cluster: RealCluster) -> None:
@@ -99,9 +93,9 @@ def test_a_campaign_on_the_real_nodes_matches_the_local_engine(real_cluster: Rea
     release = real_cluster.release
     doc = _campaign("kinds", seeds=2)
     real_cluster.kubectl("apply", "-n", release.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
-    real_cluster.wait_for(lambda: _status(real_cluster, release.namespace, "kinds").get("phase") == "Succeeded",
+    real_cluster.wait_for(lambda: real_cluster.status("vc", release.namespace, "kinds").get("phase") == "Succeeded",
                           900, "the campaign to finish")
-    status = _status(real_cluster, release.namespace, "kinds")
+    status = real_cluster.status("vc", release.namespace, "kinds")
     described = real_cluster.kubectl("describe", "vc", "kinds", "-n", release.namespace).stdout
     assert status["progress"] == "6/6" and status["infrastructureFailed"] == 0, \
         (real_cluster.infrastructure_failures(release.namespace), status)
@@ -161,9 +155,9 @@ def test_the_operator_pod_force_deleted_again_and_again_never_duplicates_nor_los
                 real_cluster.kubectl("delete", "pod", "-n", simulated.namespace, pod["metadata"]["name"],
                                      "--grace-period=0", "--force", "--wait=false")
                 deleted.append(pod["metadata"]["name"])
-    real_cluster.wait_for(lambda: _status(real_cluster, simulated.namespace, "crash").get("phase") == "Succeeded",
+    real_cluster.wait_for(lambda: real_cluster.status("vc", simulated.namespace, "crash").get("phase") == "Succeeded",
                           900, "the campaign to finish after the deletions", simulated.name)
-    status = _status(real_cluster, simulated.namespace, "crash")
+    status = real_cluster.status("vc", simulated.namespace, "crash")
     total = seeds * 3
     assert status["progress"] == f"{total}/{total}" and status["infrastructureFailed"] == 0, status
     assert len(set(deleted)) == CRASH_KILLS  # a new pod each time
@@ -201,7 +195,7 @@ def test_names_at_the_63_character_limit(real_cluster: RealCluster, simulated: R
            "spec": {"tasks": ["smoke-inventory"], "seeds": 2, "parallelism": 2,
                     "entries": [{"name": entry, "agent": {"kind": "command", "command": ["true"]}}]}}
     real_cluster.kubectl("apply", "-n", simulated.namespace, "-f", "-", stdin=yaml.safe_dump(doc))
-    real_cluster.wait_for(lambda: _status(real_cluster, simulated.namespace, name).get("phase") == "Succeeded",
+    real_cluster.wait_for(lambda: real_cluster.status("vc", simulated.namespace, name).get("phase") == "Succeeded",
                           300, "the campaign with long names", simulated.name)
     jobs = real_cluster.get("jobs", "-n", simulated.trials_namespace)["items"]
     ours = [j for j in jobs if (j["metadata"].get("annotations") or {}).get("anchorage.dev/campaign") == name]
