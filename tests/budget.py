@@ -14,7 +14,9 @@
   one-line reason beside it), so the budget stays readable. The 25 slowest tests come from ``--durations=25``.
 * Each test phase's CPU in the process that ran it (the worker, plus the child processes it waited for: the CLIs
   and kubectl runs it started, not the cluster's daemons nor pods) goes beside its duration, and the 15 tests that
-  used the most are listed: which tests to make cheaper when the run is CPU-bound.
+  used the most are listed: which tests to make cheaper when the run is CPU-bound. The teardown of a worker's last
+  test also ends the session's fixtures (a session cluster's daemons are waited for then, with all the CPU they
+  used): it is listed on its own line, as the worker's, not the test's.
 * The machine's CPU over the run (from ``/proc/stat``: busy core-seconds of those the run had): near 100 % the run
   is CPU-bound, and only less work (not more workers) makes it shorter. Every test's own durations (setup, call,
   teardown) and worker go to ``test-output/durations.json`` for a closer look.
@@ -49,6 +51,7 @@ _marked_slow: set[str] = set()
 _by_test_cpu: collections.Counter[str] = collections.Counter()
 _reports: list[dict[str, object]] = []
 _PHASE_CPU = pytest.StashKey[float]()
+_ENDS_SESSION = pytest.StashKey[bool]()
 _cpu_at_start: list[tuple[float, float]] = []
 DURATIONS = Path("test-output/durations.json")
 
@@ -75,6 +78,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     began = item.stash.get(_PHASE_CPU, None)
     if began is not None:
         report.user_properties.append(("cpu_sec", round(_own_cpu() - began, 3)))
+    if call.when == "teardown" and item.stash.get(_ENDS_SESSION, False):
+        report.user_properties.append(("ends_session", True))
     return report
 
 
@@ -93,8 +98,9 @@ def pytest_runtest_call(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_runtest_teardown(item: pytest.Item) -> None:
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     _phase_began(item)
+    item.stash[_ENDS_SESSION] = nextitem is None  # the session's fixtures end with this teardown
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -131,18 +137,22 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     parts = Path(path).parts
     folder = "/".join(parts[:2]) if len(parts) > 2 else parts[0]
     _by_folder[folder] += report.duration
-    if not (report.when == "setup" and "@cluster" in report.nodeid):  # a cluster group's first setup starts its
-        _by_test[report.nodeid] += report.duration                    # session cluster: the group's time, not the test's
     node = getattr(report, "node", None)  # under xdist, the controller's reports name the worker that ran them
-    _by_worker[node.gateway.id if node is not None else "main"] += report.duration
+    worker = node.gateway.id if node is not None else "main"
+    properties = dict(report.user_properties)
+    ends_session = bool(properties.get("ends_session"))
+    # A cluster group's first setup starts its session cluster, and a worker's last teardown ends the session's
+    # fixtures: the group's or the worker's time, not the test's.
+    if not (report.when == "setup" and "@cluster" in report.nodeid) and not ends_session:
+        _by_test[report.nodeid] += report.duration
+    _by_worker[worker] += report.duration
     if "slow" in report.keywords:
         _marked_slow.add(report.nodeid)
-    cpu = dict(report.user_properties).get("cpu_sec")
+    cpu = properties.get("cpu_sec")
     if isinstance(cpu, (int, float)):
-        _by_test_cpu[report.nodeid] += cpu
+        _by_test_cpu[f"{worker}: the session's fixtures, ended" if ends_session else report.nodeid] += cpu
     _reports.append({"test": report.nodeid, "when": report.when, "seconds": round(report.duration, 3),
-                     "cpu_sec": cpu, "worker": node.gateway.id if node is not None else "main",
-                     "outcome": report.outcome})
+                     "cpu_sec": cpu, "worker": worker, "ends_session": ends_session, "outcome": report.outcome})
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
