@@ -66,6 +66,8 @@ Simulate = Callable[[Obj], dict[str, int]]
 NO_NETWORK_LABEL = "anchorage.dev/network"
 ENV_RETRY_SEC = 0.2
 EVICTION_CHECK_SEC = 1.0
+#: How long a cancelled wait gives its killed process to be reaped (:func:`exit_code`).
+REAP_SEC = 10.0
 _SKIP_ROOT = {"proc", "dev", "sys", "tmp", "run", "root"}
 _SOURCE_ROOT = Path(sys.modules["anchorage"].__file__ or ".").resolve().parents[2]  # the checkout (tasks/ beside operator/)
 _JOIN = 'for f; do [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; shift; done; shift; exec "$@"'
@@ -229,6 +231,24 @@ def _terminated(end: ContainerEnd) -> Obj:
     return {"terminated": state}
 
 
+async def exit_code(proc: asyncio.subprocess.Process) -> int:
+    """Wait for ``proc`` to end: its exit code. Cancelled meanwhile (a deadline, a node stopping), the process (its
+    process group when it leads one) is killed and reaped before the cancellation goes on, so no process of a pod
+    outlives its wait unreaped (asyncio warns when a running process's transport is dropped)."""
+    try:
+        return await proc.wait()
+    except asyncio.CancelledError:
+        if proc.returncode is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:  # not a group leader (mount, umount): the process alone
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(proc.wait()), REAP_SEC)
+        raise
+
+
 class PodRun:
     """One pod on this machine (see the module docstring). ``await run.run()`` returns the final phase."""
 
@@ -338,7 +358,7 @@ class PodRun:
         options = "mode=0777" + (f",size={min(sizes)}" if sizes else "")
         proc = await asyncio.create_subprocess_exec("mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path),
                                                     stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
-        if await proc.wait() == 0:
+        if await exit_code(proc) == 0:
             self.tmpfs.append(path)
 
     async def _unmount_memory(self) -> None:
@@ -347,7 +367,7 @@ class PodRun:
             proc = await asyncio.create_subprocess_exec("umount", "--lazy", str(self.tmpfs.pop()),
                                                         stdout=asyncio.subprocess.DEVNULL,
                                                         stderr=asyncio.subprocess.DEVNULL)
-            await proc.wait()
+            await exit_code(proc)
 
     async def _watch_empty_dirs(self) -> None:
         """Every ``EVICTION_CHECK_SEC``: evict the pod when a limited emptyDir holds more than its ``sizeLimit``
@@ -470,7 +490,7 @@ class PodRun:
         self.book.set(name, {"running": {"startedAt": started}})
         await self._publish()
         try:
-            code = await proc.wait()
+            code = await exit_code(proc)
         finally:
             log.close()
         if group is not None and group.oom_killed():

@@ -1,13 +1,19 @@
 """The node agent's simulate mode reports pods as a kubelet does: an init container that fails ends the pod
-before its main containers start (they stay waiting), native sidecars end with the pod."""
+before its main containers start (they stay waiting), native sidecars end with the pod. A pod's process whose wait is
+cancelled (a deadline, the node stopping) is killed and reaped, not left running unwatched."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
-from anchorage_devcluster.pods import PodRun
+import pytest
+
+from anchorage_devcluster.pods import PodRun, exit_code
 
 Obj = dict[str, Any]
 
@@ -63,3 +69,26 @@ def test_a_pod_whose_containers_all_exit_0_succeeds_and_a_failing_agent_fails_it
     assert phase == "Failed"
     assert _states(status, "containerStatuses")["agent"]["terminated"]["exitCode"] == 2
     assert _states(status, "initContainerStatuses")["upload"]["terminated"]["exitCode"] == 0
+
+
+
+@pytest.mark.parametrize("leader", [True, False], ids=["group-leader", "lone-process"])
+def test_a_cancelled_wait_kills_and_reaps_its_process(leader: bool) -> None:
+    """A container leads its own process group (its children are killed with it); mount and umount do not. asyncio
+    warns (ResourceWarning) when a process's transport is dropped while the process runs: none may."""
+    async def main() -> asyncio.subprocess.Process:
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "import time; time.sleep(60)",
+                                                    start_new_session=leader)
+        waiting = asyncio.create_task(exit_code(proc))
+        await asyncio.sleep(0.2)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        return proc
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", ResourceWarning)
+        proc = asyncio.run(main())
+        gc.collect()
+    assert proc.returncode == -9  # killed, and reaped before the cancellation went on
+    assert not [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)]
