@@ -23,6 +23,9 @@ from tests.viewer.chromium import chromium, new_page
 from tests.viewer.chromium import screenshot as viewer_screenshot
 
 pytest.importorskip("inspect_ai", reason="the inspect extra is not installed (make venv installs it)")
+#: The first test also waits for the module's ``inspect view`` to start (Inspect's imports: 10-28 s on a busy
+#: two-core machine) and each drives Chromium through Inspect's pages.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
